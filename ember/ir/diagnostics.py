@@ -1,0 +1,41 @@
+"""One error type for everything a user can get wrong, printed as `file:line:col: error: msg`.
+
+Every stage raises `EmberError`; the command-line layer prints it on one line (plus a caret
+snippet where source text exists) and exits with status 1, so no user ever sees a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A position in a source file (1-based line and column)."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class EmberError(Exception):
+    """A user-facing error: a message, where it happened, and optionally the source line."""
+
+    def __init__(self, message: str, where: Loc | str | None = None, source_line: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.where = where
+        self.source_line = source_line
+
+    def render(self) -> str:
+        head = f"{self.where}: error: {self.message}" if self.where else f"error: {self.message}"
+        if self.source_line is not None and isinstance(self.where, Loc):
+            caret = " " * (self.where.col - 1) + "^"
+            return f"{head}\n{self.source_line.rstrip()}\n{caret}"
+        return head
+
+    def __str__(self) -> str:
+        return self.render()

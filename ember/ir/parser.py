@@ -1,0 +1,183 @@
+"""Parse `.eir` text (grammars/eir.lark, Lark LALR) into IR, keeping line/column on every op."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from .core import Block, Op, Value
+from .diagnostics import EmberError, Loc
+from .printer import DenseAttr
+from .types import ScalarType, ShapedType, StreamType, Type
+
+
+@cache
+def grammar(name: str) -> Lark:
+    text = resources.files("ember").joinpath("grammars", name).read_text()
+    return Lark(text, parser="lalr", maybe_placeholders=True, propagate_positions=False)
+
+
+def syntax_error(e: UnexpectedInput, text: str, filename: str) -> EmberError:
+    line, col = max(e.line, 1), max(e.column, 1)
+    src = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else None
+    if isinstance(e, UnexpectedToken):
+        got = "end of input" if e.token.type == "$END" else repr(str(e.token))
+        msg = f"unexpected {got}"
+        names = sorted(x for x in e.expected if not x.startswith("_") and x != "$END")
+        if names and len(names) <= 6:
+            msg += f" (expected {', '.join(names)})"
+    elif isinstance(e, UnexpectedCharacters):
+        msg = f"unexpected character {text[e.pos_in_stream]!r}" if e.pos_in_stream < len(text) else "bad input"
+    elif isinstance(e, UnexpectedEOF):
+        msg = "unexpected end of input"
+    else:
+        msg = "syntax error"
+    return EmberError(msg, Loc(filename, line, col), src)
+
+
+def parse_type_tree(t: Tree) -> Type:
+    kind = t.data
+    ch = t.children
+    if kind == "scalar_type":
+        return ScalarType(str(ch[0]))
+    if kind == "stream_type":
+        return StreamType(parse_type_tree(ch[0]))
+    if kind == "unranked_type":
+        return ShapedType(str(ch[0]), None, ScalarType(str(ch[1])))
+    dims: tuple[int | None, ...] = ()
+    if ch[1] is not None:
+        dims = tuple(None if d == "?" else int(d) for d in str(ch[1]).split("x")[:-1])
+    return ShapedType(str(ch[0]), dims, ScalarType(str(ch[2])))
+
+
+def parse_type(text: str) -> Type:
+    tree = grammar("eir.lark").parse(f"module {{\nfunc @f(%x: {text}) -> () {{\n}}\n}}\n")
+    return parse_type_tree(tree.children[0].children[1].children[1].children[1])
+
+
+class _Builder:
+    def __init__(self, text: str, filename: str):
+        self.text = text
+        self.lines = text.splitlines()
+        self.filename = filename
+        self.scopes: list[dict[str, Value]] = []
+
+    def loc(self, tok: Token) -> Loc:
+        return Loc(self.filename, tok.line or 1, tok.column or 1)
+
+    def err(self, msg: str, tok: Token) -> EmberError:
+        line = (tok.line or 1) - 1
+        return EmberError(msg, self.loc(tok), self.lines[line] if line < len(self.lines) else None)
+
+    def define(self, tok: Token, type: Type) -> Value:
+        name = str(tok)[1:]
+        for scope in self.scopes:
+            if name in scope:
+                raise self.err(f"value %{name} is defined twice", tok)
+        v = Value(type, name)
+        self.scopes[-1][name] = v
+        return v
+
+    def lookup(self, tok: Token) -> Value:
+        name = str(tok)[1:]
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        raise self.err(f"use of undefined value %{name}", tok)
+
+    def value(self, t: Any) -> Any:
+        if isinstance(t, Token):
+            raise AssertionError(t)
+        k = t.data
+        if k == "int":
+            return int(t.children[0])
+        if k == "float":
+            return float(str(t.children[0]))
+        if k == "string":
+            return json.loads(str(t.children[0]))
+        if k == "true":
+            return True
+        if k == "false":
+            return False
+        if k == "list":
+            return [self.value(c) for c in t.children if c is not None]
+        if k == "dense":
+            ty = parse_type_tree(t.children[1])
+            if not isinstance(ty, ShapedType):
+                raise EmberError("dense attribute needs a shaped type")
+            vals = self.value(t.children[0])
+            return DenseAttr(vals if isinstance(vals, list) else [vals], ty)
+        raise AssertionError(k)
+
+    def attrs(self, t: Tree | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if t is None:
+            return out
+        for a in t.children:
+            if a is None:
+                continue
+            key = str(a.children[0])
+            if key in out:
+                raise self.err(f"attribute '{key}' given twice", a.children[0])
+            out[key] = self.value(a.children[1])
+        return out
+
+    def module(self, t: Tree) -> Op:
+        ch = t.children
+        attr_tree = ch[0] if ch and isinstance(ch[0], Tree) and ch[0].data == "attr_dict" else None
+        mod = Op("module", attrs=self.attrs(attr_tree), regions=[Block()], loc=Loc(self.filename, 1, 1))
+        for f in ch:
+            if isinstance(f, Tree) and f.data == "func":
+                mod.body.add(self.func(f))
+        return mod
+
+    def args(self, trees: list[Any]) -> list[Value]:
+        return [self.define(a.children[0], parse_type_tree(a.children[1])) for a in trees if a is not None]
+
+    def func(self, t: Tree) -> Op:
+        sym: Token = t.children[0]
+        arg_trees = [c for c in t.children if isinstance(c, Tree) and c.data == "arg"]
+        type_trees = [c for c in t.children if isinstance(c, Tree) and c.data.endswith("_type")]
+        ops = [c for c in t.children if isinstance(c, Tree) and c.data == "op"]
+        self.scopes.append({})
+        block = Block(self.args(arg_trees))
+        f = Op("func", attrs={"sym_name": str(sym)[1:], "results": [parse_type_tree(x) for x in type_trees]},
+               regions=[block], loc=self.loc(sym))
+        for o in ops:
+            block.add(self.op(o))
+        self.scopes.pop()
+        return f
+
+    def op(self, t: Tree) -> Op:
+        res_t, name_tok, operands_t, attr_t, *rest = t.children
+        types = [parse_type_tree(x) for x in rest if isinstance(x, Tree) and x.data.endswith("_type")]
+        regions_t = [x for x in rest if isinstance(x, Tree) and x.data == "region"]
+        operands = [self.lookup(v) for v in operands_t.children] if operands_t is not None else []
+        res_toks = list(res_t.children) if res_t is not None else []
+        if len(res_toks) != len(types):
+            raise self.err(f"'{name_tok}' names {len(res_toks)} results but gives {len(types)} types", name_tok)
+        regions = []
+        for r in regions_t:
+            self.scopes.append({})
+            block = Block(self.args([c for c in r.children if isinstance(c, Tree) and c.data == "arg"]))
+            for o in r.children:
+                if isinstance(o, Tree) and o.data == "op":
+                    block.add(self.op(o))
+            self.scopes.pop()
+            regions.append(block)
+        results = [self.define(tok, ty) for tok, ty in zip(res_toks, types)]
+        return Op(str(name_tok), operands, results, self.attrs(attr_t), regions, self.loc(name_tok))
+
+
+def parse_module(text: str, filename: str = "<input>") -> Op:
+    """Parse `.eir` text; syntax and name errors raise EmberError with the position."""
+    try:
+        tree = grammar("eir.lark").parse(text)
+    except UnexpectedInput as e:
+        raise syntax_error(e, text, filename) from None
+    return _Builder(text, filename).module(tree.children[0])

@@ -1,0 +1,148 @@
+"""Export the sample and test models with PyTorch (run once; the outputs are committed).
+
+Needs torch==2.13.0 (CPU) and onnxscript; nothing else in Ember imports torch.  For every model
+and both exporters it writes ``<name>.<exporter>.onnx``, ``<name>.in.npz`` (named after the ONNX
+graph inputs) and ``<name>.<exporter>.out.npz`` (onnxruntime's outputs, the reference the tests use).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from torch import nn
+
+OUT = Path(__file__).resolve().parent / "models"
+ROWS, DIM = 40, 8
+
+
+class Embedding(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(ROWS, DIM)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.emb(idx)
+
+
+class Bag(nn.Module):
+    def __init__(self, mode: str, last: bool = False) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(ROWS, DIM, mode=mode, include_last_offset=last)
+
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        return self.bag(indices, offsets)
+
+
+class WeightedBag(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(ROWS, DIM, mode="sum")
+
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        return self.bag(indices, offsets, per_sample_weights=weights)
+
+
+def mlp(sizes: list[int], last_sigmoid: bool) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        last = i == len(sizes) - 2
+        layers.append(nn.Sigmoid() if last and last_sigmoid else nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class DLRM(nn.Module):
+    """Bottom MLP, three sum bags, pairwise dot-product interaction, top MLP (as in DLRM)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bot = mlp([13, 16, DIM], last_sigmoid=False)
+        self.bags = nn.ModuleList(nn.EmbeddingBag(n, DIM, mode="sum") for n in (60, 40, 30))
+        n_feat = 4
+        self.top = mlp([DIM + n_feat * (n_feat - 1) // 2, 16, 1], last_sigmoid=True)
+        li, lj = torch.tril_indices(n_feat, n_feat, offset=-1)
+        self.register_buffer("li", li, persistent=False)
+        self.register_buffer("lj", lj, persistent=False)
+
+    def forward(self, dense: torch.Tensor, idx0: torch.Tensor, off0: torch.Tensor, idx1: torch.Tensor,
+                off1: torch.Tensor, idx2: torch.Tensor, off2: torch.Tensor) -> torch.Tensor:
+        x = self.bot(dense)
+        e = [bag(i, o) for bag, i, o in zip(self.bags, (idx0, idx1, idx2), (off0, off1, off2))]
+        t = torch.stack([x, *e], dim=1)
+        z = torch.bmm(t, t.transpose(1, 2))
+        flat = z[:, self.li, self.lj]
+        return self.top(torch.cat([x, flat], dim=1))
+
+
+def bag_inputs(rng: np.random.Generator, rows: int, lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    indices = rng.integers(0, rows, size=sum(lengths), dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    return indices, offsets
+
+
+def cases() -> dict[str, tuple[nn.Module, dict[str, np.ndarray]]]:
+    rng = np.random.default_rng(7)
+    lengths = [3, 0, 5, 1, 4, 0]
+    ind, off = bag_inputs(rng, ROWS, lengths)
+    last = np.concatenate([off, [len(ind)]]).astype(np.int64)
+    w = rng.standard_normal(len(ind)).astype(np.float32)
+    out: dict[str, tuple[nn.Module, dict[str, np.ndarray]]] = {
+        "embedding": (Embedding(), {"idx": rng.integers(0, ROWS, size=(4, 3), dtype=np.int64)}),
+        "bag_sum": (Bag("sum"), {"indices": ind, "offsets": off}),
+        "bag_mean": (Bag("mean"), {"indices": ind, "offsets": off}),
+        "bag_max": (Bag("max"), {"indices": ind, "offsets": off}),
+        "bag_last": (Bag("sum", last=True), {"indices": ind, "offsets": last}),
+        "bag_weighted": (WeightedBag(), {"indices": ind, "offsets": off, "weights": w}),
+    }
+    batch = 6
+    feeds: dict[str, np.ndarray] = {"dense": rng.standard_normal((batch, 13)).astype(np.float32)}
+    for k, rows in enumerate((60, 40, 30)):
+        lens = [int(n) for n in rng.integers(0, 6, size=batch)]
+        feeds[f"idx{k}"], feeds[f"off{k}"] = bag_inputs(rng, rows, lens)
+    out["dlrm"] = (DLRM(), feeds)
+    return out
+
+
+def export(name: str, model: nn.Module, feeds: dict[str, np.ndarray], exporter: str) -> None:
+    path = OUT / f"{name}.{exporter}.onnx"
+    args = tuple(torch.from_numpy(v) for v in feeds.values())
+    names = list(feeds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "ts":
+            torch.onnx.export(model, args, str(path), dynamo=False, opset_version=17,
+                              input_names=names, output_names=["output"])
+        else:
+            torch.onnx.export(model, args, str(path), dynamo=True, opset_version=18,
+                              input_names=names, output_names=["output"], external_data=False)
+    m = onnx.load(str(path))
+    graph_inputs = [i.name for i in m.graph.input]
+    run_feeds = {k: feeds[k] for k in graph_inputs}
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = sess.run(None, run_feeds)
+    with torch.no_grad():
+        want = model(*args).numpy()
+    if not np.allclose(got[0], want, rtol=1e-5, atol=1e-6, equal_nan=True):
+        print(f"note: {path.name}: onnxruntime differs from PyTorch (ONNX semantics kept)", file=sys.stderr)
+    np.savez(OUT / f"{name}.{exporter}.out.npz", **{o.name: v for o, v in zip(m.graph.output, got)})
+    np.savez(OUT / f"{name}.in.npz", **feeds)
+    print(f"wrote {path.name}: inputs {graph_inputs}")
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    OUT.mkdir(exist_ok=True)
+    for name, (model, feeds) in cases().items():
+        model.eval()
+        for exporter in ("ts", "dynamo"):
+            export(name, model, feeds, exporter)
+
+
+if __name__ == "__main__":
+    main()
