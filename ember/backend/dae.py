@@ -1,0 +1,134 @@
+"""The DAE program model: what `.dae` text, the `.bin` binary and the simulator all share.
+
+A program is a symbol table (tensors: params, inputs, outputs, temporaries), zero or more access
+programs (traversal units, streams, marshaling rules for the access unit) and one execute-unit
+program (scalar instructions with labels; `run` starts an access program and dispatches its
+tokens to the `case` labels until the access unit is done).  Every instruction is an `Instr`
+(opcode and arguments), so the text parser, printer, assembler and simulator work from one
+opcode table, `OPCODES`, below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Reg:
+    """A register-like name: r (integer), f (float), p (access parameter), s (stream), t (traversal unit)."""
+
+    cls: str
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.cls}{self.n}"
+
+
+@dataclass(frozen=True)
+class SymRef:
+    n: int
+
+    def __str__(self) -> str:
+        return f"@{self.n}"
+
+
+@dataclass(frozen=True)
+class Mem:
+    """A memory reference `@sym[i, j]`: indices are registers (or streams / TUs) or integers."""
+
+    sym: int
+    index: tuple[Reg | int, ...]
+
+    def __str__(self) -> str:
+        return f"@{self.sym}[" + ", ".join(str(i) for i in self.index) + "]"
+
+
+@dataclass(frozen=True)
+class Label:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Arg = Any  # Reg | SymRef | Mem | Label | int | float | str | list[Arg] | dict[str, Any]
+
+
+@dataclass
+class Instr:
+    op: str  # opcode, with a type suffix where it has one ("fadd.f32")
+    args: list[Arg] = field(default_factory=list)
+
+    @property
+    def base(self) -> str:
+        return self.op.split(".", 1)[0]
+
+
+@dataclass
+class Symbol:
+    kind: str  # "param" | "input" | "output" | "temp"
+    name: str
+    dtype: str  # scalar type name (f32, i64, ...)
+    shape: tuple[int | None, ...]  # None entries are dynamic ('?')
+
+
+@dataclass
+class Access:
+    """One access-unit program: `params` values are passed by the `run` instruction."""
+
+    name: str
+    params: int
+    body: list[Instr] = field(default_factory=list)
+
+
+@dataclass
+class Program:
+    symbols: list[Symbol] = field(default_factory=list)
+    access: list[Access] = field(default_factory=list)
+    code: list[Instr | Label] = field(default_factory=list)  # labels are positions in the code
+    weights: str = ""  # file the param data came from (kept for the record; .bin embeds the data)
+    opset: int = 0  # ONNX opset of host operations
+    data: dict[int, Any] = field(default_factory=dict)  # symbol index -> numpy array (params; .bin only)
+
+
+# Argument kinds used in OPCODES signatures:
+#   R int register, F float register, D any register (r or f), V value (register or number),
+#   I integer or register, P access value (stream s, TU t, parameter p, or integer),
+#   S symbol, M memory reference, L label, A access-program name, T TU, N stream, E event,
+#   U alu opcode, Q string, X attribute dict, *K a list of kind K (printed [a, b]), K... trailing variadic.
+OPCODES: dict[str, tuple[str, str]] = {
+    # --- execute unit ---
+    "li": ("D V", "load an immediate"),
+    "mov": ("D D", "copy a register"),
+    "add": ("R I I", "integer add"), "sub": ("R I I", "integer subtract"), "mul": ("R I I", "integer multiply"),
+    "div": ("R I I", "integer divide (floor)"), "rem": ("R I I", "integer remainder"),
+    "min": ("R I I", "integer minimum"), "max": ("R I I", "integer maximum"),
+    "slt": ("R I I", "set if less"), "sle": ("R I I", "set if less or equal"),
+    "seq": ("R I I", "set if equal"), "sne": ("R I I", "set if not equal"),
+    "sel": ("D R D D", "select: d = c ? a : b"),
+    "fadd": ("F F F", "float add"), "fsub": ("F F F", "float subtract"), "fmul": ("F F F", "float multiply"),
+    "fdiv": ("F F F", "float divide"), "fmax": ("F F F", "float maximum (NaN-propagating)"),
+    "fmin": ("F F F", "float minimum"),
+    "fcvt": ("F R", "integer to float"),
+    "ld": ("D M", "load an element"), "st": ("D M", "store an element"),
+    "dim": ("R S I", "extent of a symbol's dimension"),
+    "alloc": ("S *I", "give a temporary or output symbol its runtime shape"),
+    "blt": ("I I L", "branch if less"), "bge": ("I I L", "branch if greater or equal"),
+    "beq": ("I I L", "branch if equal"), "jmp": ("L", "jump"),
+    "run": ("A I...", "start an access program and dispatch its tokens until it is done"),
+    "pop": ("D", "pop the next operand from the queue"),
+    "ret": ("", "end of a callback: back to the dispatcher"),
+    "halt": ("", "end of the program"),
+    "host": ("Q *S *S X", "run an ONNX operator on whole tensors (roofline cost)"),
+    # --- access unit (inside .access) ---
+    "tu": ("T P P P T?", "traversal unit over [lb, ub) by step, nested in an optional parent TU"),
+    "mem": ("N M", "memory stream: one load per iteration of its TU"),
+    "alu": ("N U P P", "integer ALU stream"),
+    "on": ("T E *P I?", "on a TU event (beg/ite/end) push operands, then an optional control token"),
+}
+
+ALU_OPS = ("add", "sub", "mul", "div", "min", "max")
+EVENTS = ("beg", "ite", "end")

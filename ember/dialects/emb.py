@@ -1,0 +1,72 @@
+"""Level `emb`: embedding operations on tensors, as raised from the model by a frontend.
+
+    %y = emb.gather %table, %idx : tensor<4x3x8xf32>
+        y[i..., :] = table[idx[i...], :]                      (nn.Embedding)
+    %y = emb.bag %table, %indices, %offsets [, %weights] {mode = "sum", empty = "zero"} : tensor<?x8xf32>
+        bag b covers indices[offsets[b] : offsets[b+1]], so `offsets` has one more entry than there
+        are bags (PyTorch's include_last_offset form; frontends build it); rows are scaled by
+        `weights` when given, then reduced by `mode` (sum, mean, max).  An empty bag gives 0 when
+        `empty = "zero"`, or the reduction's identity when `empty = "identity"` (0 for sum and mean,
+        -inf for max) — the two exporters disagree, and each model keeps its own meaning.
+"""
+
+from __future__ import annotations
+
+from ..ir.core import Op, check, define
+from ..ir.types import ShapedType
+
+MODES = ("sum", "mean", "max")
+EMPTY = ("zero", "identity")
+
+
+def _shaped(op: Op, i: int, what: str, rank: int | None = None, kind: str = "int") -> ShapedType:
+    t = op.operands[i].type
+    check(isinstance(t, ShapedType) and t.kind == "tensor", op, f"{what} must be a tensor, got {t}")
+    assert isinstance(t, ShapedType)
+    if rank is not None:
+        check(t.rank == rank, op, f"{what} must have rank {rank}, got {t}")
+    if kind == "int":
+        check(t.elem.name in ("i32", "i64"), op, f"{what} must hold i32 or i64, got {t.elem}")
+    else:
+        check(t.elem.is_float, op, f"{what} must hold floats, got {t.elem}")
+    return t
+
+
+@define("emb.gather", operands=2, results=1)
+def _gather(op: Op) -> None:
+    table = _shaped(op, 0, "table", kind="float")
+    idx = _shaped(op, 1, "indices")
+    out = op.result.type
+    check(table.rank is not None and table.rank >= 1 and idx.shape is not None, op, "needs ranked operands")
+    assert table.shape is not None and idx.shape is not None
+    want = ShapedType("tensor", idx.shape + table.shape[1:], table.elem)
+    check(isinstance(out, ShapedType) and _compatible(out, want), op, f"result must be {want}, got {out}")
+
+
+@define("emb.bag", operands=(3, 4), results=1, attrs=("mode", "empty"))
+def _bag(op: Op) -> None:
+    table = _shaped(op, 0, "table", 2, kind="float")
+    idx = _shaped(op, 1, "indices", 1)
+    _shaped(op, 2, "offsets", 1)
+    check(op.attrs["mode"] in MODES, op, f"mode must be one of {', '.join(MODES)}")
+    check(op.attrs["empty"] in EMPTY, op, f"empty must be one of {', '.join(EMPTY)}")
+    if len(op.operands) == 4:
+        w = _shaped(op, 3, "weights", 1, kind="float")
+        check(op.attrs["mode"] == "sum", op, "per-sample weights need mode \"sum\"")
+        check(_dims_agree(w.shape, idx.shape), op, "weights and indices must have the same length")
+    assert table.shape is not None
+    want = ShapedType("tensor", (None, table.shape[1]), table.elem)
+    check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, want), op,
+          f"result must be {want}, got {op.result.type}")
+
+
+def _dims_agree(a: tuple | None, b: tuple | None) -> bool:
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def _compatible(t: ShapedType, want: ShapedType) -> bool:
+    """Same kind, element type and rank, and equal wherever both extents are known."""
+    return t.kind == want.kind and t.elem == want.elem and _dims_agree(t.shape, want.shape) and (
+        t.rank == want.rank)

@@ -1,0 +1,124 @@
+"""Level `loop`: explicit loop nests over memrefs (the SCF level of the original work).
+
+    %c = loop.const {value = 0} : index          %n = loop.dim %m {axis = 0} : index
+    %m = loop.alloc %n : memref<?x8xf32>         (one operand per dynamic extent)
+    loop.for %lb, %ub, %step (%i: index) { ... }
+    %v = loop.load %m, %i, %j : f32              loop.store %v, %m, %i, %j
+    integer: addi subi muli divi mini maxi, cmpi {pred = "eq"|"ne"|"lt"|"le"} -> i1
+    float:   addf subf mulf divf maxf minf;  loop.select %c, %a, %b;  loop.cast %x : f32
+Integer values of any width (index, i32, i64) may index memrefs.
+"""
+
+from __future__ import annotations
+
+from ..ir.core import Op, check, define
+from ..ir.types import ScalarType, ShapedType, Type
+
+INT_BINARY = ("addi", "subi", "muli", "divi", "mini", "maxi")
+FLOAT_BINARY = ("addf", "subf", "mulf", "divf", "maxf", "minf")
+PREDICATES = ("eq", "ne", "lt", "le")
+
+
+def is_int(t: Type) -> bool:
+    return isinstance(t, ScalarType) and t.is_int
+
+
+def is_float(t: Type) -> bool:
+    return isinstance(t, ScalarType) and t.is_float
+
+
+def memref_of(op: Op, i: int) -> ShapedType:
+    t = op.operands[i].type
+    check(isinstance(t, ShapedType) and t.kind == "memref", op, f"operand {i} must be a memref, got {t}")
+    assert isinstance(t, ShapedType)
+    return t
+
+
+@define("loop.const", results=1, attrs=("value",))
+def _const(op: Op) -> None:
+    t = op.result.type
+    check(isinstance(t, ScalarType), op, "result must be a scalar")
+    v = op.attrs["value"]
+    check(isinstance(v, float) if is_float(t) else isinstance(v, int), op, f"value {v!r} does not fit {t}")
+
+
+@define("loop.dim", operands=1, results=1, attrs=("axis",))
+def _dim(op: Op) -> None:
+    t = memref_of(op, 0)
+    check(t.rank is not None and 0 <= op.attrs["axis"] < t.rank, op, f"axis out of range for {t}")
+    check(is_int(op.result.type), op, "result must be an integer")
+
+
+@define("loop.alloc", operands=(0, None), results=1)
+def _alloc(op: Op) -> None:
+    t = op.result.type
+    check(isinstance(t, ShapedType) and t.kind == "memref" and t.shape is not None, op, "result must be a ranked memref")
+    assert isinstance(t, ShapedType) and t.shape is not None
+    check(sum(d is None for d in t.shape) == len(op.operands), op, "needs one operand per dynamic extent")
+    for v in op.operands:
+        check(is_int(v.type), op, "extents must be integers")
+
+
+@define("loop.for", operands=3, regions=1)
+def _for(op: Op) -> None:
+    for v in op.operands:
+        check(is_int(v.type), op, f"bounds must be integers, got {v.type}")
+    args = op.body.args
+    check(len(args) == 1 and is_int(args[0].type), op, "body takes one integer induction variable")
+
+
+def _access(op: Op, first_index: int) -> None:
+    t = memref_of(op, first_index)
+    idx = op.operands[first_index + 1:]
+    check(t.rank == len(idx), op, f"{t} needs {t.rank} indices, got {len(idx)}")
+    for v in idx:
+        check(is_int(v.type), op, f"indices must be integers, got {v.type}")
+
+
+@define("loop.load", operands=(1, None), results=1)
+def _load(op: Op) -> None:
+    _access(op, 0)
+    check(op.result.type == memref_of(op, 0).elem, op, "result type must be the memref's element type")
+
+
+@define("loop.store", operands=(2, None))
+def _store(op: Op) -> None:
+    _access(op, 1)
+    check(op.operands[0].type == memref_of(op, 1).elem, op, "stored value must have the memref's element type")
+
+
+def _binary(kind: str) -> None:
+    def verify(op: Op) -> None:
+        a, b = (v.type for v in op.operands)
+        ok = is_int if kind == "int" else is_float
+        check(ok(a) and ok(b) and ok(op.result.type), op, f"needs {kind} operands and result")
+        if kind == "float":
+            check(a == b == op.result.type, op, "operands and result must have one type")
+
+    return verify
+
+
+for _n in INT_BINARY:
+    define(f"loop.{_n}", operands=2, results=1)(_binary("int"))
+for _n in FLOAT_BINARY:
+    define(f"loop.{_n}", operands=2, results=1)(_binary("float"))
+
+
+@define("loop.cmpi", operands=2, results=1, attrs=("pred",))
+def _cmpi(op: Op) -> None:
+    check(op.attrs["pred"] in PREDICATES, op, f"pred must be one of {', '.join(PREDICATES)}")
+    check(all(is_int(v.type) for v in op.operands), op, "compares integers")
+    check(op.result.type == ScalarType("i1"), op, "result must be i1")
+
+
+@define("loop.select", operands=3, results=1)
+def _select(op: Op) -> None:
+    c, a, b = (v.type for v in op.operands)
+    check(c == ScalarType("i1"), op, "condition must be i1")
+    check(a == b == op.result.type, op, "both choices and the result must have one type")
+
+
+@define("loop.cast", operands=1, results=1)
+def _cast(op: Op) -> None:
+    check(isinstance(op.operands[0].type, ScalarType) and isinstance(op.result.type, ScalarType), op,
+          "casts scalars")

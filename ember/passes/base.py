@@ -1,0 +1,92 @@
+"""Pass base class, the name -> pass registry, pipeline parsing and the pass manager.
+
+A pass is a dataclass whose fields are its options (`vectorize{vl=16}` sets field `vl`); it
+rewrites a module in place.  Passes self-register by name when their module is imported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..ir.core import Op, verify
+from ..ir.diagnostics import EmberError
+from ..ir.printer import print_module
+
+PASSES: dict[str, type[Pass]] = {}
+
+
+@dataclass
+class Pass:
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if cls.name:
+            PASSES[cls.name] = cls
+
+    def run(self, module: Op) -> None:
+        raise NotImplementedError
+
+
+def parse_pipeline(text: str) -> list[Pass]:
+    """`a,b{k=v,k2=v2},c` -> pass instances; unknown names and options are errors."""
+    out: list[Pass] = []
+    i, n = 0, len(text)
+    while i < n:
+        j = i
+        while j < n and text[j] not in ",{":
+            j += 1
+        name = text[i:j].strip()
+        opts: dict[str, str] = {}
+        if j < n and text[j] == "{":
+            k = text.find("}", j)
+            if k < 0:
+                raise EmberError(f"pass pipeline: missing '}}' after '{name}{{'")
+            for item in filter(None, (s.strip() for s in text[j + 1:k].split(","))):
+                key, eq, val = item.partition("=")
+                if not eq:
+                    raise EmberError(f"pass pipeline: option '{item}' of '{name}' needs a value (key=value)")
+                opts[key.strip()] = val.strip()
+            j = k + 1
+        if name:
+            out.append(make_pass(name, opts))
+        while j < n and text[j] in ", ":
+            j += 1
+        i = j
+    return out
+
+
+def make_pass(name: str, opts: dict[str, str]) -> Pass:
+    cls = PASSES.get(name)
+    if cls is None:
+        raise EmberError(f"unknown pass '{name}' (known: {', '.join(sorted(PASSES))})")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, object] = {}
+    for k, v in opts.items():
+        if k not in fields:
+            raise EmberError(f"pass '{name}' has no option '{k}' (options: {', '.join(fields) or 'none'})")
+        typ = fields[k].type
+        try:
+            kwargs[k] = int(v) if typ in (int, "int") else (v.lower() in ("1", "true") if typ in (bool, "bool") else v)
+        except ValueError:
+            raise EmberError(f"pass '{name}': option '{k}' needs an integer, got '{v}'") from None
+    return cls(**kwargs)
+
+
+def run_passes(module: Op, passes: list[Pass], print_after_all: bool = False, timings: dict[str, float] | None = None,
+               out: Callable[[str], None] = lambda s: print(s, file=sys.stderr, end="")) -> None:
+    verify(module)
+    for p in passes:
+        t0 = time.perf_counter()
+        p.run(module)
+        verify(module)
+        if timings is not None:
+            timings[p.name] = timings.get(p.name, 0.0) + time.perf_counter() - t0
+        if print_after_all:
+            out(f"// -----// IR after {p.name} //----- //\n{print_module(module)}")

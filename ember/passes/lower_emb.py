@@ -1,0 +1,143 @@
+"""lower-emb: emb ops -> loop nests over memrefs; every tensor becomes a memref (a buffer).
+
+The nests say exactly what each op computes, element by element, so later passes need to know
+nothing about embeddings: they see loads, stores, arithmetic and loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.builder import Builder
+from ..ir.core import Op, Value
+from ..ir.types import I1, INDEX, ScalarType, ShapedType, Type
+from .base import Pass
+
+
+def to_memref(t: Type) -> Type:
+    return t.with_kind("memref") if isinstance(t, ShapedType) and t.kind == "tensor" else t
+
+
+@dataclass
+class LowerEmb(Pass):
+    name = "lower-emb"
+    summary = "lower emb.gather / emb.bag to loop nests; tensors become memrefs"
+
+    def run(self, module: Op) -> None:
+        for f in module.body.ops:
+            for op in list(f.walk()):
+                for v in op.results:
+                    v.type = to_memref(v.type)
+                for b in op.regions:
+                    for a in b.args:
+                        a.type = to_memref(a.type)
+            f.attrs["results"] = [to_memref(t) for t in f.attrs["results"]]
+            for op in list(f.body.ops):
+                if op.name == "emb.gather":
+                    self.replace(op, lower_gather)
+                elif op.name == "emb.bag":
+                    self.replace(op, lower_bag)
+
+    @staticmethod
+    def replace(op: Op, fn: object) -> None:
+        block = op.parent
+        assert block is not None
+        b = Builder(block, block.ops.index(op), op.loc)
+        block.ops.remove(op)
+        new = fn(b, op)  # type: ignore[operator]
+        old = op.result
+        new.name = old.name
+        for user in block.parent.walk() if block.parent else []:
+            user.operands = [new if v is old else v for v in user.operands]
+
+
+def dyn_dims(b: Builder, src: Value, shape: tuple[int | None, ...], start: int = 0) -> list[Value]:
+    """The extents of `src` (memref) as index values, constants where known."""
+    out = []
+    for axis, d in enumerate(shape):
+        out.append(b.const(d) if d is not None else b.val("loop.dim", [src], INDEX, axis=axis + start))
+    return out
+
+
+def alloc(b: Builder, t: ShapedType, extents: list[Value]) -> Value:
+    assert t.shape is not None
+    dyn = [e for e, d in zip(extents, t.shape) if d is None]
+    return b.val("loop.alloc", dyn, t)
+
+
+def lower_gather(b: Builder, op: Op) -> Value:
+    table, idx = op.operands
+    tt, it, rt = table.type, idx.type, op.result.type
+    assert isinstance(tt, ShapedType) and isinstance(it, ShapedType) and isinstance(rt, ShapedType)
+    assert tt.shape is not None and it.shape is not None
+    c0, c1 = b.const(0), b.const(1)
+    idx_ext = dyn_dims(b, idx, it.shape)
+    row_ext = [b.const(d) for d in tt.shape[1:]]  # params have static shapes
+    out = alloc(b, rt, idx_ext + row_ext)
+    inner = b
+    ivs: list[Value] = []
+    for e in idx_ext:
+        ctx = inner.loop("loop.for", c0, e, c1)
+        iv, inner = ctx.__enter__()
+        ivs.append(iv)
+    row = inner.val("loop.load", [idx, *ivs], it.elem)
+    cols: list[Value] = []
+    for e in row_ext:
+        ctx = inner.loop("loop.for", c0, e, c1)
+        iv, inner = ctx.__enter__()
+        cols.append(iv)
+    v = inner.val("loop.load", [table, row, *cols], tt.elem)
+    inner.op("loop.store", [v, out, *ivs, *cols])
+    return out
+
+
+def lower_bag(b: Builder, op: Op) -> Value:
+    table, indices, offsets = op.operands[:3]
+    weights = op.operands[3] if len(op.operands) == 4 else None
+    mode, empty = op.attrs["mode"], op.attrs["empty"]
+    tt, rt = table.type, op.result.type
+    assert isinstance(tt, ShapedType) and isinstance(rt, ShapedType) and tt.shape is not None
+    elem: ScalarType = tt.elem
+    c0, c1 = b.const(0), b.const(1)
+    dim = b.const(tt.shape[1])
+    n_off = b.val("loop.dim", [offsets], INDEX, axis=0)
+    nb = b.val("loop.subi", [n_off, c1], INDEX)
+    out = alloc(b, rt, [nb, dim])
+    init = b.const(float("-inf") if mode == "max" else 0.0, elem)
+    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # initialise every output row (core work)
+        with body.loop("loop.for", c0, dim, c1) as (d, inner):
+            inner.op("loop.store", [init, out, bi, d])
+    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
+        off_t = offsets.type
+        assert isinstance(off_t, ShapedType)
+        start = bag.val("loop.load", [offsets, bi], off_t.elem)
+        b1 = bag.val("loop.addi", [bi, c1], INDEX)
+        end = bag.val("loop.load", [offsets, b1], off_t.elem)
+        with bag.loop("loop.for", start, end, c1) as (j, look):
+            it = indices.type
+            assert isinstance(it, ShapedType)
+            row = look.val("loop.load", [indices, j], it.elem)
+            w = None
+            if weights is not None:
+                wt = weights.type
+                assert isinstance(wt, ShapedType)
+                w = look.val("loop.load", [weights, j], wt.elem)
+            with look.loop("loop.for", c0, dim, c1) as (d, inner):
+                v = inner.val("loop.load", [table, row, d], elem)
+                if w is not None:
+                    v = inner.val("loop.mulf", [v, w], elem)
+                acc = inner.val("loop.load", [out, bi, d], elem)
+                new = inner.val("loop.maxf" if mode == "max" else "loop.addf", [acc, v], elem)
+                inner.op("loop.store", [new, out, bi, d])
+        if mode == "mean" or (mode == "max" and empty == "zero"):
+            with bag.loop("loop.for", c0, dim, c1) as (d, inner):
+                acc = inner.val("loop.load", [out, bi, d], elem)
+                if mode == "mean":  # an empty bag divides 0 by 1, giving 0
+                    n = inner.val("loop.subi", [end, start], INDEX)
+                    n1 = inner.val("loop.maxi", [n, c1], INDEX)
+                    res = inner.val("loop.divf", [acc, inner.val("loop.cast", [n1], elem)], elem)
+                else:
+                    is_empty = inner.val("loop.cmpi", [start, end], I1, pred="eq")
+                    res = inner.val("loop.select", [is_empty, inner.const(0.0, elem), acc], elem)
+                inner.op("loop.store", [res, out, bi, d])
+    return out
