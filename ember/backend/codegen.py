@@ -1,0 +1,196 @@
+"""codegen: a module at the loop/dlc level -> a DAE `Program` (what `.dae` text prints).
+
+Every scalar SSA value gets its own register (r for integers, f for floats); every memref gets a
+symbol.  Core loop nests become compare-and-branch loops; each `dlc.offload` becomes an access
+program started by `run`, whose cases are emitted after `halt` under labels `A<k>.<id>`.
+Function-level integers the access unit needs are passed as `run` parameters (constants are
+written as immediates).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir.core import Op, Value
+from ..ir.diagnostics import EmberError
+from ..ir.types import ScalarType, ShapedType
+from .dae import Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef
+
+INT_OPS = {"addi": "add", "subi": "sub", "muli": "mul", "divi": "div", "mini": "min", "maxi": "max"}
+FLOAT_OPS = {"addf": "fadd", "subf": "fsub", "mulf": "fmul", "divf": "fdiv", "maxf": "fmax", "minf": "fmin"}
+CMP = {"eq": "seq", "ne": "sne", "lt": "slt", "le": "sle"}
+
+
+def codegen(module: Op) -> Program:
+    funcs = [f for f in module.body.ops if f.attrs.get("sym_name") == "main"] or module.body.ops
+    if not funcs:
+        raise EmberError("codegen: the module has no function")
+    return _Gen(module).func(funcs[0])
+
+
+class _Gen:
+    def __init__(self, module: Op):
+        self.p = Program(weights=module.attrs.get("weights", ""), opset=int(module.attrs.get("opset", 0)))
+        self.in_names: list[str] = list(module.attrs.get("inputs", []))
+        self.out_names: list[str] = list(module.attrs.get("outputs", []))
+        self.syms: dict[Value, int] = {}
+        self.regs: dict[Value, Reg] = {}
+        self.counts = {"r": 0, "f": 0}
+        self.labels = 0
+        self.code: list[Instr | Label] = []
+        self.cases: list[Instr | Label] = []
+        self.consts: dict[Value, int | float] = {}
+
+    # --- symbols and registers -------------------------------------------------------------
+    def symbol(self, v: Value, kind: str, name: str) -> int:
+        t = v.type
+        if not isinstance(t, ShapedType) or t.shape is None:
+            raise EmberError(f"codegen: %{v.name} has type {t}; only ranked tensors/memrefs can be stored")
+        self.p.symbols.append(Symbol(kind, name, t.elem.name, tuple(t.shape)))
+        self.syms[v] = len(self.p.symbols) - 1
+        return self.syms[v]
+
+    def reg(self, v: Value) -> Reg:
+        if v not in self.regs:
+            cls = "f" if isinstance(v.type, ScalarType) and v.type.is_float else "r"
+            self.regs[v] = Reg(cls, self.counts[cls])
+            self.counts[cls] += 1
+        return self.regs[v]
+
+    def label(self) -> Label:
+        self.labels += 1
+        return Label(f"L{self.labels - 1}")
+
+    # --- function --------------------------------------------------------------------------
+    def func(self, f: Op) -> Program:
+        for i, a in enumerate(f.body.args):
+            self.symbol(a, "input", self.in_names[i] if i < len(self.in_names) else a.name or f"in{i}")
+        ret = f.body.ops[-1]
+        outputs = {v: (self.out_names[i] if i < len(self.out_names) else f"output{i}")
+                   for i, v in enumerate(ret.operands)}
+        self.outputs = outputs
+        for op in f.body.ops[:-1]:
+            self.op(op, self.code)
+        for i, v in enumerate(ret.operands):  # outputs that are not computed here: copy them
+            name = outputs[v]
+            sym = self.syms[v]
+            if self.p.symbols[sym].kind != "output" or self.p.symbols[sym].name != name:
+                out = self.symbol(v, "output", name)
+                self.code.append(Instr("host", ["Identity", [SymRef(sym)], [SymRef(out)], {}]))
+        self.code.append(Instr("halt"))
+        self.p.code = self.code + self.cases
+        return self.p
+
+    def result_symbol(self, v: Value) -> int:
+        if v in self.outputs and v not in self.syms:
+            return self.symbol(v, "output", self.outputs[v])
+        return self.symbol(v, "temp", f"t{len(self.p.symbols)}")
+
+    def op(self, op: Op, out: list[Instr | Label]) -> None:
+        n = op.name
+        if n == "param":
+            self.symbol(op.result, "param", op.attrs["name"])
+        elif n == "host.onnx":
+            ins = [SymRef(self.syms[v]) for v in op.operands]
+            outs = [SymRef(self.result_symbol(r)) for r in op.results]
+            attrs = {k: v for k, v in op.attrs.items() if k != "op"}
+            out.append(Instr("host", [op.attrs["op"], ins, outs, attrs]))
+        elif n == "loop.alloc":
+            sym = self.result_symbol(op.result)
+            t = op.result.type
+            assert isinstance(t, ShapedType) and t.shape is not None
+            dyn = iter(op.operands)
+            dims: list[Any] = [d if d is not None else self.reg(next(dyn)) for d in t.shape]
+            out.append(Instr("alloc", [SymRef(sym), dims]))
+        elif n == "loop.const":
+            self.consts[op.result] = op.attrs["value"]
+            out.append(Instr("li", [self.reg(op.result), op.attrs["value"]]))
+        elif n == "loop.dim":
+            out.append(Instr("dim", [self.reg(op.result), SymRef(self.syms[op.operands[0]]), op.attrs["axis"]]))
+        elif n == "loop.for":
+            self.core_loop(op, out)
+        elif n == "dlc.offload":
+            self.offload(op, out)
+        elif n.startswith("loop."):
+            out.append(self.scalar(op))
+        else:
+            raise op.error("has no code generation (run the lowering passes first)")
+
+    def scalar(self, op: Op) -> Instr:
+        k = op.name[5:]
+        r = [self.reg(v) for v in op.operands]
+        if k in INT_OPS:
+            return Instr(INT_OPS[k], [self.reg(op.result), *r])
+        if k in FLOAT_OPS:
+            return Instr(f"{FLOAT_OPS[k]}.{op.result.type}", [self.reg(op.result), *r])
+        if k == "cmpi":
+            return Instr(CMP[op.attrs["pred"]], [self.reg(op.result), *r])
+        if k == "select":
+            return Instr("sel", [self.reg(op.result), *r])
+        if k == "cast":
+            src, dst = op.operands[0].type, op.result.type
+            assert isinstance(src, ScalarType) and isinstance(dst, ScalarType)
+            if src.is_int and dst.is_float:
+                return Instr(f"fcvt.{dst}", [self.reg(op.result), r[0]])
+            if src.is_int and dst.is_int:
+                return Instr("mov", [self.reg(op.result), r[0]])
+            raise op.error(f"cast from {src} to {dst} has no code generation yet")
+        if k == "load":
+            return Instr("ld", [self.reg(op.result), Mem(self.syms[op.operands[0]], tuple(r[1:]))])
+        if k == "store":
+            return Instr("st", [r[0], Mem(self.syms[op.operands[1]], tuple(r[2:]))])
+        raise op.error("has no code generation")
+
+    def core_loop(self, op: Op, out: list[Instr | Label]) -> None:
+        lb, ub, step = (self.reg(v) for v in op.operands)
+        iv = self.reg(op.body.args[0])
+        head, exit_ = self.label(), self.label()
+        out += [Instr("mov", [iv, lb]), head, Instr("bge", [iv, ub, exit_])]
+        for inner in op.body.ops:
+            self.op(inner, out)
+        out += [Instr("add", [iv, iv, step]), Instr("jmp", [head]), exit_]
+
+    # --- offload -----------------------------------------------------------------------------
+    def offload(self, op: Op, out: list[Instr | Label]) -> None:
+        name = f"A{len(self.p.access)}"
+        acc = Access(name, 0)
+        self.p.access.append(acc)
+        names: dict[Value, Reg] = {}
+        params: list[Value] = []
+        counts = {"t": 0, "s": 0}
+
+        def arg(v: Value) -> Reg | int:
+            if v in names:
+                return names[v]
+            if v in self.consts and isinstance(self.consts[v], int):
+                return int(self.consts[v])
+            if v not in params:
+                params.append(v)
+            return Reg("p", params.index(v))
+
+        for a in op.regions[0].ops:
+            if a.name == "dlc.tu":
+                reg = names[a.result] = Reg("t", counts["t"])
+                counts["t"] += 1
+                acc.body.append(Instr("tu", [reg, *(arg(v) for v in a.operands)]))
+            elif a.name in ("dlc.mem", "dlc.alu"):
+                reg = names[a.result] = Reg("s", counts["s"])
+                counts["s"] += 1
+                if a.name == "dlc.mem":
+                    acc.body.append(Instr("mem", [reg, Mem(self.syms[a.operands[0]],
+                                                           tuple(arg(v) for v in a.operands[1:]))]))
+                else:
+                    acc.body.append(Instr("alu", [reg, a.attrs["op"], *(arg(v) for v in a.operands)]))
+            else:  # dlc.on
+                ev = [names[a.operands[0]], a.attrs["event"], [names[v] for v in a.operands[1:]]]
+                acc.body.append(Instr("on", ev + ([a.attrs["token"]] if "token" in a.attrs else [])))
+        acc.params = len(params)
+        out.append(Instr("run", [name, *(self.reg(v) for v in params)]))
+        for case in op.regions[1].ops:
+            self.cases.append(Label(f"{name}.{case.attrs['id']}"))
+            for inner in case.body.ops:
+                if inner.name == "dlc.pop":
+                    self.cases.append(Instr("pop", [self.reg(inner.result)]))
+                else:
+                    self.op(inner, self.cases)
+            self.cases.append(Instr("ret"))

@@ -1,0 +1,221 @@
+"""The access unit: walks the traversal-unit nest, issues stream elements, marshals messages.
+
+Timing definition (the reference engine transcribes it directly):
+- The access unit has a clock `t`.  Every stream element (a memory or ALU stream's value for one
+  iteration of its traversal unit) takes one issue slot: it is issued at `t`, then
+  `t += 1 / issue_per_cycle`.  Traversal-unit counters cost nothing.
+- A memory element's request leaves when its address is known: at max(issue time, ready time of
+  the streams it indexes with, completion of the request `outstanding` requests earlier); it
+  completes when the cache model says (entering at `access.cache_level`).  An ALU element is
+  ready one cycle after max(issue time, its operands' ready times).
+- On an event (`beg` before the first iteration, `ite` after an iteration's streams, `end` after
+  the last iteration) a rule pushes its operands into the data queue and then its token into the
+  control queue (see queue.py for back-pressure); the access clock waits while the queue is full.
+  An entry is ready when its value is: a token when all operands of its message are.
+Streams are evaluated in program order for each iteration of the traversal unit they belong to
+(the innermost traversal unit among their operands).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backend.dae import Access, Instr, Mem, Reg
+from ..ir.diagnostics import EmberError
+from .cache import MemorySystem
+from .machine import Machine
+from .queue import TOKEN_BYTES, Entry, OutputQueue
+from .tensors import Tensors
+
+ALU_FN = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+          "div": lambda a, b: a // b, "min": min, "max": max}
+
+
+@dataclass
+class Message:
+    token: int | None
+    operands: list[Entry]
+    ready: float
+
+
+@dataclass
+class _TU:
+    n: int
+    bounds: list[Any]
+    parent: int | None
+    children: list[int] = field(default_factory=list)
+    streams: list[Instr] = field(default_factory=list)
+    rules: dict[str, list[Instr]] = field(default_factory=dict)
+    depth: int = 0
+
+
+class AccessUnit:
+    def __init__(self, acc: Access, params: list[int], tensors: Tensors, mem: MemorySystem, machine: Machine,
+                 queue: OutputQueue, start: float):
+        self.t = tensors
+        self.mem = mem
+        self.q = queue
+        self.level = machine.access.cache_level
+        self.slot = 1.0 / machine.access.issue_per_cycle
+        self.window: deque[float] = deque(maxlen=machine.access.outstanding)
+        self.outstanding = machine.access.outstanding
+        self.clock = start
+        self.params = params
+        self.vals: dict[Reg, int | float] = {}
+        self.ready: dict[Reg, float] = {}
+        self.src: dict[Reg, tuple[int, int]] = {}  # stream -> (symbol, element) it was loaded from
+        self.tus: dict[int, _TU] = {}
+        self.roots: list[int] = []
+        self.top_streams: list[Instr] = []
+        self.elements = 0
+        self.requests = 0
+        self.tokens = 0
+        self.operands = 0
+        self.operand_bytes = 0
+        self.stream_of: dict[int, int | None] = {}
+        for ins in acc.body:
+            self.declare(ins)
+
+    def owner(self, a: Any) -> int | None:
+        if isinstance(a, Reg):
+            if a.cls == "t":
+                return a.n
+            if a.cls == "s":
+                return self.stream_of[a.n]
+        return None
+
+    def deepest(self, args: list[Any]) -> int | None:
+        best: int | None = None
+        for a in args:
+            o = self.owner(a)
+            if o is not None and (best is None or self.tus[o].depth > self.tus[best].depth):
+                best = o
+        return best
+
+    def declare(self, ins: Instr) -> None:
+        a = ins.args
+        if ins.op == "tu":
+            parent = a[4].n if len(a) > 4 else None
+            tu = _TU(a[0].n, a[1:4], parent, depth=0 if parent is None else self.tus[parent].depth + 1)
+            self.tus[tu.n] = tu
+            (self.tus[parent].children if parent is not None else self.roots).append(tu.n)
+        elif ins.op in ("mem", "alu"):
+            args = list(a[1].index) if ins.op == "mem" else a[2:]
+            home = self.deepest(args)
+            self.stream_of[a[0].n] = home
+            (self.tus[home].streams if home is not None else self.top_streams).append(ins)
+        elif ins.op == "on":
+            self.tus[a[0].n].rules.setdefault(a[1], []).append(ins)
+
+    # --- values ------------------------------------------------------------------------------
+    def value(self, a: Any) -> tuple[Any, float]:
+        if isinstance(a, Reg):
+            if a.cls == "p":
+                return self.params[a.n], self.clock
+            return self.vals[a], self.ready[a]
+        return a, self.clock
+
+    def issue(self, ins: Instr) -> None:
+        issue_t = self.clock
+        self.clock += self.slot
+        self.elements += 1
+        dst = ins.args[0]
+        if ins.op == "alu":
+            (x, tx), (y, ty) = self.value(ins.args[2]), self.value(ins.args[3])
+            if ins.args[1] == "div" and y == 0:
+                raise EmberError("integer division by zero in an access-unit ALU stream")
+            self.vals[dst] = ALU_FN[ins.args[1]](int(x), int(y))
+            self.ready[dst] = max(issue_t, tx, ty) + 1.0
+            return
+        m: Mem = ins.args[1]
+        idx, when = [], issue_t
+        for i in m.index:
+            v, r = self.value(i)
+            idx.append(int(v))
+            when = max(when, r)
+        try:
+            flat = self.t.flat_index(m.sym, tuple(idx))
+        except EmberError as e:
+            raise self.explain(m, idx, e) from None
+        if len(self.window) == self.outstanding:
+            when = max(when, self.window[0])
+        done = self.mem.access(self.t.addr(m.sym, flat), when, False, self.level)
+        self.window.append(done)
+        self.requests += 1
+        arr = self.t.get(m.sym)
+        self.vals[dst] = arr.flat[flat].item()
+        self.ready[dst] = done
+        self.src[dst] = (m.sym, flat)
+
+    def explain(self, m: Mem, idx: list[int], e: EmberError) -> EmberError:
+        """Name the input element an out-of-range index came from, as PyTorch does."""
+        for i in m.index:
+            if isinstance(i, Reg) and i in self.src:
+                sym, flat = self.src[i]
+                shape = self.t.get(m.sym).shape
+                bad = int(self.vals[i])
+                axis = list(m.index).index(i)
+                if not 0 <= bad < shape[axis]:
+                    pos = self.t.get(sym).shape
+                    where = flat if len(pos) == 1 else [int(x) for x in np.unravel_index(flat, pos)]
+                    return EmberError(f"{self.t.describe(sym)}[{where}] = {bad} is out of range for "
+                                      f"{self.t.describe(m.sym)} with {shape[axis]} rows")
+        return e
+
+    # --- walking -----------------------------------------------------------------------------
+    def run(self) -> Iterator[Message]:
+        for s in self.top_streams:
+            self.issue(s)
+        for r in self.roots:
+            yield from self.walk(self.tus[r])
+
+    def walk(self, tu: _TU) -> Iterator[Message]:
+        (lb, tl), (ub, tu_), (step, ts) = (self.value(b) for b in tu.bounds)
+        lb, ub, step = int(lb), int(ub), int(step)
+        if step <= 0:
+            raise EmberError(f"traversal unit t{tu.n} has step {step}; steps must be positive")
+        self.clock = max(self.clock, tl, tu_, ts)
+        iv = Reg("t", tu.n)
+        yield from self.fire(tu, "beg")
+        for i in range(lb, ub, step):
+            self.vals[iv] = i
+            self.ready[iv] = self.clock
+            for s in tu.streams:
+                self.issue(s)
+            yield from self.fire(tu, "ite")
+            for c in tu.children:
+                yield from self.walk(self.tus[c])
+        yield from self.fire(tu, "end")
+
+    def fire(self, tu: _TU, event: str) -> Iterator[Message]:
+        for rule in tu.rules.get(event, ()):
+            pushes = rule.args[2]
+            token = rule.args[3] if len(rule.args) > 3 else None
+            ops: list[Entry] = []
+            ready = self.clock
+            for a in pushes:
+                v, r = self.value(a)
+                e = Entry(v, r, 8 if a.cls == "t" else self.width(a))
+                self.clock = self.q.push(e, self.clock)
+                ops.append(e)
+                ready = max(ready, r)
+                self.operands += 1
+                self.operand_bytes += e.bytes
+            msg = Message(token, ops, ready)
+            if token is not None:
+                tok = Entry(token, ready, TOKEN_BYTES)
+                self.clock = self.q.push(tok, self.clock)
+                tok.ready = max(ready, self.clock)
+                msg.ready = tok.ready
+                msg.operands.append(tok)  # last entry: the token itself
+                self.tokens += 1
+            yield msg
+
+    def width(self, s: Reg) -> int:
+        src = self.src.get(s)
+        return self.t.get(src[0]).itemsize if src else 8

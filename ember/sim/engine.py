@@ -1,0 +1,139 @@
+"""The reference engine: runs a DAE program on inputs, event by event, and gathers statistics.
+
+The main program runs on the execute unit; `run` starts an access program and, for every message
+the access unit marshals, runs the case its token names (DESIGN.md §4: callback k starts at
+max(end of callback k-1, ready time of its token)).  Cycles = the core clock when `halt` is
+reached, and never less than the access unit's clock at the end of each `run`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..backend.dae import Instr, Program
+from ..ir.diagnostics import EmberError
+from .access import AccessUnit
+from .cache import MemorySystem
+from .execute import Core
+from .machine import Machine
+from .queue import OutputQueue
+from .stats import Stats
+from .tensors import Tensors
+
+
+class _Run:
+    def __init__(self, program: Program, machine: Machine, max_cycles: float | None):
+        self.p = program
+        self.m = machine
+        self.max_cycles = max_cycles
+        self.t = Tensors(program)
+        self.mem = MemorySystem.from_machine(machine)
+        self.core = Core(program, self.t, self.mem, machine)
+        self.core.run_hook = self.run_access
+        self.queue = OutputQueue(machine.access.queue_total_bytes)
+        self.access_totals = {"elements": 0, "requests": 0, "tokens": 0, "operands": 0, "operand_bytes": 0}
+        self.starved = 0.0
+        self.access_busy = 0.0
+        self.callbacks = 0
+
+    def run_access(self, ins: Instr) -> None:
+        name = ins.args[0]
+        acc = next((a for a in self.p.access if a.name == name), None)
+        if acc is None:
+            raise EmberError(f"'run' names an unknown access program '{name}'")
+        params = [int(self.core.val(a)) for a in ins.args[1:]]
+        if len(params) != acc.params:
+            raise EmberError(f"access program {name} takes {acc.params} parameters, 'run' passes {len(params)}")
+        core = self.core
+        unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, core.clock)
+        start = core.clock
+        for msg in unit.run():
+            core.pops.extend(msg.operands[:-1] if msg.token is not None else msg.operands)
+            if msg.token is None:
+                continue
+            tok = msg.operands[-1]
+            if tok.ready > core.clock:
+                self.starved += tok.ready - core.clock
+                core.clock = tok.ready
+            tok.pop = core.clock
+            core.charge("dispatch", self.m.execute.dispatch)
+            label = f"{name}.{msg.token}"
+            if label not in core.labels:
+                raise EmberError(f"token {msg.token} of {name} has no case label '{label}'")
+            core.run_from(core.labels[label], "ret")
+            self.callbacks += 1
+            if self.max_cycles is not None and core.clock > self.max_cycles:
+                raise EmberError(f"simulation exceeded --max-cycles={self.max_cycles:g}")
+        if core.pops:
+            raise EmberError(f"{len(core.pops)} operands pushed by {name} were never popped")
+        core.clock = max(core.clock, unit.clock)
+        self.access_busy += unit.clock - start - self.queue.stall
+        for k in self.access_totals:
+            self.access_totals[k] += getattr(unit, k)
+
+
+def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
+             max_cycles: float | None = None) -> tuple[dict[str, np.ndarray], Stats]:
+    """Run `program`; inputs and outputs are keyed by their names in the model."""
+    t0 = time.perf_counter()
+    r = _Run(program, machine, max_cycles)
+    for n, s in enumerate(program.symbols):
+        if s.kind == "input":
+            if s.name not in inputs:
+                have = ", ".join(sorted(inputs)) or "nothing"
+                raise EmberError(f"input '{s.name}' is missing (the inputs hold: {have})")
+            r.t.set(n, np.asarray(inputs[s.name]), f"input '{s.name}'")
+        elif s.kind == "param":
+            if n not in program.data:
+                raise EmberError(f"param '{s.name}' has no data in the program")
+            r.t.set(n, program.data[n], f"param '{s.name}'")
+    r.core.run_from(0, "halt")
+    outputs = {s.name: r.t.get(n) for n, s in enumerate(program.symbols) if s.kind == "output"}
+    return outputs, statistics(r, time.perf_counter() - t0)
+
+
+def statistics(r: _Run, host_seconds: float) -> Stats:
+    m, core, acc, q = r.m, r.core, r.access_totals, r.queue
+    cycles = core.clock
+    st = Stats()
+    st.set("cycles", cycles, "simulated cycles until the program halts", "Cycle")
+    st.set("sim_seconds", m.seconds(cycles), "simulated time at the machine's clock", "Second")
+    st.set("host_seconds", host_seconds, "wall-clock time the simulation took", "Second")
+    st.set("sim_cycles_per_host_second", cycles / host_seconds if host_seconds else 0.0,
+           "simulation speed", "Cycle/Second")
+    st.set("tokens", acc["tokens"], "control tokens pushed by the access unit", "Count")
+    st.set("operands", acc["operands"], "operands pushed by the access unit", "Count")
+    st.set("operand_bytes", acc["operand_bytes"], "bytes of operands pushed", "Byte")
+    st.set("callbacks", r.callbacks, "callbacks the execute unit ran", "Count")
+    st.set("access.elements", acc["elements"], "stream elements issued", "Count")
+    st.set("access.requests", acc["requests"], "memory requests issued by the access unit", "Count")
+    st.set("access.busy_cycles", r.access_busy, "access-unit cycles not stalled on a full queue", "Cycle")
+    st.set("access.stall_cycles", q.stall, "access-unit cycles stalled on a full queue", "Cycle")
+    st.set("execute.busy_cycles", core.busy, "execute-unit cycles spent on instructions and host ops", "Cycle")
+    st.set("execute.starved_cycles", r.starved, "execute-unit cycles waiting for a token", "Cycle")
+    st.set("execute.instructions", sum(core.counts.values()), "instructions executed", "Count")
+    for op in sorted(core.counts):
+        st.set(f"execute.op.{op}", core.counts[op], f"'{op}' instructions executed", "Count")
+    st.set("host.cycles", core.host_cycles, "cycles of host (ONNX) operations, roofline model", "Cycle")
+    st.set("host.flops", core.host_flops, "float operations of host operations", "Count")
+    st.set("queue_max_occupancy", q.max_bytes, "largest output-queue occupancy at a push", "Byte")
+    st.set("queue_max_entries", q.max_entries, "largest number of queue entries held at a push", "Count")
+    st.set("queue_capacity", q.capacity, "output-queue capacity", "Byte")
+    q.hist.report(st, "queue_occupancy", "output-queue bytes held at each push", "Count")
+    r.mem.report(st)
+    dram_bytes = r.mem.dram_bytes
+    peak = m.dram.bytes_per_cycle
+    st.set("dram_bytes", dram_bytes, "bytes read from DRAM", "Byte")
+    st.set("dram_bandwidth_fraction", dram_bytes / (cycles * peak) if cycles else 0.0,
+           "achieved DRAM bandwidth / peak", "Ratio")
+    bounds = {"access": acc["elements"] / m.access.issue_per_cycle, "dram": dram_bytes / peak,
+              "execute": core.busy}
+    limit = max(bounds, key=lambda k: bounds[k])
+    st.set("roofline.access_cycles", bounds["access"], "bound: stream elements / elements issued per cycle", "Cycle")
+    st.set("roofline.dram_cycles", bounds["dram"], "bound: DRAM bytes / DRAM bytes per cycle", "Cycle")
+    st.set("roofline.execute_cycles", bounds["execute"], "bound: execute-unit work with no stalls", "Cycle")
+    st.set("roofline.bound_cycles", bounds[limit], f"largest bound ({limit})", "Cycle")
+    st.set("roofline_fraction", bounds[limit] / cycles if cycles else 0.0, "bound / cycles", "Ratio")
+    return st

@@ -1,0 +1,195 @@
+"""The execute unit: an in-order core interpreting DAE instructions, one cost per instruction.
+
+Each instruction advances the core clock by its class's cost (machine.execute); a load then waits
+for the cache model (`ld` completes when its line arrives); a store is issued and not waited for;
+a `pop` waits until its operand is ready.  Floats are computed in Python doubles and rounded to the
+instruction's type (`fadd.f32` rounds to float32), so results match float32 hardware.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
+from ..ir.diagnostics import EmberError
+from .cache import MemorySystem
+from .host import host_cost, run_host
+from .machine import Machine
+from .queue import Entry
+from .tensors import Tensors
+
+COST_CLASS = {
+    "li": "int_alu", "mov": "int_alu", "add": "int_alu", "sub": "int_alu", "min": "int_alu", "max": "int_alu",
+    "slt": "int_alu", "sle": "int_alu", "seq": "int_alu", "sne": "int_alu", "sel": "int_alu",
+    "dim": "int_alu", "alloc": "int_alu", "mul": "int_mul", "div": "int_div", "rem": "int_div",
+    "fadd": "fp_alu", "fsub": "fp_alu", "fmax": "fp_alu", "fmin": "fp_alu", "fcvt": "fp_alu",
+    "fmul": "fp_mul", "fdiv": "fp_div", "ld": "load_issue", "st": "store", "blt": "branch", "bge": "branch",
+    "beq": "branch", "jmp": "branch", "pop": "pop", "run": "dispatch",
+}
+
+
+def _fmax(a: float, b: float) -> float:
+    return a if a != a else b if b != b else max(a, b)
+
+
+def _fmin(a: float, b: float) -> float:
+    return a if a != a else b if b != b else min(a, b)
+
+
+def _fdiv(a: float, b: float) -> float:
+    if b == 0.0:
+        return float("nan") if a == 0.0 or a != a else float("inf") * (1 if (a > 0) == (np.copysign(1, b) > 0) else -1)
+    return a / b
+
+
+FLOAT = {"fadd": lambda a, b: a + b, "fsub": lambda a, b: a - b, "fmul": lambda a, b: a * b,
+         "fdiv": _fdiv, "fmax": _fmax, "fmin": _fmin}
+INT = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+       "min": min, "max": max, "slt": lambda a, b: int(a < b), "sle": lambda a, b: int(a <= b),
+       "seq": lambda a, b: int(a == b), "sne": lambda a, b: int(a != b)}
+
+
+def round_to(ty: str) -> Callable[[float], float]:
+    if ty == "f32":
+        return lambda x: float(np.float32(x))
+    if ty == "f16":
+        return lambda x: float(np.float16(x))
+    return float
+
+
+class Core:
+    """Registers, the program counter, the core clock and the instruction counters."""
+
+    def __init__(self, program: Program, tensors: Tensors, mem: MemorySystem, machine: Machine):
+        self.p = program
+        self.t = tensors
+        self.mem = mem
+        self.m = machine
+        self.cost = {k: machine.execute.cost(v) for k, v in COST_CLASS.items()}
+        self.regs: dict[Reg, Any] = {}
+        self.clock = 0.0
+        self.busy = 0.0
+        self.counts: dict[str, int] = {}
+        self.host_cycles = 0.0
+        self.host_flops = 0.0
+        self.host_bytes = 0.0
+        self.labels: dict[str, int] = {}
+        for i, ins in enumerate(program.code):
+            if isinstance(ins, Label):
+                self.labels[ins.name] = i
+        self.pops: list[Entry] = []
+        self.run_hook: Callable[[Instr], None] | None = None
+
+    def val(self, a: Any) -> Any:
+        return self.regs[a] if isinstance(a, Reg) else a
+
+    def charge(self, op: str, cycles: float) -> None:
+        self.clock += cycles
+        self.busy += cycles
+        self.counts[op] = self.counts.get(op, 0) + 1
+
+    def run_from(self, pc: int, until: str) -> None:
+        """Execute from `pc` until the instruction `until` (`halt` for the main program, `ret` for a case)."""
+        code = self.p.code
+        while True:
+            if pc >= len(code):
+                raise EmberError("execution ran past the end of the code (missing 'halt' or 'ret')")
+            ins = code[pc]
+            pc += 1
+            if isinstance(ins, Label):
+                continue
+            op = ins.base
+            if op in ("halt", "ret"):
+                if op != until:
+                    raise EmberError(f"'{op}' reached where '{until}' was expected")
+                return
+            target = self.step(ins, op)
+            if target is not None:
+                pc = self.labels[target]
+
+    def step(self, ins: Instr, op: str) -> str | None:
+        a = ins.args
+        self.charge(op, self.cost.get(op, 0.0))
+        regs = self.regs
+        if op in INT:
+            regs[a[0]] = INT[op](self.val(a[1]), self.val(a[2]))
+        elif op in FLOAT:
+            regs[a[0]] = round_to(ins.op.split(".")[1])(FLOAT[op](regs[a[1]], regs[a[2]]))
+        elif op == "ld":
+            m: Mem = a[1]
+            idx = tuple(self.val(i) for i in m.index)
+            flat = self.t.flat_index(m.sym, idx)
+            arr = self.t.get(m.sym)
+            done = self.mem.access(self.t.addr(m.sym, flat), self.clock, False, "l1")
+            if done > self.clock:
+                self.clock = done
+            v = arr.flat[flat]
+            regs[a[0]] = float(v) if a[0].cls == "f" else int(v)
+        elif op == "st":
+            m = a[1]
+            idx = tuple(self.val(i) for i in m.index)
+            flat = self.t.flat_index(m.sym, idx)
+            self.t.get(m.sym).flat[flat] = regs[a[0]]
+            self.mem.access(self.t.addr(m.sym, flat), self.clock, True, "l1")
+        elif op == "li" or op == "mov":
+            regs[a[0]] = self.val(a[1])
+        elif op == "sel":
+            regs[a[0]] = regs[a[2]] if regs[a[1]] else regs[a[3]]
+        elif op == "div" or op == "rem":
+            x, y = self.val(a[1]), self.val(a[2])
+            if y == 0:
+                raise EmberError(f"integer division by zero in '{ins.op}'")
+            regs[a[0]] = x // y if op == "div" else x % y
+        elif op == "fcvt":
+            regs[a[0]] = round_to(ins.op.split(".")[1])(float(regs[a[1]]))
+        elif op == "blt" or op == "bge" or op == "beq":
+            x, y = self.val(a[0]), self.val(a[1])
+            if (x < y) if op == "blt" else (x >= y) if op == "bge" else (x == y):
+                return a[2].name
+        elif op == "jmp":
+            return a[0].name
+        elif op == "dim":
+            regs[a[0]] = int(self.t.get(a[1].n).shape[a[2]])
+        elif op == "alloc":
+            sym = self.t.syms[a[0].n]
+            shape = tuple(int(self.val(d)) for d in a[1])
+            if any(x < 0 for x in shape):
+                raise EmberError(f"{self.t.describe(a[0].n)} would get a negative extent {list(shape)}")
+            self.t.set(a[0].n, np.zeros(shape, dtype=self.t.get_dtype(a[0].n)), self.t.describe(a[0].n))
+            _ = sym
+        elif op == "pop":
+            if not self.pops:
+                raise EmberError("a callback pops more operands than were pushed")
+            e = self.pops.pop(0)
+            if e.ready > self.clock - self.cost["pop"]:
+                self.clock = e.ready + self.cost["pop"]
+            e.pop = self.clock
+            regs[a[0]] = e.value
+        elif op == "host":
+            self.host(ins)
+        elif op == "run":
+            assert self.run_hook is not None
+            self.run_hook(ins)
+        else:
+            raise EmberError(f"the simulator does not implement '{ins.op}'")
+        return None
+
+    def host(self, ins: Instr) -> None:
+        op_type, ins_syms, out_syms, attrs = ins.args
+        inputs = [self.t.get(s.n) for s in ins_syms]
+        outs = run_host(op_type, inputs, len(out_syms), attrs, self.p.opset)
+        for s, o in zip(out_syms, outs):
+            assert isinstance(s, SymRef)
+            want = self.t.get_dtype(s.n)
+            self.t.set(s.n, o.astype(want, copy=False) if o.dtype != want else o,
+                       f"result of host {op_type} ({self.t.describe(s.n)})")
+        cycles, flops, moved = host_cost(op_type, inputs, outs, self.m.execute.host_flops_per_cycle,
+                                         self.m.dram.bytes_per_cycle)
+        self.clock += cycles
+        self.busy += cycles
+        self.host_cycles += cycles
+        self.host_flops += flops
+        self.host_bytes += moved

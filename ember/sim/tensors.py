@@ -1,0 +1,64 @@
+"""Tensor storage: one numpy array per symbol, laid out at byte addresses for the cache model."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend.dae import Program, Symbol
+from ..ir.diagnostics import EmberError
+from ..ir.types import ScalarType
+
+ALIGN = 4096
+
+
+def dtype_of(name: str) -> np.dtype:
+    return ScalarType(name).numpy()
+
+
+class Tensors:
+    """The program's tensors; each gets a page-aligned base address when it is first given data."""
+
+    def __init__(self, program: Program):
+        self.syms: list[Symbol] = program.symbols
+        self.arrays: list[np.ndarray | None] = [None] * len(self.syms)
+        self.base: list[int] = [0] * len(self.syms)
+        self.next_addr = ALIGN
+
+    def describe(self, n: int) -> str:
+        s = self.syms[n]
+        return f"{s.kind} '{s.name}'"
+
+    def set(self, n: int, a: np.ndarray, what: str) -> None:
+        s = self.syms[n]
+        want = dtype_of(s.dtype)
+        if a.dtype != want:
+            raise EmberError(f"{what} has dtype {a.dtype}, expected {want}")
+        if a.ndim != len(s.shape) or any(d is not None and d != x for d, x in zip(s.shape, a.shape)):
+            shape = "[" + ", ".join("?" if d is None else str(d) for d in s.shape) + "]"
+            raise EmberError(f"{what} has shape {list(a.shape)}, expected {shape}")
+        self.arrays[n] = np.ascontiguousarray(a)
+        self.base[n] = self.next_addr
+        self.next_addr += (a.nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
+
+    def get_dtype(self, n: int) -> np.dtype:
+        return dtype_of(self.syms[n].dtype)
+
+    def get(self, n: int) -> np.ndarray:
+        a = self.arrays[n]
+        if a is None:
+            raise EmberError(f"{self.describe(n)} is read before it has been given a value")
+        return a
+
+    def flat_index(self, n: int, idx: tuple[int, ...]) -> int:
+        """Row-major element number of `idx`, with a bounds check naming the tensor."""
+        a = self.get(n)
+        flat = 0
+        for axis, (i, d) in enumerate(zip(idx, a.shape)):
+            if not 0 <= i < d:
+                raise EmberError(f"index {i} is out of range for dimension {axis} of {self.describe(n)} "
+                                 f"(size {d}) at [{', '.join(map(str, idx))}]")
+            flat = flat * d + i
+        return flat
+
+    def addr(self, n: int, flat: int) -> int:
+        return self.base[n] + flat * self.get(n).itemsize
