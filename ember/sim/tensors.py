@@ -36,7 +36,7 @@ class Tensors:
         if a.ndim != len(s.shape) or any(d is not None and d != x for d, x in zip(s.shape, a.shape)):
             shape = "[" + ", ".join("?" if d is None else str(d) for d in s.shape) + "]"
             raise EmberError(f"{what} has shape {list(a.shape)}, expected {shape}")
-        self.arrays[n] = np.ascontiguousarray(a)
+        self.arrays[n] = a if a.flags.c_contiguous else a.copy(order="C")
         self.base[n] = self.next_addr
         self.next_addr += (a.nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
 

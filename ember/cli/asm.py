@@ -1,0 +1,46 @@
+"""ember-asm: `.dae` assembly -> `.bin` (with the weights it names embedded)."""
+
+from __future__ import annotations
+
+import click
+
+from ..ir.diagnostics import EmberError
+from .common import base_dir, display_name, guarded, read_text, write_output
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("input", default="-")
+@click.option("-o", "--output", default="-", show_default=True, help="output .bin file ('-' for stdout)")
+@guarded("ember-asm")
+def main(input: str, output: str) -> None:
+    """Assemble INPUT (.dae, '-' for stdin) into a versioned, checksummed binary.
+
+    Param tensors are read by name from the file named by `.weights` (relative to the .dae) and
+    embedded, so the .bin runs on its own.
+    """
+    from ..backend.binary import assemble
+    from ..backend.dae_text import parse_dae
+    from ..frontends.onnx import load_weights
+
+    program = parse_dae(read_text(input), display_name(input))
+    params = [(n, s) for n, s in enumerate(program.symbols) if s.kind == "param"]
+    if params:
+        if not program.weights:
+            raise EmberError("the program has params but no .weights file", display_name(input))
+        path = base_dir(input) / program.weights
+        weights = load_weights(str(path))
+        for n, s in params:
+            if s.name not in weights:
+                raise EmberError(f"param '{s.name}' is not in the weights file {program.weights}", display_name(input))
+            a = weights[s.name]
+            if list(a.shape) != list(s.shape) or a.dtype.name != _np_name(s.dtype):
+                raise EmberError(f"param '{s.name}' is {a.dtype}{list(a.shape)} in {program.weights}, "
+                                 f"but the program declares {s.dtype}{list(s.shape)}", display_name(input))
+            program.data[n] = a
+    write_output(output, assemble(program))
+
+
+def _np_name(dtype: str) -> str:
+    from ..sim.tensors import dtype_of
+
+    return dtype_of(dtype).name

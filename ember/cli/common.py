@@ -1,0 +1,99 @@
+"""What every command shares: `-` for stdin/stdout, atomic outputs, one-line errors, exit status 1."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..ir.diagnostics import EmberError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(prog: str) -> Callable[[F], F]:
+    """Turn every failure into `prog: file:line:col: error: ...` on stderr and exit status 1."""
+
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except EmberError as e:
+                click.echo(f"{prog}: {e.render()}", err=True)
+            except (OSError, MemoryError) as e:
+                click.echo(f"{prog}: error: {e}", err=True)
+            except KeyboardInterrupt:
+                click.echo(f"{prog}: interrupted", err=True)
+            except Exception as e:  # a bug in Ember: still one line, never a traceback
+                click.echo(f"{prog}: internal error: {type(e).__name__}: {e} (please report this)", err=True)
+            sys.exit(1)
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
+def display_name(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
+def read_text(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text()
+    except UnicodeDecodeError:
+        raise EmberError("not a text file", path) from None
+    except OSError as e:
+        raise EmberError(f"cannot read: {e.strerror}", path) from None
+
+
+def read_bytes(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise EmberError(f"cannot read: {e.strerror}", path) from None
+
+
+def write_output(path: str, data: str | bytes) -> None:
+    """Write to stdout for `-`, else atomically (a temporary file renamed into place)."""
+    raw = data.encode() if isinstance(data, str) else data
+    if path == "-":
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    except OSError as e:
+        raise EmberError(f"cannot write: {e.strerror}", path) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def base_dir(path: str) -> Path:
+    """Directory relative paths inside a file are resolved against (cwd for stdin/stdout)."""
+    return Path.cwd() if path == "-" else Path(path).resolve().parent
+
+
+def rebase(ref: str, from_path: str, to_path: str) -> str:
+    """Re-express a path written in `from_path` (relative to it) as seen from `to_path`."""
+    if not ref or os.path.isabs(ref):
+        return ref
+    absolute = (base_dir(from_path) / ref).resolve()
+    return os.path.relpath(absolute, base_dir(to_path))

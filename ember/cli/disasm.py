@@ -1,0 +1,19 @@
+"""ember-disasm: `.bin` -> canonical `.dae` text."""
+
+from __future__ import annotations
+
+import click
+
+from .common import display_name, guarded, read_bytes, write_output
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("input", default="-")
+@click.option("-o", "--output", default="-", show_default=True, help="output .dae file ('-' for stdout)")
+@guarded("ember-disasm")
+def main(input: str, output: str) -> None:
+    """Print the program in INPUT (.bin, '-' for stdin) as .dae assembly."""
+    from ..backend.binary import disassemble
+    from ..backend.dae_text import print_dae
+
+    write_output(output, print_dae(disassemble(read_bytes(input), display_name(input))))

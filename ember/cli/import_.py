@@ -1,0 +1,28 @@
+"""ember-import: a model (ONNX) -> `.eir` at level `emb`."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..ir.printer import print_module
+from .common import base_dir, guarded, write_output
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", default="-", show_default=True, help="output .eir file ('-' for stdout)")
+@guarded("ember-import")
+def main(model: str, output: str) -> None:
+    """Import MODEL (an .onnx file from either PyTorch exporter) as Ember IR at level `emb`.
+
+    Embedding lookups (nn.Embedding) become emb.gather, EmbeddingBag loops become emb.bag, and every
+    other ONNX operator becomes a host.onnx op.  Weights stay in the model: the .eir names the model
+    file (relative to the .eir) and the tools that need the data read it from there.
+    """
+    from ..frontends.onnx import import_onnx
+
+    ref = os.path.relpath(os.path.abspath(model), base_dir(output))
+    module = import_onnx(model, ref)
+    write_output(output, print_module(module))

@@ -1,0 +1,75 @@
+"""ember-opt: run passes over `.eir`; a pipeline ending in `codegen` writes `.dae` assembly."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..ir.diagnostics import EmberError
+from .common import display_name, guarded, read_text, rebase, write_output
+
+
+def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from ..passes import PASSES, PRESETS
+
+    for name in sorted(PASSES):
+        cls = PASSES[name]
+        opts = ", ".join(f.name for f in __import__("dataclasses").fields(cls) if f.repr)
+        click.echo(f"{name:12s} {cls.summary}" + (f"  [options: {opts}]" if opts else ""))
+    for level, pipeline in PRESETS.items():
+        click.echo(f"-{level:11s} {pipeline}")
+    ctx.exit()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("input", default="-")
+@click.option("-o", "--output", default="-", show_default=True, help="output file ('-' for stdout)")
+@click.option("-p", "--pass", "pipeline", help="passes to run, e.g. 'lower-emb,decouple,to-dlc,codegen'")
+@click.option("-O0", "level", flag_value="O0", help="lower-emb, decouple, to-dlc, codegen (writes .dae)")
+@click.option("--print-ir-after-all", is_flag=True, help="print the IR to stderr after every pass")
+@click.option("--time-passes", is_flag=True, help="print the time each pass took to stderr")
+@click.option("--remarks", is_flag=True, help="print why passes declined to transform something")
+@click.option("--list-passes", is_flag=True, expose_value=False, is_eager=True, callback=_list_passes,
+              help="list the passes and presets, then exit")
+@guarded("ember-opt")
+def main(input: str, output: str, pipeline: str | None, level: str | None, print_ir_after_all: bool,
+         time_passes: bool, remarks: bool) -> None:
+    """Run passes over INPUT (.eir, '-' for stdin) and write .eir, or .dae when the last pass is codegen."""
+    import ember.dialects  # noqa: F401
+
+    from ..backend.dae_text import print_dae
+    from ..ir.parser import parse_module
+    from ..ir.printer import print_module
+    from ..passes import PRESETS, parse_pipeline, run_passes
+    from ..passes.codegen import Codegen
+
+    if pipeline and level:
+        raise EmberError("give either --pass or an -O level, not both")
+    passes = parse_pipeline(pipeline or PRESETS[level or "O0"]) if (pipeline or level) else []
+    if any(isinstance(p, Codegen) for p in passes[:-1]):
+        raise EmberError("codegen must be the last pass of a pipeline")
+    module = parse_module(read_text(input), display_name(input))
+    if "weights" in module.attrs:
+        module.attrs["weights"] = rebase(module.attrs["weights"], input, output)
+    timings: dict[str, float] = {}
+    run_passes(module, passes, print_after_all=print_ir_after_all, timings=timings)
+    if remarks:
+        for p in passes:
+            for r in getattr(p, "remarks", []):
+                click.echo(r, err=True)
+    if time_passes:
+        total = sum(timings.values()) or 1e-12
+        click.echo("===- pass execution timing -===", err=True)
+        for name, t in timings.items():
+            click.echo(f"  {t * 1000:9.3f} ms  {100 * t / total:5.1f}%  {name}", err=True)
+        click.echo(f"  {total * 1000:9.3f} ms  100.0%  total", err=True)
+    last = passes[-1] if passes else None
+    if isinstance(last, Codegen):
+        assert last.program is not None
+        write_output(output, print_dae(last.program))
+    else:
+        write_output(output, print_module(module))
+    sys.stdout.flush()

@@ -1,0 +1,91 @@
+"""ember-sim: run a `.bin` on inputs; write outputs and statistics, print a summary table."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import click
+import numpy as np
+
+from ..ir.diagnostics import EmberError
+from .common import display_name, guarded, read_bytes, write_output
+
+SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
+           "execute.starved_cycles", "access.stall_cycles", "queue_max_occupancy", "dram_bytes",
+           "dram_bandwidth_fraction", "roofline.bound_cycles", "roofline_fraction", "host.cycles")
+
+
+def load_inputs(path: str) -> dict[str, np.ndarray]:
+    data = read_bytes(path)
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+        raise EmberError(f"not a readable .npz file ({e})", display_name(path)) from None
+
+
+def save_outputs(path: str, outputs: dict[str, np.ndarray]) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, **outputs)
+    write_output(path, buf.getvalue())
+
+
+def check_outputs(got: dict[str, np.ndarray], want: dict[str, np.ndarray], path: str) -> None:
+    for name, ref in want.items():
+        if name not in got:
+            raise EmberError(f"output '{name}' is in {path} but the program has no such output")
+        a = got[name]
+        if a.shape != ref.shape or not np.allclose(a, ref, rtol=1e-5, atol=1e-6, equal_nan=True):
+            err = np.nanmax(np.abs(a - ref)) if a.shape == ref.shape else f"shape {a.shape} vs {ref.shape}"
+            raise EmberError(f"output '{name}' differs from {path} (max abs difference {err})")
+    click.echo(f"outputs match {path} ({', '.join(want)}; rtol 1e-5, atol 1e-6)", err=True)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("program")
+@click.option("--inputs", "inputs_path", required=True, help=".npz with one array per model input, by name")
+@click.option("--outputs", "outputs_path", help="write the model outputs here (.npz, by output name)")
+@click.option("--stats", "stats_path", help="write all statistics here: gem5-style text, or JSON for .json")
+@click.option("--machine", default="default", show_default=True, help="machine preset name or .toml file")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a machine parameter")
+@click.option("--max-cycles", type=float, help="stop with an error after this many simulated cycles")
+@click.option("--check", "check_path", help="compare the outputs with this .npz (rtol 1e-5, atol 1e-6)")
+@click.option("-q", "--quiet", is_flag=True, help="do not print the summary table")
+@guarded("ember-sim")
+def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: str | None, machine: str,
+         overrides: tuple[str, ...], max_cycles: float | None, check_path: str | None, quiet: bool) -> None:
+    """Simulate PROGRAM (.bin, '-' for stdin) on a DAE machine.
+
+    Inputs and outputs are named after the model's inputs and outputs.  Statistics (DESIGN.md §4):
+    cycles, tokens and operands marshaled, queue occupancy, cache and DRAM traffic, the fraction of
+    DRAM bandwidth used, and the roofline bound with the fraction of it reached.
+    """
+    from ..backend.binary import disassemble
+    from ..sim.engine import simulate
+    from ..sim.machine import load_machine
+    from ..sim.stats import write_stats
+
+    prog = disassemble(read_bytes(program), display_name(program))
+    m = load_machine(machine).with_overrides(overrides)
+    outputs, stats = simulate(prog, load_inputs(inputs_path), m, max_cycles)
+    if outputs_path:
+        save_outputs(outputs_path, outputs)
+    if check_path:
+        check_outputs(outputs, load_inputs(check_path), check_path)
+    if stats_path:
+        write_stats(stats, stats_path)
+    if not quiet:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"ember-sim: {display_name(program)} on machine '{m.name}'")
+        table.add_column("statistic")
+        table.add_column("value", justify="right")
+        table.add_column("meaning")
+        for name in SUMMARY:
+            s = stats.get(name)
+            if s is not None:
+                v = f"{s.value:,.4f}".rstrip("0").rstrip(".") if isinstance(s.value, float) else f"{s.value:,}"
+                table.add_row(name, v, s.description)
+        Console(stderr=outputs_path == "-").print(table)

@@ -1,0 +1,186 @@
+"""The cache model: set-associative LRU levels over a bandwidth-limited DRAM.
+
+Both simulator engines must agree on every cycle, so the model is defined exactly here and the
+code below is a direct transcription.  Times are float cycles; nothing is random.
+
+Definition of `MemorySystem.access(addr, t, write, entry)`:
+
+1. `line = addr // line_bytes` (every level has the same line size).  Level k keeps `sets_k` sets
+   of `ways_k` lines; the line maps to set `line % sets_k`.  Each cached line records `ready`, the
+   time its data arrives at that level.
+2. Levels are looked up from `entry` outward.  `now` starts at `t`; visiting level k first does
+   `now = now + latency_k` (additions in visiting order), then looks the line up.
+   - Hit at level k: the access completes at `done = max(now, ready)` (a line still in flight
+     makes the hit wait for its data); the line becomes most recently used at level k.
+   - Miss at level k: counted, and the lookup goes on to the next level.
+3. A miss at every level from `entry` outward goes to DRAM at time `now` (all visited latencies
+   added).  DRAM is a token bucket served in call order: with `xfer = line_bytes / bytes_per_cycle`,
+   `start = max(now, dram_free)`, `dram_free = start + xfer`, and the access completes at
+   `done = start + dram_latency + xfer` (added left to right).
+4. Every visited level that missed is then filled with the line, `ready = done`, as its most
+   recently used line; a full set first evicts its least recently used line.  Writes allocate
+   exactly like reads (write-allocate) and complete at the same time; write-back traffic is not
+   modelled.  Levels are neither inclusive nor exclusive: an eviction touches only its own level.
+5. Accesses are applied in call order (LRU order and the DRAM queue follow the calls, not `t`).
+
+Statistics: per level `hits`, `misses` and `bytes` (bytes filled into the level from below =
+misses * line_bytes); DRAM `requests`, `bytes` and `busy_cycles` (the sum of `xfer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ember.ir.diagnostics import EmberError
+
+from .machine import CacheConfig, Dram, Machine
+from .stats import Stats
+
+
+class CacheLevel:
+    """One set-associative LRU level; each set is a dict line -> ready, oldest first (insertion order)."""
+
+    def __init__(self, name: str, size_bytes: int, ways: int, line_bytes: int, latency: float):
+        if ways <= 0 or line_bytes <= 0 or size_bytes <= 0 or size_bytes % (ways * line_bytes):
+            raise EmberError(f"cache level '{name}': size_bytes ({size_bytes}) must be a positive multiple "
+                             f"of ways * line_bytes ({ways} * {line_bytes})")
+        self.name = name
+        self.size_bytes = size_bytes
+        self.ways = ways
+        self.line_bytes = line_bytes
+        self.latency = float(latency)
+        self.nsets = size_bytes // (ways * line_bytes)
+        self.sets: list[dict[int, float]] = [{} for _ in range(self.nsets)]
+        self.hits = 0
+        self.misses = 0
+        self.bytes = 0
+
+    @classmethod
+    def from_config(cls, c: CacheConfig) -> CacheLevel:
+        """Build from a machine description level."""
+        return cls(c.name, c.size_bytes, c.ways, c.line_bytes, c.latency)
+
+    def lookup(self, line: int) -> float | None:
+        """The line's ready time on a hit (making it most recently used), None on a miss; not counted."""
+        s = self.sets[line % self.nsets]
+        ready = s.pop(line, None)
+        if ready is not None:
+            s[line] = ready
+        return ready
+
+    def fill(self, line: int, ready: float) -> int | None:
+        """Insert a line that missed here as most recently used; returns the evicted line, if any."""
+        s = self.sets[line % self.nsets]
+        victim = None
+        if len(s) >= self.ways:
+            victim = next(iter(s))
+            del s[victim]
+        s[line] = ready
+        return victim
+
+    def contains(self, line: int) -> bool:
+        """Whether the line is cached (no LRU update)."""
+        return line in self.sets[line % self.nsets]
+
+    def set_lines(self, index: int) -> list[int]:
+        """Lines held by set `index`, least recently used first."""
+        return list(self.sets[index])
+
+    def ready_time(self, line: int) -> float | None:
+        """The recorded arrival time of a cached line (no LRU update)."""
+        return self.sets[line % self.nsets].get(line)
+
+    @property
+    def hit_rate(self) -> float:
+        """hits / lookups, 0 when the level was never looked up."""
+        n = self.hits + self.misses
+        return self.hits / n if n else 0.0
+
+
+class MemorySystem:
+    """Cache levels (core outward) plus DRAM; `access` is the whole model (see module docstring)."""
+
+    def __init__(self, caches: Sequence[CacheConfig], dram: Dram):
+        if not caches:
+            raise EmberError("a memory system needs at least one cache level")
+        self.levels = [CacheLevel.from_config(c) for c in caches]
+        self.line_bytes = self.levels[0].line_bytes
+        if any(lv.line_bytes != self.line_bytes for lv in self.levels):
+            raise EmberError("every cache level must have the same line size")
+        self._entry = {lv.name: i for i, lv in enumerate(self.levels)}
+        self.dram_latency = float(dram.latency)
+        self.xfer = self.line_bytes / dram.bytes_per_cycle
+        self.dram_free = 0.0
+        self.dram_requests = 0
+        self.dram_bytes = 0
+        self.dram_busy = 0.0
+
+    @classmethod
+    def from_machine(cls, machine: Machine) -> MemorySystem:
+        """The memory system a machine description asks for."""
+        return cls(machine.caches, machine.dram)
+
+    def level(self, name: str) -> CacheLevel:
+        """The level called `name`."""
+        return self.levels[self._entry_index(name)]
+
+    def _entry_index(self, name: str) -> int:
+        try:
+            return self._entry[name]
+        except KeyError:
+            raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(self._entry)})") from None
+
+    def access(self, addr: int, t: float, write: bool, entry: str) -> float:
+        """Completion time of a one-line access issued at `t` entering at level `entry`."""
+        line = addr // self.line_bytes
+        first = self._entry.get(entry)
+        if first is None:
+            first = self._entry_index(entry)
+        now = t
+        missed: list[CacheLevel] = []
+        for lv in self.levels[first:]:
+            now = now + lv.latency
+            s = lv.sets[line % lv.nsets]
+            ready = s.pop(line, None)
+            if ready is not None:
+                s[line] = ready
+                lv.hits += 1
+                done = ready if ready > now else now
+                break
+            lv.misses += 1
+            missed.append(lv)
+        else:
+            start = now if now > self.dram_free else self.dram_free
+            self.dram_free = start + self.xfer
+            done = start + self.dram_latency + self.xfer
+            self.dram_requests += 1
+            self.dram_bytes += self.line_bytes
+            self.dram_busy += self.xfer
+        for lv in missed:
+            lv.bytes += lv.line_bytes
+            lv.fill(line, done)
+        return done
+
+    def access_range(self, addr: int, nbytes: int, t: float, write: bool, entry: str) -> float:
+        """Completion of an access to [addr, addr + nbytes): every line touched, in address order, at `t`."""
+        first = addr // self.line_bytes
+        last = (addr + max(nbytes, 1) - 1) // self.line_bytes
+        done = t
+        for line in range(first, last + 1):
+            d = self.access(line * self.line_bytes, t, write, entry)
+            if d > done:
+                done = d
+        return done
+
+    def report(self, stats: Stats, prefix: str = "") -> None:
+        """Add per-level and DRAM counters to `stats` under `prefix` (e.g. "core0.")."""
+        for lv in self.levels:
+            p = f"{prefix}cache.{lv.name}."
+            stats.set(p + "hits", lv.hits, f"{lv.name} lookups that hit", "Count")
+            stats.set(p + "misses", lv.misses, f"{lv.name} lookups that missed", "Count")
+            stats.set(p + "hit_rate", lv.hit_rate, f"{lv.name} hits / lookups", "Ratio")
+            stats.set(p + "bytes", lv.bytes, f"bytes filled into {lv.name} from below", "Byte")
+        stats.set(prefix + "dram.requests", self.dram_requests, "line transfers from DRAM", "Count")
+        stats.set(prefix + "dram.bytes", self.dram_bytes, "bytes read from DRAM", "Byte")
+        stats.set(prefix + "dram.busy_cycles", self.dram_busy, "cycles the DRAM bandwidth was in use",
+                  "Cycle")

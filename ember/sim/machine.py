@@ -1,0 +1,465 @@
+"""Machine descriptions: what the simulator and the code generator are allowed to assume.
+
+A machine is a tree of frozen dataclasses read from a TOML file.  Presets ship in
+`ember/sim/machines/*.toml`; a preset may start with `base = "other"` to inherit another preset and
+override only what differs (tables merge key by key, the `caches` array is replaced whole).  Every
+number is documented in the TOML file (where it comes from, or that it is an assumption), and every
+field carries a one-line description here so reports can print exactly which machine was used.
+
+Keys are dotted paths: `clock_ghz`, `access.lanes`, `execute.fp_mul`, `caches.l2.size_bytes`,
+`dram.bytes_per_cycle`.  `Machine.set` overrides one of them from command-line text, checking its
+type and the machine's consistency, so a bad `--set` is one clear error and never a wrong run.
+All latencies and costs are in core clock cycles (floats are allowed: the timing model is in float
+cycles).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from ember.ir.diagnostics import EmberError, Loc
+
+_PRESET_DIR = ("sim", "machines")
+_SECTIONS = ("access", "execute", "caches", "dram")
+
+
+def _doc(text: str) -> dict[str, str]:
+    """Field metadata: the description `describe()` prints next to the value."""
+    return {"doc": text}
+
+
+@dataclass(frozen=True)
+class AccessUnit:
+    """The access unit: traversal units and streams that run ahead and fill the output queue."""
+
+    lanes: int = field(metadata=_doc("parallel lanes (elements a vector stream head delivers)"))
+    outstanding: int = field(metadata=_doc("memory requests the access unit may have in flight"))
+    queue_bytes: int = field(metadata=_doc("output queue bytes per lane (total = lanes * queue_bytes)"))
+    issue_per_cycle: int = field(metadata=_doc("stream elements (memory requests) issued per cycle"))
+    traversal_units: int = field(metadata=_doc("traversal units (loop levels) per access program"))
+    stream_slots: int = field(metadata=_doc("stream slots (memory + ALU streams) per access program"))
+    cache_level: str = field(metadata=_doc("cache level the access unit's loads enter"))
+
+    @property
+    def queue_total_bytes(self) -> int:
+        """Whole output queue: the back-pressure bound the execute unit sees."""
+        return self.lanes * self.queue_bytes
+
+
+@dataclass(frozen=True)
+class ExecuteUnit:
+    """The execute unit: an in-order core that runs one callback per token, charging each instruction."""
+
+    simd_bits: int = field(metadata=_doc("vector register width in bits"))
+    int_alu: float = field(metadata=_doc("cycles per integer add/sub/compare/select/move"))
+    int_mul: float = field(metadata=_doc("cycles per integer multiply"))
+    int_div: float = field(metadata=_doc("cycles per integer divide/remainder"))
+    fp_alu: float = field(metadata=_doc("cycles per float add/sub/min/max/convert"))
+    fp_mul: float = field(metadata=_doc("cycles per float multiply"))
+    fp_div: float = field(metadata=_doc("cycles per float divide"))
+    branch: float = field(metadata=_doc("cycles per branch or jump"))
+    load_issue: float = field(metadata=_doc("cycles to issue a load (its latency comes from the caches)"))
+    store: float = field(metadata=_doc("cycles to issue a store"))
+    pop: float = field(metadata=_doc("cycles per pop of an operand from the queue"))
+    dispatch: float = field(metadata=_doc("cycles to dispatch one callback (read token, jump to its case)"))
+    host_flops_per_cycle: float = field(metadata=_doc("float operations per cycle for host ops"))
+
+    COST_CLASSES: typing.ClassVar[tuple[str, ...]] = (
+        "int_alu", "int_mul", "int_div", "fp_alu", "fp_mul", "fp_div",
+        "branch", "load_issue", "store", "pop", "dispatch",
+    )
+
+    def cost(self, cls: str) -> float:
+        """Cycles charged for one instruction of class `cls` (one of COST_CLASSES)."""
+        if cls not in self.COST_CLASSES:
+            raise EmberError(f"unknown instruction class '{cls}' (valid: {', '.join(self.COST_CLASSES)})")
+        return float(getattr(self, cls))
+
+    def vector_lanes(self, elem_bytes: int) -> int:
+        """Elements of `elem_bytes` bytes in one vector register."""
+        return max(1, self.simd_bits // (8 * elem_bytes))
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """One cache level: set-associative, LRU, write-allocate."""
+
+    name: str = field(metadata=_doc("level name (the key under caches.)"))
+    size_bytes: int = field(metadata=_doc("capacity in bytes"))
+    ways: int = field(metadata=_doc("associativity"))
+    line_bytes: int = field(metadata=_doc("line size in bytes (the same at every level)"))
+    latency: float = field(metadata=_doc("cycles this level adds to an access that reaches it"))
+
+    @property
+    def sets(self) -> int:
+        """Number of sets; validation guarantees it is a whole number."""
+        return self.size_bytes // (self.ways * self.line_bytes)
+
+
+@dataclass(frozen=True)
+class Dram:
+    """Main memory: fixed latency behind a bandwidth token bucket (see ember.sim.cache)."""
+
+    latency: float = field(metadata=_doc("cycles from a request reaching DRAM to its line being sent"))
+    bytes_per_cycle: float = field(metadata=_doc("DRAM bandwidth in bytes per cycle, shared by all cores"))
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A whole machine; frozen so a run's machine cannot drift, `set` returns a new one."""
+
+    name: str = field(metadata=_doc("machine preset name"))
+    description: str = field(metadata=_doc("one-line summary of the preset"))
+    clock_ghz: float = field(metadata=_doc("core clock in GHz (converts cycles to seconds)"))
+    cores: int = field(metadata=_doc("cores, each with its own access unit; the batch is split across them"))
+    access: AccessUnit
+    execute: ExecuteUnit
+    caches: tuple[CacheConfig, ...]
+    dram: Dram
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # --- queries -------------------------------------------------------------------------
+
+    def cache(self, name: str) -> CacheConfig:
+        """The cache level called `name`."""
+        for level in self.caches:
+            if level.name == name:
+                return level
+        raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(self.cache_names)})")
+
+    @property
+    def cache_names(self) -> tuple[str, ...]:
+        """Level names from the core outward."""
+        return tuple(c.name for c in self.caches)
+
+    @property
+    def line_bytes(self) -> int:
+        """The line size (validation makes it the same at every level)."""
+        return self.caches[0].line_bytes
+
+    def seconds(self, cycles: float) -> float:
+        """Wall time of `cycles` at this clock."""
+        return cycles / (self.clock_ghz * 1e9)
+
+    def keys(self) -> list[str]:
+        """Every settable dotted key, in file order."""
+        return [k for k, _, _ in self.describe()]
+
+    # --- overrides -----------------------------------------------------------------------
+
+    def set(self, key: str, value: str) -> Machine:
+        """A copy with one dotted key set from text (`--set key=value`), type-checked and validated."""
+        parts = key.split(".")
+        head = parts[0]
+        sections = {"access": self.access, "execute": self.execute, "dram": self.dram}
+        valid_top = _top_keys() + ["access.*", "execute.*", "caches.line_bytes", "caches.LEVEL.*", "dram.*"]
+        if len(parts) == 1 and head not in sections and head != "caches":
+            f = _field(Machine, key, "", valid_top)
+            return dataclasses.replace(self, **{key: _convert(key, f, Machine, value)})
+        if key == "caches.line_bytes":
+            f = _field(CacheConfig, "line_bytes", "caches", ["caches.line_bytes"])
+            line = _convert(key, f, CacheConfig, value)
+            return dataclasses.replace(self, caches=tuple(dataclasses.replace(c, line_bytes=line)
+                                                          for c in self.caches))
+        if head in sections and len(parts) == 2:
+            section = sections[head]
+            f = _field(type(section), parts[1], head, _section_keys(head, type(section)))
+            new = dataclasses.replace(section, **{parts[1]: _convert(key, f, type(section), value)})
+            return dataclasses.replace(self, **{head: new})
+        if head == "caches" and len(parts) == 3:
+            names = self.cache_names
+            if parts[1] not in names:
+                raise EmberError(f"unknown cache level '{parts[1]}' in machine key '{key}' "
+                                 f"(levels: {', '.join(names)})")
+            valid = [f"caches.{parts[1]}.{f.name}" for f in dataclasses.fields(CacheConfig)
+                     if f.name != "name"]
+            if parts[2] == "name":
+                raise EmberError(f"machine key '{key}' cannot be set (valid keys: {', '.join(valid)})")
+            f = _field(CacheConfig, parts[2], f"caches.{parts[1]}", valid)
+            level = self.cache(parts[1])
+            new_level = dataclasses.replace(level, **{parts[2]: _convert(key, f, CacheConfig, value)})
+            caches = tuple(new_level if c.name == parts[1] else c for c in self.caches)
+            return dataclasses.replace(self, caches=caches)
+        if head in sections or head == "caches":
+            shape = "caches.LEVEL.FIELD" if head == "caches" else f"{head}.FIELD"
+            raise EmberError(f"bad machine key '{key}' (expected {shape})")
+        raise EmberError(f"unknown machine key '{key}' (valid keys: {', '.join(valid_top)})")
+
+    def with_overrides(self, items: Iterable[str]) -> Machine:
+        """Apply `key=value` strings in order, as given to repeated `--set` options."""
+        m = self
+        for item in items:
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                raise EmberError(f"bad --set '{item}' (expected key=value, e.g. dram.bytes_per_cycle=16)")
+            m = m.set(key.strip(), value.strip())
+        return m
+
+    # --- reporting -----------------------------------------------------------------------
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(key, value, description) for every field, in file order, for reports and stats headers."""
+        rows: list[tuple[str, str, str]] = []
+        for f in dataclasses.fields(Machine):
+            if f.name in _SECTIONS:
+                continue
+            rows.append((f.name, _fmt(getattr(self, f.name)), f.metadata["doc"]))
+        for head in ("access", "execute"):
+            rows.extend(_rows(head, getattr(self, head)))
+        for level in self.caches:
+            rows.extend(r for r in _rows(f"caches.{level.name}", level) if not r[0].endswith(".name"))
+        rows.extend(_rows("dram", self.dram))
+        return rows
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def presets() -> list[str]:
+    """Names of the shipped presets."""
+    folder = resources.files("ember").joinpath(*_PRESET_DIR)
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_machine(name_or_path: str) -> Machine:
+    """A preset by name (`default`, `small`) or a machine TOML file by path."""
+    looks_like_path = name_or_path.endswith(".toml") or "/" in name_or_path or "\\" in name_or_path
+    if looks_like_path:
+        path = Path(name_or_path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise EmberError(f"cannot read machine file: {e.strerror or e}", str(path)) from None
+        return _from_text(text, str(path), path.stem, str(path))
+    return _from_text(_preset_text(name_or_path, []), f"{name_or_path}.toml", name_or_path, name_or_path)
+
+
+def _preset_text(name: str, chain: list[str]) -> str:
+    names = presets()
+    if name not in names:
+        via = f" (inherited by {chain[-1]})" if chain else ""
+        raise EmberError(f"unknown machine preset '{name}'{via} (presets: {', '.join(names)})")
+    return resources.files("ember").joinpath(*_PRESET_DIR, f"{name}.toml").read_text(encoding="utf-8")
+
+
+def _parse_toml(text: str, where: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        if m:
+            line, col = int(m.group(1)), int(m.group(2))
+            lines = text.splitlines()
+            src = lines[line - 1] if 0 < line <= len(lines) else None
+            raise EmberError(msg[: m.start()].strip(), Loc(where, line, col), src) from None
+        raise EmberError(msg, where) from None
+
+
+def _resolve(data: dict[str, Any], where: str, chain: list[str]) -> dict[str, Any]:
+    """Merge a file's table over its `base` preset's, recursively; `caches` replaces whole."""
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise EmberError("'base' must be a preset name (a string)", where)
+    if base in chain:
+        raise EmberError(f"machine presets inherit in a cycle: {' -> '.join([*chain, base])}", where)
+    parent = _resolve(_parse_toml(_preset_text(base, chain), f"{base}.toml"), f"{base}.toml", [*chain, base])
+    return _merge(parent, data)
+
+
+def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    out = dict(parent)
+    for k, v in child.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _from_text(text: str, where: str, stem: str, ident: str) -> Machine:
+    """Build from one file's text; `ident` (preset name or path) seeds the inheritance-cycle check."""
+    data = _parse_toml(text, where)
+    own_name = data.get("name")
+    own_description = data.get("description")
+    data = _resolve(data, where, [ident])
+    data["name"] = own_name if own_name is not None else stem
+    data["description"] = own_description if own_description is not None else ""
+    try:
+        return _build_machine(data)
+    except EmberError as e:
+        if e.where is None:
+            raise EmberError(e.message, where) from None
+        raise
+
+
+def _build_machine(data: dict[str, Any]) -> Machine:
+    sections = _SECTIONS
+    top = _top_keys()
+    valid = top + list(sections)
+    for k in data:
+        if k not in valid:
+            raise EmberError(f"unknown machine key '{k}' (valid keys: {', '.join(valid)})")
+    for k in [*top, *sections]:
+        if k not in data:
+            raise EmberError(f"machine is missing '{k}'")
+    kwargs: dict[str, Any] = {k: _from_toml(k, _field(Machine, k, "", top), Machine, data[k]) for k in top}
+    kwargs["access"] = _build_section("access", AccessUnit, data["access"])
+    kwargs["execute"] = _build_section("execute", ExecuteUnit, data["execute"])
+    kwargs["dram"] = _build_section("dram", Dram, data["dram"])
+    caches = data["caches"]
+    if not isinstance(caches, list) or not all(isinstance(c, dict) for c in caches):
+        raise EmberError("'caches' must be an array of tables ([[caches]])")
+    levels = []
+    for i, c in enumerate(caches):
+        label = f"caches.{c['name']}" if isinstance(c.get("name"), str) else f"caches[{i}]"
+        levels.append(_build_section(label, CacheConfig, c))
+    kwargs["caches"] = tuple(levels)
+    return Machine(**kwargs)
+
+
+def _build_section(prefix: str, cls: type, table: Any) -> Any:
+    if not isinstance(table, dict):
+        raise EmberError(f"'{prefix}' must be a table")
+    valid = [f.name for f in dataclasses.fields(cls)]
+    for k in table:
+        if k not in valid:
+            raise EmberError(f"unknown machine key '{prefix}.{k}' (valid keys: "
+                             f"{', '.join(f'{prefix}.{v}' for v in valid)})")
+    missing = [v for v in valid if v not in table]
+    if missing:
+        raise EmberError(f"machine section '{prefix}' is missing {', '.join(missing)}")
+    fields = dataclasses.fields(cls)
+    return cls(**{f.name: _from_toml(f"{prefix}.{f.name}", f, cls, table[f.name]) for f in fields})
+
+
+# --- typing helpers ------------------------------------------------------------------------
+
+
+def _top_keys() -> list[str]:
+    return [f.name for f in dataclasses.fields(Machine) if f.name not in _SECTIONS]
+
+
+def _section_keys(prefix: str, cls: type) -> list[str]:
+    return [f"{prefix}.{f.name}" for f in dataclasses.fields(cls)]
+
+
+def _field(cls: type, name: str, prefix: str, valid: list[str]) -> dataclasses.Field[Any]:
+    for f in dataclasses.fields(cls):
+        if f.name == name and f.name not in _SECTIONS:
+            return f
+    key = f"{prefix}.{name}" if prefix else name
+    where = f" in section '{prefix}'" if prefix else ""
+    raise EmberError(f"unknown machine key '{key}'{where} (valid keys: {', '.join(valid)})")
+
+
+def _type_of(cls: type, f: dataclasses.Field[Any]) -> type:
+    return typing.get_type_hints(cls)[f.name]
+
+
+def _from_toml(key: str, f: dataclasses.Field[Any], cls: type, value: Any) -> Any:
+    """A TOML value checked against the field's type (ints are accepted for float fields)."""
+    want = _type_of(cls, f)
+    if want is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if want is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if want is str and isinstance(value, str):
+        return value
+    raise EmberError(f"machine key '{key}' expects {_type_name(want)}, got {value!r}")
+
+
+def _convert(key: str, f: dataclasses.Field[Any], cls: type, text: str) -> Any:
+    """Command-line text converted to the field's type, or an error naming the key."""
+    want = _type_of(cls, f)
+    if want is str:
+        return text
+    try:
+        if want is int:
+            try:
+                return int(text, 0)
+            except ValueError:
+                return int(text)
+        return float(text)
+    except ValueError:
+        raise EmberError(f"machine key '{key}' expects {_type_name(want)}, got '{text}'") from None
+
+
+def _type_name(t: type) -> str:
+    return {int: "an integer", float: "a number", str: "a string"}.get(t, t.__name__)
+
+
+def _fmt(v: Any) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _rows(prefix: str, obj: Any) -> list[tuple[str, str, str]]:
+    return [(f"{prefix}.{f.name}", _fmt(getattr(obj, f.name)), f.metadata["doc"])
+            for f in dataclasses.fields(obj)]
+
+
+# --- validation ----------------------------------------------------------------------------
+
+
+def _validate(m: Machine) -> None:
+    """Reject machines the timing model cannot give a meaning to, naming the offending key."""
+
+    def need(ok: bool, key: str, value: Any, why: str) -> None:
+        if not ok:
+            raise EmberError(f"machine key '{key}' = {_fmt(value)}: {why}")
+
+    def positive(key: str, value: float) -> None:
+        need(math.isfinite(value) and value > 0, key, value, "must be positive")
+
+    def non_negative(key: str, value: float) -> None:
+        need(math.isfinite(value) and value >= 0, key, value, "must be a finite number >= 0")
+
+    positive("clock_ghz", m.clock_ghz)
+    positive("cores", m.cores)
+    a = m.access
+    for name in ("lanes", "outstanding", "queue_bytes", "issue_per_cycle", "traversal_units", "stream_slots"):
+        positive(f"access.{name}", getattr(a, name))
+    e = m.execute
+    need(e.simd_bits >= 8 and e.simd_bits % 8 == 0, "execute.simd_bits", e.simd_bits,
+         "must be a positive multiple of 8")
+    for name in ExecuteUnit.COST_CLASSES:
+        non_negative(f"execute.{name}", getattr(e, name))
+    positive("execute.host_flops_per_cycle", e.host_flops_per_cycle)
+    need(len(m.caches) > 0, "caches", "[]", "at least one cache level is needed")
+    seen: set[str] = set()
+    for c in m.caches:
+        p = f"caches.{c.name}"
+        need(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", c.name) is not None, f"{p}.name", c.name,
+             "must be an identifier")
+        need(c.name not in seen, f"{p}.name", c.name, "names a level twice")
+        seen.add(c.name)
+        positive(f"{p}.ways", c.ways)
+        positive(f"{p}.line_bytes", c.line_bytes)
+        need(c.line_bytes & (c.line_bytes - 1) == 0, f"{p}.line_bytes", c.line_bytes,
+             "must be a power of two")
+        need(c.line_bytes == m.caches[0].line_bytes, f"{p}.line_bytes", c.line_bytes,
+             f"must equal the first level's line size ({m.caches[0].line_bytes}); "
+             "set caches.line_bytes to change every level")
+        positive(f"{p}.size_bytes", c.size_bytes)
+        need(c.size_bytes % (c.ways * c.line_bytes) == 0, f"{p}.size_bytes", c.size_bytes,
+             f"must be a multiple of ways * line_bytes ({c.ways * c.line_bytes})")
+        non_negative(f"{p}.latency", c.latency)
+    need(a.cache_level in seen, "access.cache_level", a.cache_level,
+         f"must name a cache level ({', '.join(m.cache_names)})")
+    non_negative("dram.latency", m.dram.latency)
+    positive("dram.bytes_per_cycle", m.dram.bytes_per_cycle)
+

@@ -1,0 +1,144 @@
+"""Machine descriptions: presets, inheritance, `--set` overrides and the errors users see."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from ember.ir.diagnostics import EmberError, Loc
+from ember.sim.machine import Machine, load_machine, presets
+
+
+def test_default_follows_the_tmu_design() -> None:
+    m = load_machine("default")
+    assert (m.access.lanes, m.access.outstanding, m.access.queue_bytes) == (8, 128, 2048)
+    assert m.access.queue_total_bytes == 16384
+    assert m.execute.simd_bits == 512 and m.execute.vector_lanes(4) == 16
+    assert m.cache_names == ("l1", "l2", "llc") and m.access.cache_level == "l2"
+    assert m.cache("l1").sets == 64 and m.line_bytes == 64
+    assert m.execute.cost("dispatch") == 4.0
+    assert m.seconds(2e9) == 1.0
+
+
+def test_presets_and_unknown_preset() -> None:
+    assert {"default", "small"} <= set(presets())
+    with pytest.raises(EmberError, match=r"unknown machine preset 'huge' \(presets: .*default.*small"):
+        load_machine("huge")
+
+
+def test_small_inherits_default_and_replaces_caches() -> None:
+    d, s = load_machine("default"), load_machine("small")
+    assert s.name == "small" and s.cache_names == ("l1", "l2")
+    assert s.access == d.access and s.execute == d.execute
+    assert s.cache("l1").size_bytes == 1024 and s.dram.bytes_per_cycle == 8.0
+
+
+def test_every_default_value_is_documented() -> None:
+    text = resources.files("ember").joinpath("sim", "machines", "default.toml").read_text()
+    for line in text.splitlines():
+        m = re.match(r"(\w+)\s*=", line)
+        if m and m.group(1) not in ("name", "description"):
+            assert "#" in line, f"undocumented value: {line}"
+
+
+def test_load_from_path_with_base(tmp_path: Path) -> None:
+    f = tmp_path / "mine.toml"
+    f.write_text('base = "small"\n[access]\nlanes = 4\n')
+    m = load_machine(str(f))
+    assert m.name == "mine" and m.access.lanes == 4 and m.cache_names == ("l1", "l2")
+
+
+def test_file_errors(tmp_path: Path) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text('base = "default"\n[access]\nlanez = 4\n')
+    with pytest.raises(EmberError, match=r"unknown machine key 'access.lanez'.*access.lanes") as e:
+        load_machine(str(f))
+    assert e.value.where == str(f)
+    f.write_text('base = "default"\n[access]\nlanes = 4.5\n')
+    with pytest.raises(EmberError, match="'access.lanes' expects an integer"):
+        load_machine(str(f))
+    f.write_text('base = "default"\n[dram]\nlatency = true\n')
+    with pytest.raises(EmberError, match="'dram.latency' expects a number"):
+        load_machine(str(f))
+    f.write_text('base = "default"\n[access]\nlanes = = 4\n')
+    with pytest.raises(EmberError) as e:
+        load_machine(str(f))
+    assert isinstance(e.value.where, Loc) and e.value.where.line == 3
+    f.write_text('clock_ghz = 1.0\n')
+    with pytest.raises(EmberError, match="missing"):
+        load_machine(str(f))
+    with pytest.raises(EmberError, match="cannot read machine file"):
+        load_machine(str(tmp_path / "absent.toml"))
+    f.write_text('base = "nope"\n')
+    with pytest.raises(EmberError, match="unknown machine preset 'nope'"):
+        load_machine(str(f))
+
+
+def test_set_overrides_return_a_new_machine() -> None:
+    d = load_machine("default")
+    m = d.set("dram.bytes_per_cycle", "16").set("caches.l2.size_bytes", "524288").set("access.lanes", "4")
+    assert m.dram.bytes_per_cycle == 16.0 and isinstance(m.dram.bytes_per_cycle, float)
+    assert m.cache("l2").size_bytes == 524288 and m.access.lanes == 4
+    assert d.access.lanes == 8 and d.cache("l2").size_bytes == 2097152
+    assert d.set("clock_ghz", "3").clock_ghz == 3.0
+    assert d.set("access.cache_level", "llc").access.cache_level == "llc"
+    assert d.set("execute.fp_mul", "2.5").execute.fp_mul == 2.5
+    assert all(c.line_bytes == 128 for c in d.set("caches.line_bytes", "128").caches)
+    assert d.with_overrides(["access.lanes=2", " dram.latency = 100 "]).dram.latency == 100.0
+
+
+def test_every_described_key_round_trips_through_set() -> None:
+    d = load_machine("default")
+    rows = d.describe()
+    assert len({k for k, _, _ in rows}) == len(rows)
+    assert all(desc for _, _, desc in rows)
+    for key, value, _ in rows:
+        assert d.set(key, value) == d, key
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "pattern"),
+    [
+        ("access.lanez", "4", r"unknown machine key 'access.lanez' in section 'access' \(valid keys: access"),
+        ("access.lanes", "four", r"'access.lanes' expects an integer, got 'four'"),
+        ("access.lanes", "4.5", r"'access.lanes' expects an integer"),
+        ("access.lanes", "0", r"'access.lanes' = 0: must be positive"),
+        ("dram.bytes_per_cycle", "fast", r"'dram.bytes_per_cycle' expects a number"),
+        ("dram.bytes_per_cycle", "inf", r"'dram.bytes_per_cycle' = inf: must be positive"),
+        ("caches.l9.size_bytes", "1", r"unknown cache level 'l9'.*levels: l1, l2, llc"),
+        ("caches.l2.sizebytes", "1", r"unknown machine key 'caches.l2.sizebytes'.*caches.l2.size_bytes"),
+        ("caches.l2.size_bytes", "1000", r"'caches.l2.size_bytes' = 1000: must be a multiple of ways"),
+        ("caches.l2.line_bytes", "128", r"'caches.l2.line_bytes' = 128: must equal.*caches.line_bytes"),
+        ("caches.l2.name", "x", r"cannot be set"),
+        ("caches.l2", "1", r"expected caches.LEVEL.FIELD"),
+        ("access", "1", r"expected access.FIELD"),
+        ("gpu.lanes", "1", r"unknown machine key 'gpu.lanes' \(valid keys: .*access"),
+        ("clock", "1", r"unknown machine key 'clock' \(valid keys: .*clock_ghz"),
+        ("access.cache_level", "l9", r"'access.cache_level' = l9: must name a cache level \(l1, l2, llc\)"),
+        ("execute.simd_bits", "100", r"multiple of 8"),
+        ("execute.int_div", "-1", r"must be a finite number >= 0"),
+    ],
+)
+def test_set_errors_name_the_key(key: str, value: str, pattern: str) -> None:
+    with pytest.raises(EmberError, match=pattern):
+        load_machine("default").set(key, value)
+
+
+def test_bad_override_syntax() -> None:
+    with pytest.raises(EmberError, match="expected key=value"):
+        load_machine("default").with_overrides(["access.lanes"])
+
+
+def test_unknown_instruction_class() -> None:
+    with pytest.raises(EmberError, match="unknown instruction class 'fma'.*int_alu"):
+        load_machine("small").execute.cost("fma")
+
+
+def test_machine_is_frozen() -> None:
+    m = load_machine("small")
+    with pytest.raises(AttributeError):
+        m.clock_ghz = 1.0  # type: ignore[misc]
+    assert isinstance(m, Machine)

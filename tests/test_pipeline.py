@@ -1,0 +1,72 @@
+"""End to end: every sample model, both exporters, import -> opt -O0 -> asm -> sim, outputs vs onnxruntime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import MODELS, run_tool
+
+MODEL_FILES = sorted(p.name for p in MODELS.glob("*.onnx"))
+
+
+def inputs_of(model: str) -> Path:
+    return MODELS / f"{model.split('.')[0]}.in.npz"
+
+
+def expected_of(model: str) -> Path:
+    return MODELS / model.replace(".onnx", ".out.npz")
+
+
+def check(result: object) -> None:
+    assert result.returncode == 0, result.stderr.decode()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("model", MODEL_FILES)
+def test_file_chain_matches_onnxruntime(model: str, tmp_path: Path) -> None:
+    src = MODELS / model
+    eir, dae, binary, out, stats = (tmp_path / f"m.{x}" for x in ("eir", "dae", "bin", "npz", "json"))
+    check(run_tool("import", str(src), "-o", str(eir)))
+    check(run_tool("opt", "-O0", str(eir), "-o", str(dae)))
+    check(run_tool("asm", str(dae), "-o", str(binary)))
+    check(run_tool("sim", str(binary), "--inputs", str(inputs_of(model)), "--outputs", str(out),
+                   "--stats", str(stats), "-q"))
+    got, want = np.load(out), np.load(expected_of(model))
+    assert sorted(got.files) == sorted(want.files)
+    for name in want.files:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+    s = json.loads(stats.read_text())
+    for key in ("cycles", "tokens", "operands", "dram_bytes", "queue_max_occupancy", "dram_bandwidth_fraction",
+                "roofline_fraction"):
+        assert key in s
+    assert s["cycles"] > 0 and 0 < s["roofline_fraction"] <= 1.0
+    assert s["tokens"] > 0 and s["operands"] >= s["tokens"]
+
+
+@pytest.mark.parametrize("model", ["bag_weighted.ts.onnx", "dlrm.dynamo.onnx", "bag_max.ts.onnx"])
+def test_stdin_stdout_pipeline_matches(model: str, tmp_path: Path) -> None:
+    src = MODELS / model
+    r = run_tool("import", str(src))
+    check(r)
+    r = run_tool("opt", "-O0", stdin=r.stdout)
+    check(r)
+    r = run_tool("asm", "-o", "-", stdin=r.stdout, cwd=Path.cwd())
+    check(r)
+    out = tmp_path / "out.npz"
+    r = run_tool("sim", "-", "--inputs", str(inputs_of(model)), "--outputs", str(out), "-q", stdin=r.stdout)
+    check(r)
+    got, want = np.load(out), np.load(expected_of(model))
+    for name in want.files:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_disasm_reproduces_canonical_dae(tmp_path: Path) -> None:
+    src = MODELS / "dlrm.ts.onnx"
+    eir, dae, binary, back = (tmp_path / f"m.{x}" for x in ("eir", "dae", "bin", "back.dae"))
+    check(run_tool("import", str(src), "-o", str(eir)))
+    check(run_tool("opt", "-O0", str(eir), "-o", str(dae)))
+    check(run_tool("asm", str(dae), "-o", str(binary)))
+    check(run_tool("disasm", str(binary), "-o", str(back)))
+    assert back.read_text() == dae.read_text()
