@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 MODEL  ?= dlrm.dynamo
 OUT    := out
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench levels clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,18 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# Regenerate samples/levels: each sample model at every level (tests check they stay in sync).
+LEVEL_MODELS := embedding.ts bag_sum.ts bag_mean.dynamo dlrm.dynamo
+levels: $(STAMP)
+	@for m in $(LEVEL_MODELS); do \
+	  d=samples/levels; \
+	  $(BIN)/ember-import samples/models/$$m.onnx -o $$d/$$m.emb.eir && \
+	  $(BIN)/ember-opt --pass=lower-emb $$d/$$m.emb.eir -o $$d/$$m.loop.eir && \
+	  $(BIN)/ember-opt --pass=decouple $$d/$$m.loop.eir -o $$d/$$m.slc.eir && \
+	  $(BIN)/ember-opt --pass=to-dlc $$d/$$m.slc.eir -o $$d/$$m.dlc.eir && \
+	  $(BIN)/ember-opt --pass=codegen $$d/$$m.dlc.eir -o $$d/$$m.dae || exit 1; \
+	done
 
 clean:
 	rm -rf $(OUT) .pytest_cache

@@ -78,6 +78,9 @@ def write_output(path: str, data: str | bytes) -> None:
     except OSError as e:
         raise EmberError(f"cannot write: {e.strerror}", path) from None
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         os.replace(tmp, target)
