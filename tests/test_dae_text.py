@@ -152,6 +152,7 @@ MALFORMED = [
     (edit("transB = 1", "t = dense<1> : tensor<1xf99>"), "x.dae:32:61: error: bad type 'tensor<1xf99>'"),
     (edit("li f0, 0.0", "li f0, 0.0.0"), "x.dae:25:10: error: unexpected character '0'"),
     (edit("add r2, r2, 1", "add r2,, r2, 1"), "x.dae:29:10: error: unexpected ','"),
+    (edit("add r2, r2, 1", "add r2, r2,"), "x.dae:29:14: error: unexpected end of line"),
     (edit(".sym @4", ".sym @5"), "x.dae:8:6: error: symbol @5 is declared out of order (expected @4)"),
     (edit("@4 temp", "@4 tmp"), "x.dae:8:9: error: unknown symbol kind 'tmp'"),
     (edit("f32 []", "f33 []"), "x.dae:8:19: error: unknown element type 'f33'"),

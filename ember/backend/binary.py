@@ -25,6 +25,8 @@ import math
 import numbers
 import struct
 import zlib
+from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -59,6 +61,8 @@ class _Corrupt(Exception):
 
 
 class _Writer:
+    """An append-only byte buffer with the few encodings the format uses."""
+
     def __init__(self) -> None:
         self.buf = bytearray()
 
@@ -66,6 +70,7 @@ class _Writer:
         self.buf.append(v)
 
     def uint(self, v: int) -> None:
+        """LEB128: small numbers (indices, counts, registers) take one byte."""
         if not 0 <= v < 1 << 64:
             raise EmberError(f"cannot encode {v}: outside the 64-bit range of the binary format")
         while v >= 0x80:
@@ -74,6 +79,7 @@ class _Writer:
         self.buf.append(v)
 
     def sint(self, v: int) -> None:
+        """Zigzag, so small negative immediates stay short too."""
         if not -(1 << 63) <= v < 1 << 63:
             raise EmberError(f"cannot encode {v}: outside the 64-bit range of the binary format")
         self.uint((v << 1) ^ (v >> 63))
@@ -94,6 +100,7 @@ class _Encoder:
         self.nattrs = 0
 
     def s(self, text: str) -> int:
+        """The string-table index of `text`: each distinct string is stored once."""
         if text not in self.strings:
             self.strings[text] = len(self.strings)
         return self.strings[text]
@@ -150,6 +157,7 @@ class _Encoder:
             raise EmberError(f"cannot encode operand {v!r}")
 
     def attr_dict(self, d: dict[str, Any]) -> int:
+        """Append a host attribute dict to the table in `strs`; returns its index."""
         self.attrs.uint(len(d))
         for k, v in d.items():
             self.attrs.uint(self.s(k))
@@ -158,12 +166,14 @@ class _Encoder:
         return self.nattrs - 1
 
     def instr(self, w: _Writer, ins: Instr) -> None:
+        """Opcode (as a string index, suffix included), operand count, tagged operands."""
         w.uint(self.s(ins.op))
         w.uint(len(ins.args))
         for a in ins.args:
             self.value(w, a)
 
     def syms(self, p: Program) -> bytes:
+        """Weights name, opset, then the symbol table (extents stored +1, 0 meaning '?')."""
         w = _Writer()
         w.uint(self.s(p.weights))
         w.uint(p.opset)
@@ -178,6 +188,7 @@ class _Encoder:
         return bytes(w.buf)
 
     def access(self, p: Program) -> bytes:
+        """Each access program: name, parameter count, instructions."""
         w = _Writer()
         w.uint(len(p.access))
         for a in p.access:
@@ -189,6 +200,7 @@ class _Encoder:
         return bytes(w.buf)
 
     def code(self, p: Program) -> bytes:
+        """The execute-unit program; labels stay items in place, as in the text."""
         w = _Writer()
         w.uint(len(p.code))
         for item in p.code:
@@ -201,6 +213,7 @@ class _Encoder:
         return bytes(w.buf)
 
     def data(self, p: Program) -> bytes:
+        """Param arrays as dtype, shape and raw little-endian bytes, in symbol order."""
         w = _Writer()
         w.uint(len(p.data))
         for k in sorted(p.data):
@@ -219,6 +232,7 @@ class _Encoder:
         return bytes(w.buf)
 
     def strs(self) -> bytes:
+        """The string table, then the attribute dicts (which refer to it)."""
         w = _Writer()
         w.uint(len(self.strings))
         for text in self.strings:  # dicts keep insertion order, which is the index order
@@ -261,21 +275,25 @@ class _Reader:
         self.pos = 0
 
     def left(self) -> int:
+        """Bytes not yet read."""
         return len(self.buf) - self.pos
 
     def raw(self, n: int) -> bytes:
+        """`n` bytes, or _Corrupt if the section ends first."""
         if n > self.left():
             raise _Corrupt("unexpected end of section")
         self.pos += n
         return self.buf[self.pos - n:self.pos]
 
     def u8(self) -> int:
+        """One byte (tags, kinds, register classes)."""
         if self.pos >= len(self.buf):
             raise _Corrupt("unexpected end of section")
         self.pos += 1
         return self.buf[self.pos - 1]
 
     def uint(self) -> int:
+        """A LEB128 number, at most 64 bits, so a corrupt run of 0x80s cannot grow without end."""
         buf, pos = self.buf, self.pos
         v = shift = 0
         while True:
@@ -295,6 +313,7 @@ class _Reader:
         return v
 
     def sint(self) -> int:
+        """A zigzag-encoded signed number."""
         v = self.uint()
         return (v >> 1) ^ -(v & 1)
 
@@ -306,24 +325,30 @@ class _Reader:
         return n
 
     def f64(self) -> float:
+        """An IEEE double, bit for bit (-0.0, inf and NaN included)."""
         return float(_F64.unpack(self.raw(_F64.size))[0])
 
 
 class _Decoder:
+    """Rebuilds the Program; every index and tag it reads is checked before use."""
+
     def __init__(self) -> None:
         self.strings: list[str] = []
         self.attrs: list[dict[str, Any]] = []
 
     def s(self, r: _Reader) -> str:
+        """A string by its table index."""
         i = r.uint()
         if i >= len(self.strings):
             raise _Corrupt(f"string index {i} out of range")
         return self.strings[i]
 
     def dims(self, r: _Reader) -> tuple[int | None, ...]:
+        """A shape, extents stored +1 so that 0 can mean '?'."""
         return tuple(None if d == 0 else d - 1 for d in (r.uint() for _ in range(r.count())))
 
     def value(self, r: _Reader, depth: int = 0) -> Any:
+        """One tagged value; dicts only at the top of an operand, as in the text format."""
         if depth > _MAX_DEPTH:
             raise _Corrupt("values nested too deeply")
         tag = r.u8()
@@ -362,6 +387,7 @@ class _Decoder:
         raise _Corrupt(f"bad value tag {tag}")
 
     def dense(self, r: _Reader, depth: int) -> DenseAttr:
+        """A dense attribute: its shaped type piece by piece, then its values."""
         kind = self.s(r)
         ranked = r.uint()
         shape = self.dims(r)
@@ -378,10 +404,12 @@ class _Decoder:
         return DenseAttr(values, ty)
 
     def instr(self, r: _Reader) -> Instr:
+        """An instruction; validate() later checks the opcode and operands against OPCODES."""
         op = self.s(r)
         return Instr(op, [self.value(r) for _ in range(r.count())])
 
     def strs(self, r: _Reader) -> None:
+        """Read first: every other section refers to strings and attribute dicts."""
         for _ in range(r.count()):
             try:
                 self.strings.append(r.raw(r.uint()).decode("utf-8", "surrogatepass"))
@@ -397,6 +425,7 @@ class _Decoder:
             self.attrs.append(d)
 
     def syms(self, r: _Reader, p: Program) -> None:
+        """Weights name, opset and the symbol table."""
         p.weights = self.s(r)
         p.opset = r.uint()
         for _ in range(r.count()):
@@ -407,12 +436,14 @@ class _Decoder:
             p.symbols.append(Symbol(SYMBOL_KINDS[kind], name, dtype, self.dims(r)))
 
     def access(self, r: _Reader, p: Program) -> None:
+        """The access programs."""
         for _ in range(r.count()):
             a = Access(self.s(r), r.uint())
             a.body = [self.instr(r) for _ in range(r.count())]
             p.access.append(a)
 
     def code(self, r: _Reader, p: Program) -> None:
+        """The execute-unit items: 0 = label, 1 = instruction."""
         for _ in range(r.count()):
             kind = r.u8()
             if kind == 0:
@@ -423,6 +454,7 @@ class _Decoder:
                 raise _Corrupt(f"bad code item kind {kind}")
 
     def data(self, r: _Reader, p: Program) -> None:
+        """Param arrays; the byte count must match dtype and shape exactly before numpy sees it."""
         for _ in range(r.count()):
             k = r.uint()
             if k in p.data:
@@ -439,7 +471,7 @@ class _Decoder:
             p.data[k] = np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("=")).reshape(shape)
 
 
-def _table(data: bytes, count: int, bad: Any) -> dict[str, bytes]:
+def _table(data: bytes, count: int, bad: Callable[[str], EmberError]) -> dict[str, bytes]:
     """The sections named by the table, each checked to lie inside the file and not overlap."""
     start = _HEAD.size + count * _ENTRY.size
     end = len(data) - _U32.size
@@ -460,7 +492,7 @@ def _table(data: bytes, count: int, bad: Any) -> dict[str, bytes]:
     if missing:
         raise bad(f"bad section table (missing section '{missing[0]}')")
     ordered = sorted(spans.values())
-    if any(a[1] > b[0] for a, b in zip(ordered, ordered[1:], strict=False)):
+    if any(a[1] > b[0] for a, b in pairwise(ordered)):
         raise bad("bad section table (sections overlap)")
     return {name: data[a:b] for name, (a, b) in spans.items()}
 
@@ -483,7 +515,9 @@ def disassemble(data: bytes, filename: str) -> Program:
         raise bad(f"unsupported format version {version} (this ember reads version {FORMAT_VERSION})")
     if len(data) < total:
         raise bad(f"file is truncated ({len(data)} of {total} bytes)")
-    if len(data) != total or total < _HEAD.size + _U32.size:
+    if total < _HEAD.size + _U32.size:
+        raise bad(f"bad header: a file of {total} bytes cannot hold a program (file is corrupted)")
+    if len(data) != total:
         raise bad(f"file is {len(data)} bytes but its header says {total} (file is corrupted)")
     if zlib.crc32(data[:-_U32.size]) != _U32.unpack_from(data, len(data) - _U32.size)[0]:
         raise bad("bad checksum (file is corrupted)")
@@ -499,7 +533,7 @@ def disassemble(data: bytes, filename: str) -> Program:
                 raise _Corrupt(f"{r.left()} unexpected bytes at its end")
         except _Corrupt as e:
             raise bad(f"malformed '{name}' section: {e}") from None
-        except (ValueError, TypeError, OverflowError, MemoryError) as e:
+        except (ValueError, TypeError, OverflowError) as e:  # a safety net: no other exception may escape
             raise bad(f"malformed '{name}' section: {e}") from None
     validate(p, filename)
     return p

@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any, NoReturn
 
 from lark import Token, Tree
-from lark.exceptions import UnexpectedInput
+from lark.exceptions import UnexpectedInput, UnexpectedToken
 
 from ..ir.diagnostics import EmberError, Loc
 from ..ir.parser import grammar, syntax_error
@@ -97,10 +97,12 @@ def slots_for(base: str, n: int) -> list[Slot]:
 
 
 def _operands(n: int) -> str:
+    """'no operands', '1 operand', '3 operands': messages read as English."""
     return "no operands" if n == 0 else "1 operand" if n == 1 else f"{n} operands"
 
 
 def arity_message(base: str, got: int) -> str:
+    """The operand-count error, worded from the signature so it never disagrees with OPCODES."""
     lo, hi = arity(base)
     if hi is None:
         want = f"at least {_operands(lo)}"
@@ -114,6 +116,7 @@ def arity_message(base: str, got: int) -> str:
 
 
 def _one_of(names: tuple[str, ...]) -> str:
+    """'a, b or c', for listing the few allowed words in a message."""
     return ", ".join(names[:-1]) + " or " + names[-1]
 
 
@@ -128,6 +131,7 @@ KIND_DESC = {
 
 
 def slot_desc(slot: Slot) -> str:
+    """What an operand slot accepts, in words, for 'must be ...' messages."""
     return f"a list [...], each item {KIND_DESC[slot.kind]}" if slot.many else KIND_DESC[slot.kind]
 
 
@@ -144,10 +148,12 @@ def unknown_opcode(op: str) -> str:
 
 
 def _is_int(v: Any) -> bool:
+    """An integer operand (numpy integers included, bools excluded: they print as true/false)."""
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def _is_float(v: Any) -> bool:
+    """A float operand (numpy floats included), printed with format_float."""
     return isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral)
 
 
@@ -200,6 +206,7 @@ def _regs_in(v: Any) -> Iterator[Reg]:
 
 
 def _syms_in(v: Any) -> Iterator[int]:
+    """Every symbol number an operand refers to, so each can be checked against the table."""
     if isinstance(v, SymRef):
         yield v.n
     elif isinstance(v, Mem):
@@ -238,6 +245,7 @@ class _Checker:
     # --- reporting
 
     def token(self, key: Key) -> Token | None:
+        """The recorded position of `key`, or of the nearest enclosing item that has one."""
         while key and self.locs is not None:
             if key in self.locs:
                 return self.locs[key]
@@ -245,6 +253,7 @@ class _Checker:
         return None
 
     def fail(self, msg: str, key: Key) -> NoReturn:
+        """Raise at the source position if there is one, else name the item in words."""
         tok = self.token(key)
         if tok is not None:
             line = tok.line or 1
@@ -272,12 +281,14 @@ class _Checker:
         return "program"
 
     def first_line(self, key: Key) -> str:
+        """' (first at line N)' for duplicate definitions, when the source is known."""
         tok = self.token(key)
         return f" (first at line {tok.line})" if tok is not None else ""
 
     # --- program
 
     def check(self) -> None:
+        """Header, symbols and names first, so instructions can refer to labels defined later."""
         p = self.p
         if not isinstance(p.weights, str):
             self.fail("the weights file name must be a string", ("program",))
@@ -315,10 +326,12 @@ class _Checker:
                 self.fail("data for a symbol that is not declared", ("data", k))
 
     def name(self, name: Any, what: str, key: Key) -> None:
+        """Labels and access names must read back as names, not as numbers or keywords."""
         if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name in RESERVED_NAMES:
             self.fail(f"bad {what} name {_show(name)}", key)
 
     def symbol(self, i: int, s: Any) -> None:
+        """A symbol table entry (text checks these while parsing; binaries need it here)."""
         if not isinstance(s, Symbol):
             self.fail(f"not a symbol: {type(s).__name__}", ("sym", i))
         if s.kind not in SYMBOL_KINDS:
@@ -335,6 +348,7 @@ class _Checker:
     # --- instructions
 
     def instr(self, ins: Any, key: Key, acc: Access | None, defined: set[Reg]) -> None:
+        """Opcode, unit, arity, then each operand, then the rules that relate operands."""
         if not isinstance(ins, Instr) or not isinstance(ins.op, str) or not isinstance(ins.args, list):
             self.fail("not an instruction", key)
         base, dot, suffix = ins.op.partition(".")
@@ -355,6 +369,7 @@ class _Checker:
             self.execute(ins, base, key)
 
     def operand(self, base: str, j: int, slot: Slot, v: Any, key: Key, acc: Access | None) -> None:
+        """Registers allowed in this unit, the slot's kind, and that everything named exists."""
         for r in _regs_in(v):
             if r.cls not in "rfpst" or not _is_int(r.n) or r.n < 0:
                 self.fail(f"bad register {r!r}", key)
@@ -380,6 +395,7 @@ class _Checker:
                 self.attrs(x, key)
 
     def mem(self, m: Mem, key: Key, acc: Access | None) -> None:
+        """One index per dimension; in .code indices are r registers (f would make no address)."""
         if not isinstance(m.index, tuple):
             self.fail("a memory index is a tuple", key)
         for i in m.index:
@@ -391,6 +407,7 @@ class _Checker:
                       f"{'index' if len(m.index) == 1 else 'indices'}", key)
 
     def attrs(self, d: dict[Any, Any], key: Key) -> None:
+        """Host attributes must be printable by format_attrs and readable back by the grammar."""
         for k, v in d.items():
             if not isinstance(k, str) or not NAME_RE.fullmatch(k):
                 self.fail(f"bad attribute name {_show(k)}", key)
@@ -446,6 +463,7 @@ def validate(p: Program, filename: str = "") -> None:
 
 
 def _first_token(t: Any) -> Token | None:
+    """The position of a subtree (the grammar keeps positions on tokens only)."""
     if isinstance(t, Token):
         return t
     if isinstance(t, Tree):
@@ -457,6 +475,7 @@ def _first_token(t: Any) -> Token | None:
 
 
 def _describe(t: Tree) -> str:
+    """A parsed operand as an error message should name it."""
     if t.data in ("list", "vlist"):
         return "a list"
     if t.data == "mem":
@@ -478,6 +497,7 @@ def _shaped_type(text: str) -> ShapedType | None:
 
 
 def _items(t: Tree) -> list[Any]:
+    """Children without the None placeholders that empty `[...]` groups leave."""
     return [c for c in t.children if c is not None]
 
 
@@ -495,11 +515,13 @@ class _Builder:
         self.header: set[str] = set()
 
     def err(self, msg: str, tok: Token) -> EmberError:
+        """An error at `tok`, with its source line for the caret."""
         line = tok.line or 1
         src = self.lines[line - 1] if line <= len(self.lines) else None
         return EmberError(msg, Loc(self.filename, line, tok.column or 1), src)
 
     def build(self, tree: Tree) -> Program:
+        """Walk the lines in order (sections are a small state machine), then run the checker."""
         for line in tree.children:
             if not isinstance(line, Tree):
                 continue
@@ -523,6 +545,7 @@ class _Builder:
     # --- directives
 
     def directive(self, tok: Token, items: list[Tree]) -> None:
+        """Header directives, and the .access/.code/.end lines that open and close sections."""
         name = str(tok)
         if name not in DIRECTIVES:
             raise self.err(f"unknown directive '{name}' (expected one of {', '.join(DIRECTIVES)})", tok)
@@ -575,6 +598,7 @@ class _Builder:
             raise self.err(f"'{tok}' expects {what}", tok)
 
     def sym(self, tok: Token, items: list[Tree]) -> None:
+        """`.sym @n kind "name" dtype [dims]`, numbered in order so @n is the table index."""
         self.shape(tok, items, ["sym", "name", "string", "name", "list"],
                    "@n, a kind, a name, an element type and a shape: .sym @0 param \"w\" f32 [4, ?]")
         n = len(self.p.symbols)
@@ -602,12 +626,14 @@ class _Builder:
     # --- code
 
     def label(self, tok: Token, items: list[Tree]) -> None:
+        """A label marks a position in .code (access programs have no jumps)."""
         if self.section != "code":
             raise self.err("labels are only allowed in .code", tok)
         self.locs[("code", len(self.p.code))] = tok
         self.p.code.append(Label(str(tok)))
 
     def instr(self, tok: Token, items: list[Tree]) -> None:
+        """Opcode and arity first: the signature decides what each operand's names mean."""
         if self.section == "access":
             a = len(self.p.access) - 1
             key: Key = ("access", a, len(self.p.access[a].body))
@@ -636,6 +662,7 @@ class _Builder:
             self.p.access[-1].body.append(ins)
 
     def operand(self, t: Tree, slot: Slot | None, base: str, j: int, op_tok: Token) -> Any:
+        """An operand for `slot`; lists are only unpacked element-wise where the slot is a list."""
         kind = slot.kind if slot is not None else None
         if slot is not None and slot.many and t.data == "list":
             return [self.scalar(c, kind, base, j, op_tok) for c in _items(t)]
@@ -671,6 +698,7 @@ class _Builder:
         raise self.err(f"'{base}' operand {j + 1} must be {desc}, got {_describe(t)}", tok)
 
     def index(self, t: Tree, mem_tok: Token) -> Reg | int:
+        """One memory index: a register or an integer, nothing else has an address meaning."""
         tok = _first_token(t) or mem_tok
         if t.data == "int":
             return int(tok)
@@ -680,6 +708,7 @@ class _Builder:
         return Reg(m[1], int(m[2]))
 
     def attrs(self, t: Tree) -> dict[str, Any]:
+        """An attribute dict, in source order (printing keeps it)."""
         out: dict[str, Any] = {}
         for a in _items(t):
             key_tok, val = a.children
@@ -689,6 +718,7 @@ class _Builder:
         return out
 
     def value(self, t: Tree) -> Any:
+        """An attribute value: ints stay ints and floats floats, so ONNX attribute types survive."""
         tok = _first_token(t)
         d = t.data
         if d == "int":
@@ -712,6 +742,7 @@ class _Builder:
                        "list or dense<...>)", tok)
 
     def string(self, tok: Token) -> str:
+        """A JSON string literal (the printer writes json.dumps, so escapes agree)."""
         try:
             return json.loads(str(tok))
         except ValueError:
@@ -723,7 +754,11 @@ def parse_dae(text: str, filename: str) -> Program:
     try:
         tree = grammar("dae.lark").parse(text)
     except UnexpectedInput as e:
-        raise syntax_error(e, text, filename) from None
+        err = syntax_error(e, text, filename)
+        if isinstance(e, UnexpectedToken) and e.token.type == "_NL":  # not "unexpected '\n  '"
+            rest = err.message.removeprefix(f"unexpected {str(e.token)!r}")
+            err = EmberError(f"unexpected end of line{rest}", err.where, err.source_line)
+        raise err from None
     return _Builder(text, filename).build(tree)
 
 
@@ -760,6 +795,7 @@ def format_instr(ins: Instr) -> str:
 
 
 def _dim(d: int | None) -> str:
+    """A shape extent as `.sym` writes it ('?' for dynamic)."""
     return "?" if d is None else str(d)
 
 

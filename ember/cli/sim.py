@@ -31,6 +31,12 @@ def save_outputs(path: str, outputs: dict[str, np.ndarray]) -> None:
     write_output(path, buf.getvalue())
 
 
+def _fmt(v: float) -> str:
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.4g}"
+
+
 def check_outputs(got: dict[str, np.ndarray], want: dict[str, np.ndarray], path: str) -> None:
     for name, ref in want.items():
         if name not in got:
@@ -82,10 +88,10 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
         table = Table(title=f"ember-sim: {display_name(program)} on machine '{m.name}'")
         table.add_column("statistic")
         table.add_column("value", justify="right")
+        table.add_column("unit")
         table.add_column("meaning")
         for name in SUMMARY:
             s = stats.get(name)
             if s is not None:
-                v = f"{s.value:,.4f}".rstrip("0").rstrip(".") if isinstance(s.value, float) else f"{s.value:,}"
-                table.add_row(name, v, s.description)
+                table.add_row(name, _fmt(s.value), s.unit, s.description)
         Console(stderr=outputs_path == "-").print(table)

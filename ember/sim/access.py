@@ -4,6 +4,9 @@ Timing definition (the reference engine transcribes it directly):
 - The access unit has a clock `t`.  Every stream element (a memory or ALU stream's value for one
   iteration of its traversal unit) takes one issue slot: it is issued at `t`, then
   `t += 1 / issue_per_cycle`.  Traversal-unit counters cost nothing.
+- The issue clock never waits for data: a traversal unit whose bounds come from streams starts
+  at once, and its induction values are ready when both the clock and the bounds are (streams run
+  ahead of each other as far as the outstanding-request window and the queue allow).
 - A memory element's request leaves when its address is known: at max(issue time, ready time of
   the streams it indexes with, completion of the request `outstanding` requests earlier); it
   completes when the cache model says (entering at `access.cache_level`).  An ALU element is
@@ -179,12 +182,12 @@ class AccessUnit:
         lb, ub, step = int(lb), int(ub), int(step)
         if step <= 0:
             raise EmberError(f"traversal unit t{tu.n} has step {step}; steps must be positive")
-        self.clock = max(self.clock, tl, tu_, ts)
+        bounds_ready = max(tl, tu_, ts)
         iv = Reg("t", tu.n)
         yield from self.fire(tu, "beg")
         for i in range(lb, ub, step):
             self.vals[iv] = i
-            self.ready[iv] = self.clock
+            self.ready[iv] = max(self.clock, bounds_ready)
             for s in tu.streams:
                 self.issue(s)
             yield from self.fire(tu, "ite")

@@ -113,6 +113,8 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     st.set("access.stall_cycles", q.stall, "access-unit cycles stalled on a full queue", "Cycle")
     st.set("execute.busy_cycles", core.busy, "execute-unit cycles spent on instructions and host ops", "Cycle")
     st.set("execute.starved_cycles", r.starved, "execute-unit cycles waiting for a token", "Cycle")
+    st.set("execute.load_stall_cycles", core.load_stall, "execute-unit cycles waiting for its loads", "Cycle")
+    st.set("execute.pop_stall_cycles", core.pop_stall, "execute-unit cycles waiting for an operand", "Cycle")
     st.set("execute.instructions", sum(core.counts.values()), "instructions executed", "Count")
     for op in sorted(core.counts):
         st.set(f"execute.op.{op}", core.counts[op], f"'{op}' instructions executed", "Count")

@@ -73,6 +73,8 @@ class Core:
         self.clock = 0.0
         self.busy = 0.0
         self.counts: dict[str, int] = {}
+        self.load_stall = 0.0  # cycles loads waited for the caches beyond their issue cost
+        self.pop_stall = 0.0  # cycles pops waited for an operand that had not arrived
         self.host_cycles = 0.0
         self.host_flops = 0.0
         self.host_bytes = 0.0
@@ -125,6 +127,7 @@ class Core:
             arr = self.t.get(m.sym)
             done = self.mem.access(self.t.addr(m.sym, flat), self.clock, False, "l1")
             if done > self.clock:
+                self.load_stall += done - self.clock
                 self.clock = done
             v = arr.flat[flat]
             regs[a[0]] = float(v) if a[0].cls == "f" else int(v)
@@ -165,6 +168,7 @@ class Core:
                 raise EmberError("a callback pops more operands than were pushed")
             e = self.pops.pop(0)
             if e.ready > self.clock - self.cost["pop"]:
+                self.pop_stall += e.ready + self.cost["pop"] - self.clock
                 self.clock = e.ready + self.cost["pop"]
             e.pop = self.clock
             regs[a[0]] = e.value
