@@ -21,7 +21,7 @@ from ember.ir.diagnostics import EmberError
 from ember.ir.printer import DenseAttr
 from ember.ir.types import ScalarType, ShapedType
 
-EXAMPLE = (Path(__file__).resolve().parent.parent / "samples" / "handwritten" / "example.dae").read_text()
+EXAMPLE = (Path(__file__).resolve().parent.parent / "tests" / "data" / "example.dae").read_text()
 
 
 def example(with_data: bool = True) -> Program:

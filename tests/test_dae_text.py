@@ -18,7 +18,7 @@ from ember.ir.diagnostics import EmberError
 from ember.ir.printer import DenseAttr
 from ember.ir.types import SCALARS, ScalarType, ShapedType
 
-EXAMPLE_PATH = Path(__file__).resolve().parent.parent / "samples" / "handwritten" / "example.dae"
+EXAMPLE_PATH = Path(__file__).resolve().parent.parent / "tests" / "data" / "example.dae"
 EXAMPLE = EXAMPLE_PATH.read_text()
 
 
@@ -55,7 +55,7 @@ def test_example_structure() -> None:
     host = next(i for i in p.code if isinstance(i, Instr) and i.op == "host")
     assert host.args == ["Gemm", [SymRef(0), SymRef(1)], [SymRef(4)], {"alpha": 1.0, "transB": 1}]
     assert isinstance(host.args[3]["alpha"], float) and isinstance(host.args[3]["transB"], int)
-    assert [i.name for i in p.code if isinstance(i, Label)] == ["L0", "L1", "A0.1"]
+    assert [i.name for i in p.code if isinstance(i, Label)] == ["L0", "L1", "A0.1", "A0.2"]
     assert Instr("fadd.f32", [Reg("f", 3), Reg("f", 2), Reg("f", 1)]) in p.code
 
 
@@ -164,7 +164,7 @@ MALFORMED = [
     (edit('.weights "bag_sum.ts.onnx"', ".weights bag"), "x.dae:2:10: error: '.weights' expects"),
     (edit("\n.end\n.code", "\n.code"), "x.dae:20:1: error: '.code' is not allowed inside .access"),
     (EXAMPLE[: -len(".end\n")], "x.dae:21:1: error: '.code' has no matching '.end'"),
-    (EXAMPLE + "  halt\n", "x.dae:44:3: error: nothing may follow the .end of .code"),
+    (EXAMPLE + "  halt\n", "x.dae:46:3: error: nothing may follow the .end of .code"),
     (edit("L0:", "nan:"), "x.dae:27:1: error: bad label name \"nan\""),
     (edit('"bag.weight"', '"bag\\q"'), "x.dae:4:15: error: bad string literal"),
     (".dae 1\n.sym @0 input \"x\" f32 [2]\n", "x.dae:2:1: error: missing .code section"),
@@ -277,6 +277,11 @@ def programs(draw: st.DrawFn) -> Program:
     access_names = draw(st.lists(names, unique=True, max_size=2))
     access = [draw(access_program(n, symbols)) for n in access_names]
     labels = draw(st.lists(names, unique=True, max_size=4))
+    for a in access:  # every token needs its case label
+        for ins in a.body:
+            case = f"{a.name}.{ins.args[3]}" if ins.op == "on" and len(ins.args) > 3 else None
+            if case and case not in labels:
+                labels.append(case)
     r, f = reg("r"), reg("f")
     i_val = st.one_of(r, ints)
     sym = st.integers(0, len(symbols) - 1)

@@ -71,7 +71,7 @@ class _Gen:
         self.outputs = outputs
         for op in f.body.ops[:-1]:
             self.op(op, self.code)
-        for i, v in enumerate(ret.operands):  # outputs that are not computed here: copy them
+        for v in ret.operands:  # outputs that are not computed here: copy them
             name = outputs[v]
             sym = self.syms[v]
             if self.p.symbols[sym].kind != "output" or self.p.symbols[sym].name != name:

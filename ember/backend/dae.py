@@ -3,7 +3,8 @@
 A program is a symbol table (tensors: params, inputs, outputs, temporaries), zero or more access
 programs (traversal units, streams, marshaling rules for the access unit) and one execute-unit
 program (scalar instructions with labels; `run` starts an access program and dispatches its
-tokens to the `case` labels until the access unit is done).  Every instruction is an `Instr`
+tokens until the access unit is done: token k of access program `A0` runs the code at label
+`A0.k` up to its `ret`).  Every instruction is an `Instr`
 (opcode and arguments), so the text parser, printer, assembler and simulator work from one
 opcode table, `OPCODES`, below.
 """
@@ -91,7 +92,7 @@ class Program:
     code: list[Instr | Label] = field(default_factory=list)  # labels are positions in the code
     weights: str = ""  # file the param data came from (kept for the record; .bin embeds the data)
     opset: int = 0  # ONNX opset of host operations
-    data: dict[int, Any] = field(default_factory=dict)  # symbol index -> numpy array (params; .bin only)
+    data: dict[int, Any] = field(default_factory=dict, compare=False)  # symbol -> numpy array (params; .bin only)
 
 
 # Argument kinds used in OPCODES signatures:

@@ -447,6 +447,9 @@ class _Checker:
                               f"parameter{'s' * (acc.params != 1)}", key + (j,))
                 if r.cls in "st" and r not in defined:
                     self.fail(f"{r} is used before it is defined", key + (j,))
+        if ins.base == "on" and len(ins.args) > 3 and f"{acc.name}.{ins.args[3]}" not in self.labels:
+            self.fail(f"token {ins.args[3]} has no case: the code defines no label '{acc.name}.{ins.args[3]}'",
+                      key + (3,))
         if defines:
             r = ins.args[0]
             if r in defined:

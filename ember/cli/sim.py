@@ -18,6 +18,8 @@ SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.e
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
     data = read_bytes(path)
+    if data[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):  # np.load would take a .npy or a pickle instead
+        raise EmberError("not an .npz file (not a zip archive)", display_name(path))
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             return {k: z[k] for k in z.files}

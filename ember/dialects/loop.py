@@ -52,7 +52,8 @@ def _dim(op: Op) -> None:
 @define("loop.alloc", operands=(0, None), results=1)
 def _alloc(op: Op) -> None:
     t = op.result.type
-    check(isinstance(t, ShapedType) and t.kind == "memref" and t.shape is not None, op, "result must be a ranked memref")
+    ok = isinstance(t, ShapedType) and t.kind == "memref" and t.shape is not None
+    check(ok, op, "result must be a ranked memref")
     assert isinstance(t, ShapedType) and t.shape is not None
     check(sum(d is None for d in t.shape) == len(op.operands), op, "needs one operand per dynamic extent")
     for v in op.operands:

@@ -36,7 +36,8 @@ class Builder:
         return self.val("loop.const", [], type, value=value)
 
     @contextmanager
-    def loop(self, name: str, lb: Value, ub: Value, step: Value, iv_type: Type = INDEX) -> Iterator[tuple[Value, Builder]]:
+    def loop(self, name: str, lb: Value, ub: Value, step: Value,
+             iv_type: Type = INDEX) -> Iterator[tuple[Value, Builder]]:
         """Build `name lb, ub, step (%iv) { ... }` and yield the induction variable and a body builder."""
         iv = Value(iv_type)
         body = Block([iv])

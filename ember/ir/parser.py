@@ -55,11 +55,6 @@ def parse_type_tree(t: Tree) -> Type:
     return ShapedType(str(ch[0]), dims, ScalarType(str(ch[2])))
 
 
-def parse_type(text: str) -> Type:
-    tree = grammar("eir.lark").parse(f"module {{\nfunc @f(%x: {text}) -> () {{\n}}\n}}\n")
-    return parse_type_tree(tree.children[0].children[1].children[1].children[1])
-
-
 class _Builder:
     def __init__(self, text: str, filename: str):
         self.text = text

@@ -168,6 +168,17 @@ class AccessUnit:
                     where = flat if len(pos) == 1 else [int(x) for x in np.unravel_index(flat, pos)]
                     return EmberError(f"{self.t.describe(sym)}[{where}] = {bad} is out of range for "
                                       f"{self.t.describe(m.sym)} with {shape[axis]} rows")
+        for axis, i in enumerate(m.index):  # a loop over a range read from memory (offsets) ran off the end
+            if isinstance(i, Reg) and i.cls == "t" and not 0 <= idx[axis] < self.t.get(m.sym).shape[axis]:
+                size = self.t.get(m.sym).shape[axis]
+                for b in self.tus[i.n].bounds[:2]:
+                    if isinstance(b, Reg) and b in self.src and not 0 <= int(self.vals[b]) <= size:
+                        sym, flat = self.src[b]
+                        pos = self.t.get(sym).shape
+                        where = flat if len(pos) == 1 else [int(x) for x in np.unravel_index(flat, pos)]
+                        side = "past the end" if int(self.vals[b]) > size else "before the start"
+                        return EmberError(f"{self.t.describe(sym)}[{where}] = {self.vals[b]} bounds a loop that "
+                                          f"runs {side} of {self.t.describe(m.sym)} with {size} elements")
         return e
 
     # --- walking -----------------------------------------------------------------------------

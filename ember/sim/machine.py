@@ -18,14 +18,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import tomllib
 import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from ember.ir.diagnostics import EmberError, Loc
 

@@ -42,7 +42,8 @@ class OutputQueue:
     def push(self, entry: Entry, t: float) -> float:
         """Push `entry` at or after `t`; returns the push time (the access unit waits until then)."""
         if entry.bytes > self.capacity:
-            raise EmberError(f"a queue entry of {entry.bytes} bytes exceeds the queue capacity of {self.capacity} bytes")
+            raise EmberError(f"a queue entry of {entry.bytes} bytes exceeds the queue capacity "
+                             f"of {self.capacity} bytes")
         start = t
         held = self.held
         while held and held[0].pop is not None and held[0].pop <= t:

@@ -23,10 +23,17 @@ class Tensors:
         self.arrays: list[np.ndarray | None] = [None] * len(self.syms)
         self.base: list[int] = [0] * len(self.syms)
         self.next_addr = ALIGN
+        self.origin: dict[int, str] = {}  # temp -> the host op that computed it, e.g. "Concat of input 'x'"
 
     def describe(self, n: int) -> str:
         s = self.syms[n]
-        return f"{s.kind} '{s.name}'"
+        return f"{s.kind} '{s.name}'" + (f" ({self.origin[n]})" if n in self.origin else "")
+
+    def note_origin(self, n: int, op_type: str, sources: list[int]) -> None:
+        """Remember which host op computed temp `n`, so errors about it can name the model's inputs."""
+        if self.syms[n].kind == "temp":
+            names = ", ".join(f"{self.syms[k].kind} '{self.syms[k].name}'" for k in sources)
+            self.origin[n] = f"{op_type} of {names}" if names else op_type
 
     def set(self, n: int, a: np.ndarray, what: str) -> None:
         s = self.syms[n]
