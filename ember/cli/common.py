@@ -32,6 +32,8 @@ def guarded(prog: str) -> Callable[[F], F]:
             except KeyboardInterrupt:
                 click.echo(f"{prog}: interrupted", err=True)
             except Exception as e:  # a bug in Ember: still one line, never a traceback
+                if os.environ.get("EMBER_DEBUG"):
+                    raise
                 click.echo(f"{prog}: internal error: {type(e).__name__}: {e} (please report this)", err=True)
             sys.exit(1)
 

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 from ..ir.core import Op, check, define
 from ..ir.types import ScalarType, StreamType
-from .slc import ALU, int_or_int_stream
+from .loop import is_vector
+from .slc import ALU, int_or_int_stream, vector_iv
 
 EVENTS = ("beg", "ite", "end")
 IV = StreamType(ScalarType("index"))
+ACCESS_OPS = ("dlc.tu", "dlc.mem", "dlc.alu", "dlc.mask", "dlc.buffer", "dlc.on")
 
 
 @define("dlc.offload", regions=2)
 def _offload(op: Op) -> None:
     for inner in op.regions[0].ops:
-        check(inner.name in ("dlc.tu", "dlc.mem", "dlc.alu", "dlc.on"), inner, "is not an access-unit op")
+        check(inner.name in ACCESS_OPS, inner, "is not an access-unit op")
     for inner in op.regions[1].ops:
         check(inner.name == "dlc.case", inner, "only dlc.case may appear in the execute region")
     ids = [c.attrs["id"] for c in op.regions[1].ops]
@@ -48,14 +50,29 @@ def _tu(op: Op) -> None:
     if len(op.operands) == 4:
         check(op.operands[3].owner is not None and getattr(op.operands[3].owner, "name", "") == "dlc.tu", op,
               "the parent must be a dlc.tu")
-    check(op.result.type == IV, op, f"result must be {IV}")
+    want = vector_iv(op.attrs["vl"]) if "vl" in op.attrs else IV
+    check(op.result.type == want, op, f"result must be {want}")
 
 
 @define("dlc.mem", operands=(1, None), results=1)
 def _mem(op: Op) -> None:
     _in_access(op)
-    for v in op.operands[1:]:
+    for v in op.operands[1:-1]:
         check(int_or_int_stream(v.type), op, "indices must be integers or integer streams")
+    last = op.operands[-1].type
+    check(len(op.operands) == 1 or int_or_int_stream(last) or (
+        isinstance(last, StreamType) and is_vector(last.elem, "int")), op, "the last index must be an integer, "
+          "an integer stream or a vector induction stream")
+
+
+@define("dlc.mask", operands=1, results=1)
+def _mask(op: Op) -> None:
+    _in_access(op)
+
+
+@define("dlc.buffer", operands=1, results=1)
+def _buffer(op: Op) -> None:
+    _in_access(op)
 
 
 @define("dlc.alu", operands=2, results=1, attrs=("op",))

@@ -7,6 +7,17 @@
     integer: addi subi muli divi mini maxi, cmpi {pred = "eq"|"ne"|"lt"|"le"} -> i1
     float:   addf subf mulf divf maxf minf;  loop.select %c, %a, %b;  loop.cast %x : f32
 Integer values of any width (index, i32, i64) may index memrefs.
+
+Vector forms (made by `vectorize` and later passes; N lanes, masks are vector<Nxi1>):
+    %v = loop.splat %x : vector<16xf32>          %i = loop.iota %base : vector<16xindex>
+    %m = loop.tailmask %base, %ub : vector<16xi1>   (lane k on iff base + k < ub)
+    %v = loop.vload %m, %i, %j, %mask : vector<16xf32>     contiguous from [i, j] along the last axis
+    loop.vstore %v, %m, %i, %j, %mask
+    %v = loop.gather %m, %i, %jv, %mask : vector<16xf32>   last index a vector of indices
+    loop.scatter %v, %m, %i, %jv, %mask
+float binaries and select also take vectors (a scalar select condition picks whole vectors).
+Core variables live in registers across callbacks:  %k = loop.getvar {var = 0} : index,
+loop.setvar %x {var = 0}.
 """
 
 from __future__ import annotations
@@ -25,6 +36,17 @@ def is_int(t: Type) -> bool:
 
 def is_float(t: Type) -> bool:
     return isinstance(t, ScalarType) and t.is_float
+
+
+def is_vector(t: Type, elem: str | None = None) -> bool:
+    ok = isinstance(t, ShapedType) and t.kind == "vector" and t.rank == 1 and t.shape is not None
+    return ok and (elem is None or (t.elem.name == "i1") == (elem == "i1") and (
+        elem in ("i1", "any") or (t.elem.is_float if elem == "float" else t.elem.is_int)))
+
+
+def lanes(t: Type) -> int:
+    assert isinstance(t, ShapedType) and t.shape is not None and t.shape[0] is not None
+    return t.shape[0]
 
 
 def memref_of(op: Op, i: int) -> ShapedType:
@@ -91,6 +113,9 @@ def _store(op: Op) -> None:
 def _binary(kind: str) -> None:
     def verify(op: Op) -> None:
         a, b = (v.type for v in op.operands)
+        if kind == "float" and is_vector(a, "float"):
+            check(a == b == op.result.type, op, "vector operands and result must have one type")
+            return
         ok = is_int if kind == "int" else is_float
         check(ok(a) and ok(b) and ok(op.result.type), op, f"needs {kind} operands and result")
         if kind == "float":
@@ -115,7 +140,8 @@ def _cmpi(op: Op) -> None:
 @define("loop.select", operands=3, results=1)
 def _select(op: Op) -> None:
     c, a, b = (v.type for v in op.operands)
-    check(c == ScalarType("i1"), op, "condition must be i1")
+    check(c == ScalarType("i1") or (is_vector(c, "i1") and is_vector(a) and lanes(c) == lanes(a)), op,
+          "condition must be i1 (or a mask as wide as the values)")
     check(a == b == op.result.type, op, "both choices and the result must have one type")
 
 
@@ -123,3 +149,75 @@ def _select(op: Op) -> None:
 def _cast(op: Op) -> None:
     check(isinstance(op.operands[0].type, ScalarType) and isinstance(op.result.type, ScalarType), op,
           "casts scalars")
+
+
+@define("loop.splat", operands=1, results=1)
+def _splat(op: Op) -> None:
+    t = op.result.type
+    check(is_vector(t) and isinstance(t, ShapedType) and t.elem == op.operands[0].type, op,
+          "makes a vector of its scalar operand's type")
+
+
+@define("loop.iota", operands=1, results=1)
+def _iota(op: Op) -> None:
+    check(is_int(op.operands[0].type) and is_vector(op.result.type, "int"), op, "makes an integer vector from a base")
+
+
+@define("loop.tailmask", operands=2, results=1)
+def _tailmask(op: Op) -> None:
+    check(all(is_int(v.type) for v in op.operands) and is_vector(op.result.type, "i1"), op,
+          "makes a vector<Nxi1> from integer base and bound")
+
+
+def _vector_access(op: Op, first: int, contiguous: bool) -> ShapedType:
+    """Operands from `first`: memref, indices (the last a scalar start or an index vector), mask."""
+    t = memref_of(op, first)
+    idx = op.operands[first + 1:-1]
+    mask = op.operands[-1].type
+    check(t.rank == len(idx), op, f"{t} needs {t.rank} indices, got {len(idx)}")
+    check(all(is_int(v.type) for v in idx[:-1]), op, "all but the last index must be integers")
+    last = idx[-1].type if idx else None
+    check(is_int(last) if contiguous else is_vector(last, "int"), op,
+          "the last index must be " + ("an integer start" if contiguous else "a vector of indices"))
+    check(is_vector(mask, "i1"), op, "the last operand must be a vector<Nxi1> mask")
+    return t
+
+
+@define("loop.vload", operands=(3, None), results=1)
+def _vload(op: Op) -> None:
+    t = _vector_access(op, 0, True)
+    r = op.result.type
+    check(is_vector(r) and isinstance(r, ShapedType) and r.elem == t.elem and lanes(r) == lanes(op.operands[-1].type),
+          op, "result must be a vector of the memref's element type, as wide as the mask")
+
+
+@define("loop.gather", operands=(3, None), results=1)
+def _gather(op: Op) -> None:
+    t = _vector_access(op, 0, False)
+    r = op.result.type
+    check(is_vector(r) and isinstance(r, ShapedType) and r.elem == t.elem, op,
+          "result must be a vector of the memref's element type")
+
+
+@define("loop.vstore", operands=(4, None))
+def _vstore(op: Op) -> None:
+    t = _vector_access(op, 1, True)
+    v = op.operands[0].type
+    check(is_vector(v) and isinstance(v, ShapedType) and v.elem == t.elem, op, "stores a vector of the element type")
+
+
+@define("loop.scatter", operands=(4, None))
+def _scatter(op: Op) -> None:
+    t = _vector_access(op, 1, False)
+    v = op.operands[0].type
+    check(is_vector(v) and isinstance(v, ShapedType) and v.elem == t.elem, op, "stores a vector of the element type")
+
+
+@define("loop.getvar", results=1, attrs=("var",))
+def _getvar(op: Op) -> None:
+    check(is_int(op.result.type), op, "core variables hold integers")
+
+
+@define("loop.setvar", operands=1, attrs=("var",))
+def _setvar(op: Op) -> None:
+    check(is_int(op.operands[0].type), op, "core variables hold integers")

@@ -5,16 +5,23 @@
     %s = slc.mem %m, %i, %j : stream<f32>                  a memory stream (read-only memref)
     %s = slc.alu %a, %b {op = "add"} : stream<index>       an integer ALU stream
     slc.callback {on = "ite"} () { %v = slc.head %s : f32 ... }
-        core code.  `on = "ite"` fires once per iteration of the enclosing slc.for and sits before
-        any inner loop; `on = "end"` fires when the inner slc.for just before it finishes.
+        core code, fired on an event of the enclosing slc.for: `beg` before its first iteration,
+        `ite` on every iteration (before any inner loop runs), `end` after its last iteration.
         `slc.head` reads the current value of a stream (what the access unit marshals).
+
+Vector forms (made by `vectorize`, `bufferize`):
+    slc.for %lb, %ub, %c1 {vl = 16} (%d: stream<vector<16xindex>>) { ... }   16 induction values a head
+    %s = slc.mem %table, %r, %d : stream<vector<16xf32>>    contiguous loads along the last axis
+    %m = slc.mask %d : stream<vector<16xi1>>                 lanes below the loop's upper bound
+    %b = slc.buffer %s : stream<memref<?xf32>>               every head of %s over one traversal of
+                                                             its loop, marshaled once at the loop's end
 """
 
 from __future__ import annotations
 
 from ..ir.core import Op, check, define
-from ..ir.types import ScalarType, ShapedType, StreamType
-from .loop import memref_of
+from ..ir.types import INDEX, ScalarType, ShapedType, StreamType
+from .loop import is_vector, memref_of
 
 ALU = ("add", "sub", "mul", "div", "min", "max")
 
@@ -25,22 +32,33 @@ def int_or_int_stream(t: object) -> bool:
     return isinstance(t, ScalarType) and t.is_int
 
 
+def vector_iv(vl: int) -> StreamType:
+    return StreamType(ShapedType("vector", (vl,), INDEX))
+
+
 @define("slc.for", operands=3, regions=1)
 def _for(op: Op) -> None:
     for v in op.operands:
         check(int_or_int_stream(v.type), op, f"bounds must be integers or integer streams, got {v.type}")
     args = op.body.args
-    check(len(args) == 1 and args[0].type == StreamType(ScalarType("index")), op,
-          "body takes one stream<index> induction variable")
+    want = vector_iv(op.attrs["vl"]) if "vl" in op.attrs else StreamType(INDEX)
+    check(len(args) == 1 and args[0].type == want, op, f"body takes one {want} induction variable")
 
 
 @define("slc.mem", operands=(1, None), results=1)
 def _mem(op: Op) -> None:
     t = memref_of(op, 0)
     check(t.rank == len(op.operands) - 1, op, f"{t} needs {t.rank} indices")
-    for v in op.operands[1:]:
+    for v in op.operands[1:-1]:
         check(int_or_int_stream(v.type), op, "indices must be integers or integer streams")
-    check(op.result.type == StreamType(t.elem), op, f"result must be stream<{t.elem}>")
+    last = op.operands[-1].type if len(op.operands) > 1 else None
+    if isinstance(last, StreamType) and is_vector(last.elem, "int"):
+        assert isinstance(last.elem, ShapedType)
+        want = StreamType(ShapedType("vector", last.elem.shape, t.elem))
+    else:
+        check(last is None or int_or_int_stream(last), op, "indices must be integers or integer streams")
+        want = StreamType(t.elem)
+    check(op.result.type == want, op, f"result must be {want}")
 
 
 @define("slc.alu", operands=2, results=1, attrs=("op",))
@@ -53,14 +71,9 @@ def _alu(op: Op) -> None:
 
 @define("slc.callback", regions=1, attrs=("on",))
 def _callback(op: Op) -> None:
-    check(op.attrs["on"] in ("ite", "end"), op, "on must be \"ite\" or \"end\"")
+    check(op.attrs["on"] in ("beg", "ite", "end"), op, "on must be \"beg\", \"ite\" or \"end\"")
     parent = op.parent_op()
     check(parent is not None and parent.name == "slc.for", op, "must be inside an slc.for")
-    assert op.parent is not None
-    i = op.parent.ops.index(op)
-    after_loop = i > 0 and op.parent.ops[i - 1].name == "slc.for"
-    check(after_loop == (op.attrs["on"] == "end"), op,
-          "on = \"end\" callbacks follow an inner slc.for; on = \"ite\" ones do not")
 
 
 @define("slc.head", operands=1, results=1)
@@ -73,4 +86,20 @@ def _head(op: Op) -> None:
     check(p is not None, op, "must be inside an slc.callback")
 
 
-_ = ShapedType
+@define("slc.mask", operands=1, results=1)
+def _mask(op: Op) -> None:
+    t = op.operands[0].type
+    ok = isinstance(t, StreamType) and is_vector(t.elem, "int") and getattr(op.operands[0].owner, "parent", None)
+    check(bool(ok), op, "reads the mask of a vector loop's induction variable")
+    assert isinstance(t, StreamType) and isinstance(t.elem, ShapedType)
+    check(op.result.type == StreamType(ShapedType("vector", t.elem.shape, ScalarType("i1"))), op,
+          "result must be a stream of vector<Nxi1>")
+
+
+@define("slc.buffer", operands=1, results=1)
+def _buffer(op: Op) -> None:
+    t = op.operands[0].type
+    check(isinstance(t, StreamType) and is_vector(t.elem), op, "buffers a vector stream")
+    assert isinstance(t, StreamType) and isinstance(t.elem, ShapedType)
+    check(op.result.type == StreamType(ShapedType("memref", (None,), t.elem.elem)), op,
+          f"result must be stream<memref<?x{t.elem.elem}>>")

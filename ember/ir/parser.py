@@ -19,7 +19,7 @@ from .types import ScalarType, ShapedType, StreamType, Type
 @cache
 def grammar(name: str) -> Lark:
     text = resources.files("ember").joinpath("grammars", name).read_text()
-    return Lark(text, parser="lalr", maybe_placeholders=True, propagate_positions=False)
+    return Lark(text, parser="lalr", maybe_placeholders=True, propagate_positions=False, cache=True)
 
 
 def syntax_error(e: UnexpectedInput, text: str, filename: str) -> EmberError:

@@ -66,7 +66,7 @@ def make_pass(name: str, opts: dict[str, str]) -> Pass:
     cls = PASSES.get(name)
     if cls is None:
         raise EmberError(f"unknown pass '{name}' (known: {', '.join(sorted(PASSES))})")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.repr}  # repr=False fields are internal
     kwargs: dict[str, object] = {}
     for k, v in opts.items():
         if k not in fields:

@@ -3,7 +3,8 @@
 What goes to the access unit: the loops, loads from memrefs the nest never writes, and integer
 arithmetic on values the access unit already has.  Everything else (stores, float math, loads
 of memory the nest writes) runs on the core in callbacks: ops before a loop's first inner loop
-fire `on = "ite"` of that loop, ops after an inner loop fire at that inner loop's end.  A nest it
+fire on each iteration of that loop (`on = "ite"`); ops after an inner loop fire at that inner
+loop's end (a callback `on = "end"` placed at the end of the inner loop's body).  A nest it
 cannot split this way (a loop bound computed by the core, a core value used by two different
 callbacks) stays on the core whole, with a remark saying why.
 """
@@ -49,8 +50,6 @@ class _Nest:
     def __init__(self, root: Op, written: set[Value]):
         self.inner = defined_in(root)
         self.written = written
-        self.owner: dict[Value, int] = {}  # core value -> id of the callback that computes it
-        self.next_cb = 0
 
     def access_side(self, v: Value, acc: dict[Value, Value]) -> Value | None:
         if v in acc:
@@ -70,21 +69,24 @@ class _Nest:
         rest: list[Op] = []
         group: Op | None = None
         group_map: dict[Value, Value] = {}
-        after_loop = False
+        last_inner: Op | None = None
         for op in loop.body.ops:
             if op.name == "loop.for":
-                rest.append(self.convert(op, acc))
-                group, after_loop = None, True
+                last_inner = self.convert(op, acc)
+                rest.append(last_inner)
+                group = None
                 continue
             s = self.offload(op, acc)
             if s is not None:
                 streams.append(s)
                 continue
-            if group is None:
-                group = new_op("slc.callback", attrs={"on": "end" if after_loop else "ite"}, regions=[Block()])
+            if group is None:  # core ops after an inner loop fire at that loop's end
+                group = new_op("slc.callback", attrs={"on": "end" if last_inner else "ite"}, regions=[Block()])
                 group_map = {}
-                self.next_cb += 1
-                rest.append(group)
+                if last_inner is None:
+                    rest.append(group)
+                else:
+                    last_inner.body.add(group)
             self.to_callback(op, group, group_map, acc)
         for o in streams + rest:
             body.add(o)

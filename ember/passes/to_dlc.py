@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dialects.dlc import IV
 from ..ir.core import Block, Op, Value, new_op
 from ..ir.rewrite import clone, replace_op
 from .base import Pass
@@ -39,25 +38,24 @@ class _Lower:
 
     def loop(self, loop: Op, parent: Value | None) -> Value:
         operands = [self.vmap.get(v, v) for v in loop.operands] + ([parent] if parent is not None else [])
-        tu = self.access.add(new_op("dlc.tu", operands, [IV], loc=loop.loc)).result
+        attrs = {"vl": loop.attrs["vl"]} if "vl" in loop.attrs else {}
+        tu = self.access.add(new_op("dlc.tu", operands, [loop.body.args[0].type], attrs, loc=loop.loc)).result
         tu.name = loop.body.args[0].name
         self.vmap[loop.body.args[0]] = tu
-        last_inner: Value | None = None
         for op in loop.body.ops:
-            if op.name in ("slc.mem", "slc.alu"):
+            if op.name in ("slc.mem", "slc.alu", "slc.mask", "slc.buffer"):
                 new = clone(op, self.vmap)
                 new.name = "dlc." + op.name[4:]
                 self.access.add(new)
             elif op.name == "slc.for":
-                last_inner = self.loop(op, tu)
+                self.loop(op, tu)
             elif op.name == "slc.callback":
-                self.callback(op, tu if op.attrs["on"] == "ite" else last_inner)
+                self.callback(op, tu)
             else:
                 raise op.error("cannot be lowered to dlc")
         return tu
 
-    def callback(self, cb: Op, tu: Value | None) -> None:
-        assert tu is not None
+    def callback(self, cb: Op, tu: Value) -> None:
         case_id = len(self.execute.ops) + 1
         pushes = [self.vmap[h.operands[0]] for h in cb.body.ops if h.name == "slc.head"]
         self.access.add(new_op("dlc.on", [tu, *pushes], attrs={"event": cb.attrs["on"], "token": case_id},

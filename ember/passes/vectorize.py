@@ -1,0 +1,164 @@
+"""vectorize{vl=N}: innermost access loops deliver N induction values a head; callbacks use vectors.
+
+Applies to an innermost `slc.for` with step 1 whose induction variable is used only as the last
+index of memory accesses: on the access side by `slc.mem` (which becomes a contiguous vector
+stream), in its callback by loads and stores (which become masked gathers and scatters over the
+marshaled index vector).  Float arithmetic on vectors becomes vector arithmetic, scalars are
+splat.  A tail mask stream (`slc.mask`) switches off the lanes past the loop's end.  The loop is
+declined, with a remark, when anything else uses the induction variable or when lanes could
+touch the same memory.  `vl = 0` picks the widest vector of a 512-bit unit for the element type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dialects.loop import FLOAT_BINARY
+from ..dialects.slc import vector_iv
+from ..ir.core import Block, Op, Value, new_op
+from ..ir.types import I1, ScalarType, ShapedType, StreamType, Type
+from .base import Pass
+
+SIMD_BITS = 512
+
+
+class Decline(Exception):
+    pass
+
+
+def vec(t: Type, vl: int) -> ShapedType:
+    assert isinstance(t, ScalarType)
+    return ShapedType("vector", (vl,), t)
+
+
+def is_const(v: Value, value: int) -> bool:
+    o = v.owner
+    return isinstance(o, Op) and o.name == "loop.const" and o.attrs["value"] == value
+
+
+@dataclass
+class Vectorize(Pass):
+    name = "vectorize"
+    summary = "innermost access loops deliver vl elements a head; callback code becomes vector code"
+    vl: int = 0
+    remarks: list[str] = field(default_factory=list, repr=False)
+
+    def run(self, module: Op) -> None:
+        for f in module.body.ops:
+            for op in list(f.walk()):
+                if op.name == "slc.for" and "vl" not in op.attrs and not any(
+                        o.name == "slc.for" for o in op.body.ops):
+                    try:
+                        _vectorize(op, self.vl)
+                    except Decline as e:
+                        self.remarks.append(f"{op.loc}: remark: vectorize: loop not vectorized: {e}")
+
+
+def _width(loop: Op, vl: int) -> int:
+    if vl:
+        return vl
+    elems = [o.result.type.elem for o in loop.body.ops if o.name == "slc.mem"  # type: ignore[union-attr]
+             if isinstance(o.result.type, StreamType)]
+    bits = max([ScalarType(str(e)).bytes * 8 for e in elems if isinstance(e, ScalarType)] or [32])
+    return max(1, SIMD_BITS // bits)
+
+
+def _vectorize(loop: Op, vl: int) -> None:
+    if not is_const(loop.operands[2], 1):
+        raise Decline("its step is not the constant 1")
+    iv = loop.body.args[0]
+    n = _width(loop, vl)
+    callbacks = [o for o in loop.body.ops if o.name == "slc.callback"]
+    if len(callbacks) > 1 or any(c.attrs["on"] != "ite" for c in callbacks):
+        raise Decline("it has callbacks other than one per iteration")
+    mems: list[Op] = []
+    for o in loop.body.ops:
+        if iv in o.operands:
+            if o.name != "slc.mem" or o.operands[-1] is not iv or o.operands.count(iv) != 1:
+                raise Decline(f"'{o.name}' uses the induction variable other than as the last index")
+            mems.append(o)
+    vector_streams = {iv, *(m.result for m in mems)}
+    cb = callbacks[0] if callbacks else None
+    plan = _plan_callback(cb, vector_streams, n) if cb else None
+    # Commit: retype the loop, its vector streams, and rebuild the callback.
+    loop.attrs["vl"] = n
+    iv.type = vector_iv(n)
+    for m in mems:
+        t = m.result.type
+        assert isinstance(t, StreamType)
+        m.result.type = StreamType(vec(t.elem, n))
+    if cb is not None and plan is not None:
+        mask = new_op("slc.mask", [iv], [StreamType(vec(I1, n))], loc=loop.loc)
+        mask.results[0].name = f"{iv.name}_mask" if iv.name else None
+        loop.body.ops.insert(loop.body.ops.index(cb), mask)
+        mask.parent = loop.body
+        _rebuild(cb, plan, mask.result, n)
+
+
+def _plan_callback(cb: Op, vector_streams: set[Value], n: int) -> set[Value]:
+    """Values in the callback that become vectors; declines on anything it cannot vectorize."""
+    vector: set[Value] = set()
+    written = {o.operands[1] for o in cb.body.ops if o.name == "loop.store"}
+    for o in cb.body.ops:
+        ins = [v in vector for v in o.operands]
+        if o.name == "slc.head":
+            if o.operands[0] in vector_streams:
+                vector.add(o.result)
+        elif o.name in ("loop.load", "loop.store"):
+            idx = o.operands[1:] if o.name == "loop.load" else o.operands[2:]
+            if any(v in vector for v in idx[:-1]):
+                raise Decline("an index other than the last depends on the induction variable")
+            if idx and idx[-1] in vector:
+                if o.name == "loop.load":
+                    vector.add(o.result)
+            elif (o.operands[0] if o.name == "loop.load" else o.operands[1]) in written:
+                raise Decline("lanes would read or write the same element of a memref the callback writes")
+            elif o.name == "loop.store" and ins[0]:
+                raise Decline("a vector would be stored to one element")
+        elif any(ins):
+            if o.name[5:] in FLOAT_BINARY or o.name == "loop.select":
+                vector.add(o.result)
+            else:
+                raise Decline(f"'{o.name}' on vector values is not supported")
+    return vector
+
+
+def _rebuild(cb: Op, vector: set[Value], mask_stream: Value, n: int) -> None:
+    body = Block()
+    vmap: dict[Value, Value] = {}
+    mask = body.add(new_op("slc.head", [mask_stream], [vec(I1, n)], loc=cb.loc)).result
+    mask.name = mask_stream.name
+
+    def get(v: Value, want_vector: bool) -> Value:
+        nv = vmap.get(v, v)
+        if want_vector and v not in vector:
+            splat = body.add(new_op("loop.splat", [nv], [vec(nv.type, n)], loc=cb.loc))
+            return splat.result
+        return nv
+
+    for o in cb.body.ops:
+        if o.name == "slc.head" and o.result in vector:
+            t = o.operands[0].type
+            assert isinstance(t, StreamType)
+            new = new_op("slc.head", [o.operands[0]], [t.elem], loc=o.loc)
+        elif o.name == "loop.load" and o.result in vector:
+            new = new_op("loop.gather", [get(v, False) for v in o.operands] + [mask], [vec(o.result.type, n)],
+                         loc=o.loc)
+        elif o.name == "loop.store" and o.operands[-1] in vector:
+            ops = [get(o.operands[0], True)] + [get(v, False) for v in o.operands[1:]] + [mask]
+            new = new_op("loop.scatter", ops, [], loc=o.loc)
+        elif o.results and o.result in vector:
+            cond = o.operands[0] if o.name == "loop.select" else None
+            ops = [get(v, v is not cond) for v in o.operands]
+            new = new_op(o.name, ops, [vec(o.result.type, n)], dict(o.attrs), loc=o.loc)
+        else:
+            new = new_op(o.name, [get(v, False) for v in o.operands], [r.type for r in o.results], dict(o.attrs),
+                         loc=o.loc)
+        for old, r in zip(o.results, new.results):
+            r.name = old.name
+            vmap[old] = r
+        body.add(new)
+    heads = [o for o in body.ops if o.name == "slc.head"]
+    body.ops = heads + [o for o in body.ops if o.name != "slc.head"]
+    cb.regions[0] = body
+    body.parent = cb
