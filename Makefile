@@ -40,7 +40,8 @@ levels: $(STAMP)
 	  $(BIN)/ember-opt --pass=lower-emb $$d/$$m.emb.eir -o $$d/$$m.loop.eir && \
 	  $(BIN)/ember-opt --pass=decouple $$d/$$m.loop.eir -o $$d/$$m.slc.eir && \
 	  $(BIN)/ember-opt --pass=to-dlc $$d/$$m.slc.eir -o $$d/$$m.dlc.eir && \
-	  $(BIN)/ember-opt --pass=codegen $$d/$$m.dlc.eir -o $$d/$$m.dae || exit 1; \
+	  $(BIN)/ember-opt --pass=codegen $$d/$$m.dlc.eir -o $$d/$$m.dae && \
+	  for o in 1 2 3; do $(BIN)/ember-opt -O$$o $$d/$$m.emb.eir -o $$d/$$m.O$$o.dae || exit 1; done || exit 1; \
 	done
 
 clean:

@@ -10,7 +10,7 @@ import ember.dialects  # noqa: F401
 from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
-from ember.passes import parse_pipeline, run_passes
+from ember.passes import PRESETS, parse_pipeline, run_passes
 
 LEVELS = Path(__file__).resolve().parent.parent / "samples" / "levels"
 STEPS = [("emb", "lower-emb", "loop"), ("loop", "decouple", "slc"), ("slc", "to-dlc", "dlc")]
@@ -34,3 +34,12 @@ def test_codegen_matches_golden_and_round_trips(model: str) -> None:
     text = print_dae(passes[0].program)  # type: ignore[attr-defined]
     assert text == (LEVELS / f"{model}.dae").read_text()
     assert print_dae(parse_dae(text, "x.dae")) == text
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("level", ["O1", "O2", "O3"])
+def test_optimized_dae_matches_golden(model: str, level: str) -> None:
+    module = parse_module((LEVELS / f"{model}.emb.eir").read_text(), "x.emb.eir")
+    passes = parse_pipeline(PRESETS[level])
+    run_passes(module, passes)
+    assert print_dae(passes[-1].program) == (LEVELS / f"{model}.{level}.dae").read_text()  # type: ignore[attr-defined]

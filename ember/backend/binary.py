@@ -44,7 +44,7 @@ _ENTRY = struct.Struct("<8sII")
 _U32 = struct.Struct("<I")
 _F64 = struct.Struct("<d")
 
-_REG_CLASSES = "rfpst"
+_REG_CLASSES = "rfpstv"  # append only: the index is stored
 _SHAPED_KINDS = ("tensor", "memref", "vector")
 (T_REG, T_SYM, T_MEM, T_LABEL, T_INT, T_FLOAT, T_STR, T_LIST, T_DICT, T_TRUE, T_FALSE, T_DENSE) = range(12)
 # Array element types a file may hold: little-endian numbers only (never object dtypes).

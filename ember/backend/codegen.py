@@ -35,7 +35,8 @@ class _Gen:
         self.out_names: list[str] = list(module.attrs.get("outputs", []))
         self.syms: dict[Value, int] = {}
         self.regs: dict[Value, Reg] = {}
-        self.counts = {"r": 0, "f": 0}
+        self.counts = {"r": 0, "f": 0, "v": 0}
+        self.vars: dict[int, Reg] = {}  # core variables (loop.getvar/setvar) live in fixed registers
         self.labels = 0
         self.code: list[Instr | Label] = []
         self.cases: list[Instr | Label] = []
@@ -52,7 +53,8 @@ class _Gen:
 
     def reg(self, v: Value) -> Reg:
         if v not in self.regs:
-            cls = "f" if isinstance(v.type, ScalarType) and v.type.is_float else "r"
+            t = v.type
+            cls = "v" if isinstance(t, ShapedType) else "f" if isinstance(t, ScalarType) and t.is_float else "r"
             self.regs[v] = Reg(cls, self.counts[cls])
             self.counts[cls] += 1
         return self.regs[v]
@@ -111,10 +113,52 @@ class _Gen:
             self.core_loop(op, out)
         elif n == "dlc.offload":
             self.offload(op, out)
+        elif n == "loop.getvar":
+            self.regs[op.result] = self.var(op.attrs["var"])
+        elif n == "loop.setvar":
+            out.append(Instr("mov", [self.var(op.attrs["var"]), self.reg(op.operands[0])]))
         elif n.startswith("loop."):
-            out.append(self.scalar(op))
+            out.append(self.vector(op) if self.is_vector_op(op) else self.scalar(op))
         else:
             raise op.error("has no code generation (run the lowering passes first)")
+
+    def var(self, k: int) -> Reg:
+        if k not in self.vars:
+            self.vars[k] = Reg("r", self.counts["r"])
+            self.counts["r"] += 1
+        return self.vars[k]
+
+    @staticmethod
+    def is_vector_op(op: Op) -> bool:
+        vector_result = bool(op.results) and isinstance(op.results[0].type, ShapedType)
+        return vector_result or op.name in ("loop.vstore", "loop.scatter")
+
+    def mem(self, m: Value, index: list[Value]) -> Mem:
+        return Mem(self.syms[m], tuple(self.reg(v) for v in index))
+
+    def vector(self, op: Op) -> Instr:
+        k = op.name[5:]
+        t = (op.results[0] if op.results else op.operands[0]).type
+        assert isinstance(t, ShapedType) and t.shape is not None
+        lanes = t.shape[0]
+        a = op.operands
+        if k == "splat":
+            return Instr(f"vsplat.{t.elem}", [self.reg(op.result), self.reg(a[0]), lanes])
+        if k == "iota":
+            return Instr("viota", [self.reg(op.result), self.reg(a[0]), lanes])
+        if k == "tailmask":
+            return Instr("vmask", [self.reg(op.result), self.reg(a[0]), self.reg(a[1]), lanes])
+        if k in ("vload", "gather"):
+            return Instr("vld" if k == "vload" else "vgather",
+                         [self.reg(op.result), self.mem(a[0], a[1:-1]), self.reg(a[-1])])
+        if k in ("vstore", "scatter"):
+            return Instr("vst" if k == "vstore" else "vscatter",
+                         [self.reg(a[0]), self.mem(a[1], a[2:-1]), self.reg(a[-1])])
+        if k in FLOAT_OPS:
+            return Instr(f"v{FLOAT_OPS[k]}.{t.elem}", [self.reg(op.result), *(self.reg(v) for v in a)])
+        if k == "select":
+            return Instr("vsel", [self.reg(op.result), *(self.reg(v) for v in a)])
+        raise op.error("has no vector code generation")
 
     def scalar(self, op: Op) -> Instr:
         k = op.name[5:]
@@ -172,7 +216,16 @@ class _Gen:
             if a.name == "dlc.tu":
                 reg = names[a.result] = Reg("t", counts["t"])
                 counts["t"] += 1
-                acc.body.append(Instr("tu", [reg, *(arg(v) for v in a.operands)]))
+                bounds = [arg(v) for v in a.operands]
+                if "vl" in a.attrs:  # vector TUs always step by one element; `vl` lanes a head
+                    bounds[2] = a.attrs["vl"]
+                    acc.body.append(Instr("vtu", [reg, *bounds]))
+                else:
+                    acc.body.append(Instr("tu", [reg, *bounds]))
+            elif a.name in ("dlc.mask", "dlc.buffer"):
+                reg = names[a.result] = Reg("s", counts["s"])
+                counts["s"] += 1
+                acc.body.append(Instr("mask" if a.name == "dlc.mask" else "buf", [reg, names[a.operands[0]]]))
             elif a.name in ("dlc.mem", "dlc.alu"):
                 reg = names[a.result] = Reg("s", counts["s"])
                 counts["s"] += 1
@@ -189,7 +242,11 @@ class _Gen:
         for case in op.regions[1].ops:
             self.cases.append(Label(f"{name}.{case.attrs['id']}"))
             for inner in case.body.ops:
-                if inner.name == "dlc.pop":
+                if inner.name == "dlc.pop" and isinstance(inner.result.type, ShapedType) and (
+                        inner.result.type.kind == "memref"):
+                    self.cases.append(Instr("popb", [SymRef(self.symbol(inner.result, "temp",
+                                                                         f"buf{len(self.p.symbols)}"))]))
+                elif inner.name == "dlc.pop":
                     self.cases.append(Instr("pop", [self.reg(inner.result)]))
                 else:
                     self.op(inner, self.cases)

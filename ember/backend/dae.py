@@ -19,7 +19,8 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class Reg:
-    """A register-like name: r (integer), f (float), p (access parameter), s (stream), t (traversal unit)."""
+    """A register-like name: r (integer), f (float), v (vector or mask), p (access parameter),
+    s (stream), t (traversal unit)."""
 
     cls: str
     n: int
@@ -96,7 +97,8 @@ class Program:
 
 
 # Argument kinds used in OPCODES signatures:
-#   R int register, F float register, D any register (r or f), V value (register or number),
+#   R int register, F float register, D r or f register, W vector register (v), G r, f or v register,
+#   Y r or v register, V value (register or number),
 #   I integer or register, P access value (stream s, TU t, parameter p, or integer),
 #   S symbol, M memory reference, L label, A access-program name, T TU, N stream, E event,
 #   U alu opcode, Q string, X attribute dict, *K a list of kind K (printed [a, b]), K... trailing variadic.
@@ -120,14 +122,30 @@ OPCODES: dict[str, tuple[str, str]] = {
     "blt": ("I I L", "branch if less"), "bge": ("I I L", "branch if greater or equal"),
     "beq": ("I I L", "branch if equal"), "jmp": ("L", "jump"),
     "run": ("A I...", "start an access program and dispatch its tokens until it is done"),
-    "pop": ("D", "pop the next operand from the queue"),
+    "pop": ("G", "pop the next operand (scalar or vector) from the queue"),
+    "popb": ("S", "pop a buffer operand into a scratch symbol (reused, so it stays in the caches)"),
     "ret": ("", "end of a callback: back to the dispatcher"),
     "halt": ("", "end of the program"),
     "host": ("Q *S *S X", "run an ONNX operator on whole tensors (roofline cost)"),
+    # --- execute unit, vectors (v registers; masks are v registers of booleans) ---
+    "vld": ("W M W", "masked load of consecutive elements from [..., start] along the last axis"),
+    "vst": ("W M W", "masked store of consecutive elements to [..., start]"),
+    "vgather": ("W M W", "masked gather: the last index is a vector of indices"),
+    "vscatter": ("W M W", "masked scatter: the last index is a vector of indices"),
+    "vsplat": ("W D I", "a vector of `lanes` copies of a scalar"),
+    "viota": ("W I I", "the vector start, start+1, ... of `lanes` lanes"),
+    "vmask": ("W I I I", "the mask of `lanes` lanes where start + k < bound"),
+    "vfadd": ("W W W", "vector float add"), "vfsub": ("W W W", "vector float subtract"),
+    "vfmul": ("W W W", "vector float multiply"), "vfdiv": ("W W W", "vector float divide"),
+    "vfmax": ("W W W", "vector float maximum"), "vfmin": ("W W W", "vector float minimum"),
+    "vsel": ("W Y W W", "select whole vectors (r condition) or lanes (mask)"),
     # --- access unit (inside .access) ---
     "tu": ("T P P P T?", "traversal unit over [lb, ub) by step, nested in an optional parent TU"),
     "mem": ("N M", "memory stream: one load per iteration of its TU"),
     "alu": ("N U P P", "integer ALU stream"),
+    "vtu": ("T P P I T?", "vector traversal unit: heads of `lanes` consecutive values in [lb, ub)"),
+    "mask": ("N T", "stream of a vector TU's lane mask"),
+    "buf": ("N N", "every head of a vector stream over one traversal of its TU, as one buffer"),
     "on": ("T E *P I?", "on a TU event (beg/ite/end) push operands, then an optional control token"),
 }
 

@@ -42,11 +42,11 @@ from .dae import (
 )
 
 SYMBOL_KINDS = ("param", "input", "output", "temp")
-ACCESS_OPS = frozenset({"tu", "mem", "alu", "on"})  # the only opcodes allowed inside .access
+ACCESS_OPS = frozenset({"tu", "vtu", "mem", "alu", "mask", "buf", "on"})  # the only opcodes allowed inside .access
 DIRECTIVES = (".dae", ".weights", ".opset", ".sym", ".access", ".code", ".end")
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # labels, access programs, attribute keys
 RESERVED_NAMES = frozenset({"inf", "nan"})  # would read back as floats where an operand may be a number
-_REG_RE = re.compile(r"([rfpst])(\d+)")
+_REG_RE = re.compile(r"([rfvpst])(\d+)")
 _TYPE_RE = re.compile(r"(tensor|memref|vector)<(\*x|(?:(?:\d+|\?)x)*)([a-z0-9]+)>")
 
 Key = tuple[Any, ...]  # where something is: ("sym", i[, field]), ("access", a[, i[, j]]), ("code", i[, j])
@@ -121,7 +121,8 @@ def _one_of(names: tuple[str, ...]) -> str:
 
 
 KIND_DESC = {
-    "R": "an r register", "F": "an f register", "D": "an r or f register",
+    "R": "an r register", "F": "an f register", "D": "an r or f register", "W": "a v register",
+    "G": "an r, f or v register", "Y": "an r or v register",
     "I": "an r register or an integer", "V": "a register or a number",
     "P": "a p, s or t register or an integer", "T": "a TU register (t)", "N": "a stream register (s)",
     "S": "a symbol (@n)", "M": "a memory reference (@n[...])", "L": "a label",
@@ -177,8 +178,9 @@ def _show(v: Any) -> str:
 def _fits(kind: str, v: Any) -> bool:
     """Whether a (non-list) value has the shape kind `kind` asks for."""
     reg = v.cls if isinstance(v, Reg) else None
-    if kind in "RFDTN":
-        return reg is not None and reg in {"R": "r", "F": "f", "D": "rf", "T": "t", "N": "s"}[kind]
+    if kind in "RFDWGYTN":
+        regs = {"R": "r", "F": "f", "D": "rf", "W": "v", "G": "rfv", "Y": "rv", "T": "t", "N": "s"}[kind]
+        return reg is not None and reg in regs
     if kind == "I":
         return reg == "r" or _is_int(v)
     if kind == "V":
@@ -371,11 +373,11 @@ class _Checker:
     def operand(self, base: str, j: int, slot: Slot, v: Any, key: Key, acc: Access | None) -> None:
         """Registers allowed in this unit, the slot's kind, and that everything named exists."""
         for r in _regs_in(v):
-            if r.cls not in "rfpst" or not _is_int(r.n) or r.n < 0:
+            if r.cls not in "rfvpst" or not _is_int(r.n) or r.n < 0:
                 self.fail(f"bad register {r!r}", key)
             if acc is None and r.cls in "pst":
                 self.fail(f"register {r} can only be used inside .access", key)
-            if acc is not None and r.cls in "rf":
+            if acc is not None and r.cls in "rfv":
                 self.fail(f"register {r} cannot be used inside .access (only p, s and t registers)", key)
         items = v if slot.many and isinstance(v, list) else [v]
         if (slot.many and not isinstance(v, list)) or not all(_fits(slot.kind, x) for x in items):
@@ -399,8 +401,8 @@ class _Checker:
         if not isinstance(m.index, tuple):
             self.fail("a memory index is a tuple", key)
         for i in m.index:
-            if not (_is_int(i) or (isinstance(i, Reg) and (acc is not None or i.cls == "r"))):
-                self.fail(f"memory index must be an r register or an integer, got {_show(i)}", key)
+            if not (_is_int(i) or (isinstance(i, Reg) and (acc is not None or i.cls in "rv"))):
+                self.fail(f"memory index must be an r or v register or an integer, got {_show(i)}", key)
         rank = len(self.p.symbols[m.sym].shape)
         if len(m.index) != rank:
             self.fail(f"@{m.sym} has rank {rank} but is indexed with {len(m.index)} "
@@ -437,7 +439,7 @@ class _Checker:
 
     def streams(self, ins: Instr, key: Key, acc: Access, defined: set[Reg]) -> None:
         """Access-unit rules: p within the parameters, s/t defined once and before they are used."""
-        defines = ins.base in ("tu", "mem", "alu")
+        defines = ins.base in ("tu", "vtu", "mem", "alu", "mask", "buf")
         for j, v in enumerate(ins.args):
             if defines and j == 0:
                 continue

@@ -29,14 +29,19 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 @click.option("-o", "--output", default="-", show_default=True, help="output file ('-' for stdout)")
 @click.option("-p", "--pass", "pipeline", help="passes to run, e.g. 'lower-emb,decouple,to-dlc,codegen'")
 @click.option("-O0", "level", flag_value="O0", help="lower-emb, decouple, to-dlc, codegen (writes .dae)")
+@click.option("-O1", "level", flag_value="O1", help="-O0 plus vectorize")
+@click.option("-O2", "level", flag_value="O2", help="-O1 plus bufferize")
+@click.option("-O3", "level", flag_value="O3", help="-O2 plus align-queues and simplify-mem")
+@click.option("--target", type=click.Choice(["dae", "core"]), default="dae", show_default=True,
+              help="dae: access unit + execute unit; core: execute-unit code only (the non-decoupled baseline)")
 @click.option("--print-ir-after-all", is_flag=True, help="print the IR to stderr after every pass")
 @click.option("--time-passes", is_flag=True, help="print the time each pass took to stderr")
 @click.option("--remarks", is_flag=True, help="print why passes declined to transform something")
 @click.option("--list-passes", is_flag=True, expose_value=False, is_eager=True, callback=_list_passes,
               help="list the passes and presets, then exit")
 @guarded("ember-opt")
-def main(input: str, output: str, pipeline: str | None, level: str | None, print_ir_after_all: bool,
-         time_passes: bool, remarks: bool) -> None:
+def main(input: str, output: str, pipeline: str | None, level: str | None, target: str,
+         print_ir_after_all: bool, time_passes: bool, remarks: bool) -> None:
     """Run passes over INPUT (.eir, '-' for stdin) and write .eir, or .dae when the last pass is codegen."""
     import ember.dialects  # noqa: F401
 
@@ -48,6 +53,10 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, print
 
     if pipeline and level:
         raise EmberError("give either --pass or an -O level, not both")
+    if target == "core":
+        if pipeline:
+            raise EmberError("--target=core takes an -O level, not --pass")
+        level = "core"
     passes = parse_pipeline(pipeline or PRESETS[level or "O0"]) if (pipeline or level) else []
     if any(isinstance(p, Codegen) for p in passes[:-1]):
         raise EmberError("codegen must be the last pass of a pipeline")

@@ -55,6 +55,8 @@ class _TU:
     streams: list[Instr] = field(default_factory=list)
     rules: dict[str, list[Instr]] = field(default_factory=dict)
     depth: int = 0
+    vl: int = 0  # lanes a head for a vector TU (vtu), 0 for a scalar TU
+    buffers: list[Reg] = field(default_factory=list)  # buf streams filled over this TU's traversal
 
 
 class AccessUnit:
@@ -81,6 +83,9 @@ class AccessUnit:
         self.operands = 0
         self.operand_bytes = 0
         self.stream_of: dict[int, int | None] = {}
+        self.active: dict[int, int] = {}  # vector TU -> lanes on in its current head
+        self.watchers: dict[Reg, list[Reg]] = {}  # vector stream -> buffers collecting its heads
+        self.parts: dict[Reg, list[np.ndarray]] = {}
         for ins in acc.body:
             self.declare(ins)
 
@@ -102,11 +107,22 @@ class AccessUnit:
 
     def declare(self, ins: Instr) -> None:
         a = ins.args
-        if ins.op == "tu":
+        if ins.op in ("tu", "vtu"):
             parent = a[4].n if len(a) > 4 else None
-            tu = _TU(a[0].n, a[1:4], parent, depth=0 if parent is None else self.tus[parent].depth + 1)
+            bounds = a[1:4] if ins.op == "tu" else [a[1], a[2], a[3]]
+            tu = _TU(a[0].n, bounds, parent, depth=0 if parent is None else self.tus[parent].depth + 1,
+                     vl=a[3] if ins.op == "vtu" else 0)
             self.tus[tu.n] = tu
             (self.tus[parent].children if parent is not None else self.roots).append(tu.n)
+        elif ins.op == "mask":
+            self.stream_of[a[0].n] = a[1].n
+            self.tus[a[1].n].streams.append(ins)
+        elif ins.op == "buf":
+            home = self.stream_of[a[1].n]
+            self.stream_of[a[0].n] = self.tus[home].parent if home is not None else None
+            self.watchers.setdefault(a[1], []).append(a[0])
+            if home is not None:
+                self.tus[home].buffers.append(a[0])
         elif ins.op in ("mem", "alu"):
             args = list(a[1].index) if ins.op == "mem" else a[2:]
             home = self.deepest(args)
@@ -124,10 +140,20 @@ class AccessUnit:
         return a, self.clock
 
     def issue(self, ins: Instr) -> None:
+        dst = ins.args[0]
+        if ins.op == "mask":
+            t = ins.args[1]
+            self.vals[dst] = np.arange(self.tus[t.n].vl) < self.active[t.n]
+            self.ready[dst] = self.ready[t]
+            return
+        m0 = ins.args[1] if ins.op == "mem" else None
+        last = m0.index[-1] if m0 is not None and m0.index else None
+        if isinstance(last, Reg) and last.cls == "t" and self.tus[last.n].vl:
+            self.issue_vector(ins, last)
+            return
         issue_t = self.clock
         self.clock += self.slot
         self.elements += 1
-        dst = ins.args[0]
         if ins.op == "alu":
             (x, tx), (y, ty) = self.value(ins.args[2]), self.value(ins.args[3])
             if ins.args[1] == "div" and y == 0:
@@ -154,6 +180,45 @@ class AccessUnit:
         self.vals[dst] = arr.flat[flat].item()
         self.ready[dst] = done
         self.src[dst] = (m.sym, flat)
+
+    def issue_vector(self, ins: Instr, tu: Reg) -> None:
+        """A head of `vl` consecutive elements: one issue slot per lane on, one request per line."""
+        dst, m = ins.args[0], ins.args[1]
+        n = self.active[tu.n]
+        vl = self.tus[tu.n].vl
+        issue_t = self.clock
+        self.clock += self.slot * n
+        self.elements += n
+        idx, when = [], issue_t
+        for i in m.index:
+            v, r = self.value(i)
+            idx.append(int(v))
+            when = max(when, r)
+        arr = self.t.get(m.sym)
+        try:
+            first = self.t.flat_index(m.sym, tuple(idx))
+            if n:
+                self.t.flat_index(m.sym, tuple(idx[:-1]) + (idx[-1] + n - 1,))
+        except EmberError as e:
+            raise self.explain(m, idx, e) from None
+        out = np.zeros(vl, dtype=arr.dtype)
+        out[:n] = arr.reshape(-1)[first:first + n]
+        done = when
+        line = self.mem.line_bytes
+        a0, a1 = self.t.addr(m.sym, first), self.t.addr(m.sym, first + max(n, 1) - 1)
+        for ln in range(a0 // line, a1 // line + 1) if n else ():
+            t = when
+            if len(self.window) == self.outstanding:
+                t = max(t, self.window[0])
+            d = self.mem.access(ln * line, t, False, self.level)
+            self.window.append(d)
+            self.requests += 1
+            done = max(done, d)
+        self.vals[dst] = out
+        self.ready[dst] = done
+        for b in self.watchers.get(dst, ()):
+            self.parts[b].append(out[:n])
+            self.ready[b] = max(self.ready[b], done)
 
     def explain(self, m: Mem, idx: list[int], e: EmberError) -> EmberError:
         """Name the input element an out-of-range index came from, as PyTorch does."""
@@ -195,8 +260,14 @@ class AccessUnit:
             raise EmberError(f"traversal unit t{tu.n} has step {step}; steps must be positive")
         bounds_ready = max(tl, tu_, ts)
         iv = Reg("t", tu.n)
+        for b in tu.buffers:
+            self.parts[b] = []
+            self.ready[b] = self.clock
         yield from self.fire(tu, "beg")
+        vl = tu.vl
         for i in range(lb, ub, step):
+            if vl:
+                self.active[tu.n] = min(vl, ub - i)
             self.vals[iv] = i
             self.ready[iv] = max(self.clock, bounds_ready)
             for s in tu.streams:
@@ -204,6 +275,9 @@ class AccessUnit:
             yield from self.fire(tu, "ite")
             for c in tu.children:
                 yield from self.walk(self.tus[c])
+        for b in tu.buffers:
+            parts = self.parts.pop(b)
+            self.vals[b] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
         yield from self.fire(tu, "end")
 
     def fire(self, tu: _TU, event: str) -> Iterator[Message]:
@@ -214,7 +288,9 @@ class AccessUnit:
             ready = self.clock
             for a in pushes:
                 v, r = self.value(a)
-                e = Entry(v, r, 8 if a.cls == "t" else self.width(a))
+                if a.cls == "t" and self.tus[a.n].vl:  # a vector TU's head: its lanes' indices
+                    v = np.arange(v, v + self.tus[a.n].vl, dtype=np.int64)
+                e = Entry(v, r, self.width(a, v))
                 self.clock = self.q.push(e, self.clock)
                 ops.append(e)
                 ready = max(ready, r)
@@ -230,6 +306,9 @@ class AccessUnit:
                 self.tokens += 1
             yield msg
 
-    def width(self, s: Reg) -> int:
+    def width(self, s: Reg, v: Any) -> int:
+        """Queue bytes of an operand: a mask packs into one 8-byte word, vectors and buffers are whole."""
+        if isinstance(v, np.ndarray):
+            return max(8, (v.size + 7) // 8) if v.dtype == np.bool_ else v.nbytes
         src = self.src.get(s)
         return self.t.get(src[0]).itemsize if src else 8

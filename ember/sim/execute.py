@@ -19,7 +19,7 @@ from .cache import MemorySystem
 from .host import host_cost, run_host
 from .machine import Machine
 from .queue import Entry
-from .tensors import Tensors
+from .tensors import Tensors, dtype_of
 
 COST_CLASS = {
     "li": "int_alu", "mov": "int_alu", "add": "int_alu", "sub": "int_alu", "min": "int_alu", "max": "int_alu",
@@ -27,8 +27,14 @@ COST_CLASS = {
     "dim": "int_alu", "alloc": "int_alu", "mul": "int_mul", "div": "int_div", "rem": "int_div",
     "fadd": "fp_alu", "fsub": "fp_alu", "fmax": "fp_alu", "fmin": "fp_alu", "fcvt": "fp_alu",
     "fmul": "fp_mul", "fdiv": "fp_div", "ld": "load_issue", "st": "store", "blt": "branch", "bge": "branch",
-    "beq": "branch", "jmp": "branch", "pop": "pop", "run": "dispatch",
+    "beq": "branch", "jmp": "branch", "pop": "pop", "popb": "pop", "run": "dispatch",
+    "vld": "load_issue", "vgather": "load_issue", "vst": "store", "vscatter": "store",
+    "vsplat": "int_alu", "viota": "int_alu", "vmask": "int_alu", "vsel": "int_alu",
+    "vfadd": "fp_alu", "vfsub": "fp_alu", "vfmax": "fp_alu", "vfmin": "fp_alu", "vfmul": "fp_mul",
+    "vfdiv": "fp_div",
 }
+VFLOAT = {"vfadd": np.add, "vfsub": np.subtract, "vfmul": np.multiply, "vfdiv": np.divide,
+          "vfmax": np.maximum, "vfmin": np.minimum}  # maximum/minimum propagate NaN, like fmax/fmin
 
 
 def _fmax(a: float, b: float) -> float:
@@ -69,6 +75,7 @@ class Core:
         self.mem = mem
         self.m = machine
         self.cost = {k: machine.execute.cost(v) for k, v in COST_CLASS.items()}
+        self.cost["gather_lane"] = machine.execute.cost("gather_lane")
         self.regs: dict[Reg, Any] = {}
         self.clock = 0.0
         self.busy = 0.0
@@ -172,6 +179,37 @@ class Core:
                 self.clock = e.ready + self.cost["pop"]
             e.pop = self.clock
             regs[a[0]] = e.value
+        elif op in VFLOAT:
+            with np.errstate(all="ignore"):
+                ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else regs[a[1]].dtype
+                regs[a[0]] = VFLOAT[op](regs[a[1]], regs[a[2]]).astype(ty, copy=False)
+        elif op in ("vld", "vst"):
+            self.vector_contiguous(a, op == "vst")
+        elif op in ("vgather", "vscatter"):
+            self.vector_indexed(a, op == "vscatter")
+        elif op == "vsplat":
+            ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else np.dtype(np.float32)
+            regs[a[0]] = np.full(a[2], self.val(a[1]), dtype=ty)
+        elif op == "viota":
+            start = self.val(a[1])
+            regs[a[0]] = np.arange(start, start + a[2], dtype=np.int64)
+        elif op == "vmask":
+            regs[a[0]] = np.arange(a[3]) + self.val(a[1]) < self.val(a[2])
+        elif op == "vsel":
+            c = regs[a[1]]
+            regs[a[0]] = np.where(c, regs[a[2]], regs[a[3]]) if isinstance(c, np.ndarray) else (
+                regs[a[2]] if c else regs[a[3]])
+        elif op == "popb":
+            if not self.pops:
+                raise EmberError("a callback pops more operands than were pushed")
+            e = self.pops.pop(0)
+            if e.ready > self.clock - self.cost["pop"]:
+                self.pop_stall += e.ready + self.cost["pop"] - self.clock
+                self.clock = e.ready + self.cost["pop"]
+            e.pop = self.clock
+            if not isinstance(e.value, np.ndarray):
+                raise EmberError("'popb' found a scalar operand where a buffer was pushed")
+            self.t.set_scratch(a[0].n, e.value)
         elif op == "host":
             self.host(ins)
         elif op == "run":
@@ -180,6 +218,58 @@ class Core:
         else:
             raise EmberError(f"the simulator does not implement '{ins.op}'")
         return None
+
+    def vector_contiguous(self, a: list[Any], store: bool) -> None:
+        """vld/vst: the lanes on of [..., start + k]; one cache access per line they cover."""
+        m: Mem = a[1]
+        mask = self.regs[a[2]]
+        on = np.flatnonzero(mask)
+        arr = self.t.get(m.sym)
+        idx = tuple(self.val(i) for i in m.index)
+        if len(on) == 0:
+            if not store:
+                self.regs[a[0]] = np.zeros(len(mask), dtype=arr.dtype)
+            return
+        lo = self.t.flat_index(m.sym, idx[:-1] + (idx[-1] + int(on[0]),))
+        hi = self.t.flat_index(m.sym, idx[:-1] + (idx[-1] + int(on[-1]),))
+        flat = arr.reshape(-1)
+        done = self.mem.access_range(self.t.addr(m.sym, lo), self.t.addr(m.sym, hi) - self.t.addr(m.sym, lo)
+                                     + arr.itemsize, self.clock, store, "l1")
+        base = lo - int(on[0])
+        if store:
+            flat[base + on] = self.regs[a[0]][on]
+        else:
+            out = np.zeros(len(mask), dtype=arr.dtype)
+            out[on] = flat[base + on]
+            self.regs[a[0]] = out
+            if done > self.clock:
+                self.load_stall += done - self.clock
+                self.clock = done
+
+    def vector_indexed(self, a: list[Any], store: bool) -> None:
+        """vgather/vscatter: each lane on is its own access, costing `gather_lane` cycles."""
+        m: Mem = a[1]
+        mask = self.regs[a[2]]
+        arr = self.t.get(m.sym)
+        flat = arr.reshape(-1)
+        prefix = tuple(self.val(i) for i in m.index[:-1])
+        lanes = self.regs[m.index[-1]]
+        out = np.zeros(len(mask), dtype=arr.dtype)
+        done = self.clock
+        for k in np.flatnonzero(mask):
+            f = self.t.flat_index(m.sym, prefix + (int(lanes[k]),))
+            self.clock += self.cost["gather_lane"]
+            self.busy += self.cost["gather_lane"]
+            done = max(done, self.mem.access(self.t.addr(m.sym, f), self.clock, store, "l1"))
+            if store:
+                flat[f] = self.regs[a[0]][k]
+            else:
+                out[k] = flat[f]
+        if not store:
+            self.regs[a[0]] = out
+            if done > self.clock:
+                self.load_stall += done - self.clock
+                self.clock = done
 
     def host(self, ins: Instr) -> None:
         op_type, ins_syms, out_syms, attrs = ins.args

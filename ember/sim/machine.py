@@ -71,11 +71,12 @@ class ExecuteUnit:
     store: float = field(metadata=_doc("cycles to issue a store"))
     pop: float = field(metadata=_doc("cycles per pop of an operand from the queue"))
     dispatch: float = field(metadata=_doc("cycles to dispatch one callback (read token, jump to its case)"))
+    gather_lane: float = field(metadata=_doc("cycles per active lane of a vector gather or scatter"))
     host_flops_per_cycle: float = field(metadata=_doc("float operations per cycle for host ops"))
 
     COST_CLASSES: typing.ClassVar[tuple[str, ...]] = (
         "int_alu", "int_mul", "int_div", "fp_alu", "fp_mul", "fp_div",
-        "branch", "load_issue", "store", "pop", "dispatch",
+        "branch", "load_issue", "store", "pop", "dispatch", "gather_lane",
     )
 
     def cost(self, cls: str) -> float:

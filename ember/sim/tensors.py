@@ -47,6 +47,15 @@ class Tensors:
         self.base[n] = self.next_addr
         self.next_addr += (a.nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
 
+    def set_scratch(self, n: int, a: np.ndarray) -> None:
+        """A popped buffer: kept at one base address while it fits, as a core's scratch area would be."""
+        want = self.get_dtype(n)
+        old = self.arrays[n]
+        if old is not None and old.nbytes >= a.nbytes:
+            self.arrays[n] = a.astype(want, copy=False)
+            return
+        self.set(n, a.astype(want, copy=False), self.describe(n))
+
     def get_dtype(self, n: int) -> np.dtype:
         return dtype_of(self.syms[n].dtype)
 
