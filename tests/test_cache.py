@@ -33,7 +33,7 @@ class RefMemory:
             [[] for _ in range(c.size_bytes // (c.ways * c.line_bytes))] for c in caches
         ]
         self.dram = dram
-        self.free = 0.0
+        self.booked: list[float] = []
         self.hits = [0] * len(caches)
         self.misses = [0] * len(caches)
 
@@ -55,10 +55,12 @@ class RefMemory:
                 break
             self.misses[k] += 1
             filled.append(k)
-        if done is None:
+        if done is None:  # earliest free transfer slot at or after `now`, by brute force over bookings
             xfer = self.cfg[0].line_bytes / self.dram.bytes_per_cycle
-            start = max(now, self.free)
-            self.free = start + xfer
+            start = now
+            while any(b < start + xfer and start < b + xfer for b in self.booked):
+                start = min(b + xfer for b in self.booked if b < start + xfer and start < b + xfer)
+            self.booked.append(start)
             done = start + self.dram.latency + xfer
         for k in filled:
             s = self.sets[k][line % len(self.sets[k])]
@@ -151,9 +153,11 @@ def test_dram_token_bucket_idle_gaps_and_entry_level() -> None:
     done = [mem.access(i * LINE, 20.0 * i, False, "l2") for i in range(4)]
     assert done == [54.0 + 20.0 * i for i in range(4)]
     assert mem.level("l1").hits + mem.level("l1").misses == 0
-    # A request issued earlier than the bucket's free time waits for it (served in call order).
-    busy = mem.dram_free  # 60 + 8 = 68
-    assert mem.access(100 * LINE, 0.0, False, "l2") == busy + 40.0 + 8.0
+    # A request made later but reaching DRAM earlier in time takes the first gap before the others:
+    # bookings are [6, 14), [26, 34), [46, 54), [66, 74); at now = 6 the first gap is [14, 22).
+    assert mem.access(100 * LINE, 0.0, False, "l2") == 14.0 + 40.0 + 8.0
+    # A request that overlaps a booking waits for its end: now = 20 + 6 = 26 is taken -> [34, 42).
+    assert mem.access(101 * LINE, 20.0, False, "l2") == 34.0 + 40.0 + 8.0
 
 
 def test_hit_on_line_in_flight_waits_for_ready() -> None:

@@ -41,6 +41,8 @@ class _Gen:
         self.code: list[Instr | Label] = []
         self.cases: list[Instr | Label] = []
         self.consts: dict[Value, int | float] = {}
+        self.const_regs: dict[tuple[str, str], Reg] = {}
+        self.prologue: list[Instr | Label] = []
 
     # --- symbols and registers -------------------------------------------------------------
     def symbol(self, v: Value, kind: str, name: str) -> int:
@@ -80,7 +82,7 @@ class _Gen:
                 out = self.symbol(v, "output", name)
                 self.code.append(Instr("host", ["Identity", [SymRef(sym)], [SymRef(out)], {}]))
         self.code.append(Instr("halt"))
-        self.p.code = self.code + self.cases
+        self.p.code = self.prologue + self.code + self.cases
         return self.p
 
     def result_symbol(self, v: Value) -> int:
@@ -104,9 +106,14 @@ class _Gen:
             dyn = iter(op.operands)
             dims: list[Any] = [d if d is not None else self.reg(next(dyn)) for d in t.shape]
             out.append(Instr("alloc", [SymRef(sym), dims]))
-        elif n == "loop.const":
-            self.consts[op.result] = op.attrs["value"]
-            out.append(Instr("li", [self.reg(op.result), op.attrs["value"]]))
+        elif n == "loop.const":  # one register per constant, loaded once at the start of the program
+            value = op.attrs["value"]
+            self.consts[op.result] = value
+            key = (str(op.result.type), repr(value))
+            if key not in self.const_regs:
+                self.const_regs[key] = self.reg(op.result)
+                self.prologue.append(Instr("li", [self.const_regs[key], value]))
+            self.regs[op.result] = self.const_regs[key]
         elif n == "loop.dim":
             out.append(Instr("dim", [self.reg(op.result), SymRef(self.syms[op.operands[0]]), op.attrs["axis"]]))
         elif n == "loop.for":

@@ -18,6 +18,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Op, Value, new_op
 from ..ir.types import I1, INDEX, ShapedType, StreamType
 from .base import Pass
+from .vectorize import is_const
 
 
 class Decline(Exception):
@@ -84,7 +85,7 @@ def _bufferize(loop: Op) -> None:
             vmap[h.result] = head
     step = b.const(vl)
     with b.loop("loop.for", lb, ub, step) as (c, inner):
-        off = inner.val("loop.subi", [c, lb], INDEX)
+        off = c if is_const(lb, 0) else inner.val("loop.subi", [c, lb], INDEX)  # buffer position
         lanes = inner.val("loop.iota", [c], ShapedType("vector", (vl,), INDEX))
         mask = inner.val("loop.tailmask", [c, ub], ShapedType("vector", (vl,), I1))
         for h in cb.body.ops:

@@ -6,7 +6,9 @@ stream), in its callback by loads and stores (which become masked gathers and sc
 marshaled index vector).  Float arithmetic on vectors becomes vector arithmetic, scalars are
 splat.  A tail mask stream (`slc.mask`) switches off the lanes past the loop's end.  The loop is
 declined, with a remark, when anything else uses the induction variable or when lanes could
-touch the same memory.  `vl = 0` picks the widest vector of a 512-bit unit for the element type.
+touch the same memory.  Innermost loops of nests that stay on the core (such as the output
+initialisation) are vectorized the same way, their index becoming `loop.iota` of a vl-wide step.
+`vl = 0` picks the widest vector of a 512-bit unit for the element type.
 """
 
 from __future__ import annotations
@@ -46,12 +48,22 @@ class Vectorize(Pass):
     def run(self, module: Op) -> None:
         for f in module.body.ops:
             for op in list(f.walk()):
-                if op.name == "slc.for" and "vl" not in op.attrs and not any(
-                        o.name == "slc.for" for o in op.body.ops):
-                    try:
+                try:
+                    if op.name == "slc.for" and "vl" not in op.attrs and not any(
+                            o.name == "slc.for" for o in op.body.ops):
                         _vectorize(op, self.vl)
-                    except Decline as e:
-                        self.remarks.append(f"{op.loc}: remark: vectorize: loop not vectorized: {e}")
+                    elif op.name == "loop.for" and _in_core_nest(op) and not any(o.regions for o in op.body.ops):
+                        _vectorize_core(op, self.vl)
+                except Decline as e:
+                    self.remarks.append(f"{op.loc}: remark: vectorize: loop not vectorized: {e}")
+
+
+def _in_core_nest(op: Op) -> bool:
+    """A loop of a nest that stays on the core (not inside access loops or callbacks)."""
+    p = op.parent_op()
+    while p is not None and p.name == "loop.for":
+        p = p.parent_op()
+    return p is not None and p.name == "func"
 
 
 def _width(loop: Op, vl: int) -> int:
@@ -96,10 +108,14 @@ def _vectorize(loop: Op, vl: int) -> None:
 
 
 def _plan_callback(cb: Op, vector_streams: set[Value], n: int) -> set[Value]:
-    """Values in the callback that become vectors; declines on anything it cannot vectorize."""
-    vector: set[Value] = set()
-    written = {o.operands[1] for o in cb.body.ops if o.name == "loop.store"}
-    for o in cb.body.ops:
+    return _plan(cb.body.ops, vector_streams, set())
+
+
+def _plan(ops: list[Op], vector_streams: set[Value], vector: set[Value]) -> set[Value]:
+    """Values that become vectors (from heads of vector streams or the given ones); declines on
+    anything it cannot vectorize."""
+    written = {o.operands[1] for o in ops if o.name == "loop.store"}
+    for o in ops:
         ins = [v in vector for v in o.operands]
         if o.name == "slc.head":
             if o.operands[0] in vector_streams:
@@ -125,18 +141,28 @@ def _plan_callback(cb: Op, vector_streams: set[Value], n: int) -> set[Value]:
 
 def _rebuild(cb: Op, vector: set[Value], mask_stream: Value, n: int) -> None:
     body = Block()
-    vmap: dict[Value, Value] = {}
     mask = body.add(new_op("slc.head", [mask_stream], [vec(I1, n)], loc=cb.loc)).result
     mask.name = mask_stream.name
+    _emit(cb.body.ops, vector, mask, n, body, {})
+    heads = [o for o in body.ops if o.name == "slc.head"]
+    body.ops = heads + [o for o in body.ops if o.name != "slc.head"]
+    cb.regions[0] = body
+    body.parent = cb
+
+
+def _emit(ops: list[Op], vector: set[Value], mask: Value, n: int, body: Block, vmap: dict[Value, Value]) -> None:
+    """Append `ops` to `body` in vector form: loads/stores indexed by vectors become masked
+    gathers/scatters, float ops on vectors become vector ops, scalars used with vectors are splat."""
 
     def get(v: Value, want_vector: bool) -> Value:
         nv = vmap.get(v, v)
         if want_vector and v not in vector:
-            splat = body.add(new_op("loop.splat", [nv], [vec(nv.type, n)], loc=cb.loc))
+            splat = body.add(new_op("loop.splat", [nv], [vec(nv.type, n)], loc=nv.owner.loc
+                                    if isinstance(nv.owner, Op) else None))
             return splat.result
         return nv
 
-    for o in cb.body.ops:
+    for o in ops:
         if o.name == "slc.head" and o.result in vector:
             t = o.operands[0].type
             assert isinstance(t, StreamType)
@@ -145,12 +171,12 @@ def _rebuild(cb: Op, vector: set[Value], mask_stream: Value, n: int) -> None:
             new = new_op("loop.gather", [get(v, False) for v in o.operands] + [mask], [vec(o.result.type, n)],
                          loc=o.loc)
         elif o.name == "loop.store" and o.operands[-1] in vector:
-            ops = [get(o.operands[0], True)] + [get(v, False) for v in o.operands[1:]] + [mask]
-            new = new_op("loop.scatter", ops, [], loc=o.loc)
+            args = [get(o.operands[0], True)] + [get(v, False) for v in o.operands[1:]] + [mask]
+            new = new_op("loop.scatter", args, [], loc=o.loc)
         elif o.results and o.result in vector:
             cond = o.operands[0] if o.name == "loop.select" else None
-            ops = [get(v, v is not cond) for v in o.operands]
-            new = new_op(o.name, ops, [vec(o.result.type, n)], dict(o.attrs), loc=o.loc)
+            args = [get(v, v is not cond) for v in o.operands]
+            new = new_op(o.name, args, [vec(o.result.type, n)], dict(o.attrs), loc=o.loc)
         else:
             new = new_op(o.name, [get(v, False) for v in o.operands], [r.type for r in o.results], dict(o.attrs),
                          loc=o.loc)
@@ -158,7 +184,39 @@ def _rebuild(cb: Op, vector: set[Value], mask_stream: Value, n: int) -> None:
             r.name = old.name
             vmap[old] = r
         body.add(new)
-    heads = [o for o in body.ops if o.name == "slc.head"]
-    body.ops = heads + [o for o in body.ops if o.name != "slc.head"]
-    cb.regions[0] = body
-    body.parent = cb
+
+
+def _vectorize_core(loop: Op, vl: int) -> None:
+    """An innermost core loop (not decoupled) whose index is only a last index: vl elements a trip."""
+    if not is_const(loop.operands[2], 1):
+        raise Decline("its step is not the constant 1")
+    if any(o.regions for o in loop.body.ops):
+        raise Decline("it is not an innermost loop")
+    iv = loop.body.args[0]
+    for o in loop.body.ops:
+        idx = o.operands[1:] if o.name == "loop.load" else o.operands[2:] if o.name == "loop.store" else []
+        if iv in o.operands and not (idx and idx[-1] is iv and o.operands.count(iv) == 1):
+            raise Decline(f"'{o.name}' uses the loop index other than as the last index of a load or store")
+    vector = _plan(loop.body.ops, set(), {iv})
+    elems = [v.type.elem for o in loop.body.ops if o.name in ("loop.load", "loop.store")  # type: ignore[union-attr]
+             for v in o.operands[:2] if isinstance(v.type, ShapedType)]
+    n = vl or max(1, SIMD_BITS // max([e.bytes * 8 for e in elems] or [32]))
+    block = loop.parent
+    assert block is not None
+    step = new_op("loop.const", [], [iv.type], {"value": n}, loc=loop.loc)
+    block.ops.insert(block.ops.index(loop), step)
+    step.parent = block
+    c = Value(iv.type, iv.name)
+    body = Block([c])
+    c.owner = body
+    lanes = body.add(new_op("loop.iota", [c], [vec(ScalarType("index"), n)], loc=loop.loc)).result
+    mask = body.add(new_op("loop.tailmask", [c, loop.operands[1]], [vec(I1, n)], loc=loop.loc)).result
+    _emit(loop.body.ops, vector, mask, n, body, {iv: lanes})
+    inside = {c, *(r for o in body.ops for r in o.results)}
+    for o in [o for o in body.ops if o.name == "loop.splat" and o.operands[0] not in inside]:
+        body.ops.remove(o)  # splat of a value from outside the loop: once, before it
+        block.ops.insert(block.ops.index(loop), o)
+        o.parent = block
+    loop.operands[2] = step.result
+    loop.regions[0] = body
+    body.parent = loop

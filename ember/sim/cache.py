@@ -14,14 +14,17 @@ Definition of `MemorySystem.access(addr, t, write, entry)`:
      makes the hit wait for its data); the line becomes most recently used at level k.
    - Miss at level k: counted, and the lookup goes on to the next level.
 3. A miss at every level from `entry` outward goes to DRAM at time `now` (all visited latencies
-   added).  DRAM is a token bucket served in call order: with `xfer = line_bytes / bytes_per_cycle`,
-   `start = max(now, dram_free)`, `dram_free = start + xfer`, and the access completes at
-   `done = start + dram_latency + xfer` (added left to right).
+   added).  DRAM moves one line at a time, each transfer taking `xfer = line_bytes / bytes_per_cycle`
+   cycles: the request takes the earliest interval [start, start + xfer) with `start >= now` that
+   overlaps no transfer already booked, and completes at `done = start + dram_latency + xfer`.
+   Booking by time (not by call order) matters because the engines make calls in program order
+   while the access unit runs ahead of the core: a core request must not delay an access-unit
+   request that reached DRAM earlier in simulated time.
 4. Every visited level that missed is then filled with the line, `ready = done`, as its most
    recently used line; a full set first evicts its least recently used line.  Writes allocate
    exactly like reads (write-allocate) and complete at the same time; write-back traffic is not
    modelled.  Levels are neither inclusive nor exclusive: an eviction touches only its own level.
-5. Accesses are applied in call order (LRU order and the DRAM queue follow the calls, not `t`).
+5. Cache state is updated in call order (LRU order follows the calls, not `t`).
 
 Statistics: per level `hits`, `misses` and `bytes` (bytes filled into the level from below =
 misses * line_bytes); DRAM `requests`, `bytes` and `busy_cycles` (the sum of `xfer`).
@@ -29,6 +32,7 @@ misses * line_bytes); DRAM `requests`, `bytes` and `busy_cycles` (the sum of `xf
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from ember.ir.diagnostics import EmberError
@@ -110,7 +114,8 @@ class MemorySystem:
         self._entry = {lv.name: i for i, lv in enumerate(self.levels)}
         self.dram_latency = float(dram.latency)
         self.xfer = self.line_bytes / dram.bytes_per_cycle
-        self.dram_free = 0.0
+        self.busy_starts: list[float] = []
+        self.busy_ends: list[float] = []
         self.dram_requests = 0
         self.dram_bytes = 0
         self.dram_busy = 0.0
@@ -150,8 +155,7 @@ class MemorySystem:
             lv.misses += 1
             missed.append(lv)
         else:
-            start = now if now > self.dram_free else self.dram_free
-            self.dram_free = start + self.xfer
+            start = self.book(now)
             done = start + self.dram_latency + self.xfer
             self.dram_requests += 1
             self.dram_bytes += self.line_bytes
@@ -160,6 +164,35 @@ class MemorySystem:
             lv.bytes += lv.line_bytes
             lv.fill(line, done)
         return done
+
+    def book(self, now: float) -> float:
+        """Reserve the earliest free DRAM transfer slot starting at or after `now`; returns its start.
+
+        Booked transfers are kept as sorted, disjoint, merged intervals [starts[i], ends[i]).
+        """
+        starts, ends, x = self.busy_starts, self.busy_ends, self.xfer
+        i = bisect.bisect_right(ends, now)  # first interval that ends after `now`
+        t = now
+        while i < len(starts) and starts[i] < t + x:
+            t = max(t, ends[i])
+            i += 1
+        # [t, t + x) fits before interval i; merge with the neighbours it touches.
+        if i > 0 and ends[i - 1] == t:
+            ends[i - 1] = t + x
+            if i < len(starts) and starts[i] == t + x:
+                ends[i - 1] = ends[i]
+                del starts[i], ends[i]
+        elif i < len(starts) and starts[i] == t + x:
+            starts[i] = t
+        else:
+            starts.insert(i, t)
+            ends.insert(i, t + x)
+        return t
+
+    @property
+    def dram_free(self) -> float:
+        """End of the last booked transfer."""
+        return self.busy_ends[-1] if self.busy_ends else 0.0
 
     def access_range(self, addr: int, nbytes: int, t: float, write: bool, entry: str) -> float:
         """Completion of an access to [addr, addr + nbytes): every line touched, in address order, at `t`."""

@@ -76,6 +76,7 @@ class Core:
         self.m = machine
         self.cost = {k: machine.execute.cost(v) for k, v in COST_CLASS.items()}
         self.cost["gather_lane"] = machine.execute.cost("gather_lane")
+        self.hidden = machine.execute.hidden_load_latency
         self.regs: dict[Reg, Any] = {}
         self.clock = 0.0
         self.busy = 0.0
@@ -133,9 +134,7 @@ class Core:
             flat = self.t.flat_index(m.sym, idx)
             arr = self.t.get(m.sym)
             done = self.mem.access(self.t.addr(m.sym, flat), self.clock, False, "l1")
-            if done > self.clock:
-                self.load_stall += done - self.clock
-                self.clock = done
+            self.wait_for_load(done)
             v = arr.flat[flat]
             regs[a[0]] = float(v) if a[0].cls == "f" else int(v)
         elif op == "st":
@@ -219,6 +218,13 @@ class Core:
             raise EmberError(f"the simulator does not implement '{ins.op}'")
         return None
 
+    def wait_for_load(self, done: float) -> None:
+        """The core waits for a load's data, less the latency it hides (`execute.hidden_load_latency`)."""
+        ready = done - self.hidden
+        if ready > self.clock:
+            self.load_stall += ready - self.clock
+            self.clock = ready
+
     def vector_contiguous(self, a: list[Any], store: bool) -> None:
         """vld/vst: the lanes on of [..., start + k]; one cache access per line they cover."""
         m: Mem = a[1]
@@ -242,9 +248,7 @@ class Core:
             out = np.zeros(len(mask), dtype=arr.dtype)
             out[on] = flat[base + on]
             self.regs[a[0]] = out
-            if done > self.clock:
-                self.load_stall += done - self.clock
-                self.clock = done
+            self.wait_for_load(done)
 
     def vector_indexed(self, a: list[Any], store: bool) -> None:
         """vgather/vscatter: each lane on is its own access, costing `gather_lane` cycles."""
@@ -267,9 +271,7 @@ class Core:
                 out[k] = flat[f]
         if not store:
             self.regs[a[0]] = out
-            if done > self.clock:
-                self.load_stall += done - self.clock
-                self.clock = done
+            self.wait_for_load(done)
 
     def host(self, ins: Instr) -> None:
         op_type, ins_syms, out_syms, attrs = ins.args

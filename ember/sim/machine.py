@@ -72,6 +72,8 @@ class ExecuteUnit:
     pop: float = field(metadata=_doc("cycles per pop of an operand from the queue"))
     dispatch: float = field(metadata=_doc("cycles to dispatch one callback (read token, jump to its case)"))
     gather_lane: float = field(metadata=_doc("cycles per active lane of a vector gather or scatter"))
+    hidden_load_latency: float = field(metadata=_doc(
+        "cycles of each load's latency the core hides behind later work (out-of-order execution)"))
     host_flops_per_cycle: float = field(metadata=_doc("float operations per cycle for host ops"))
 
     COST_CLASSES: typing.ClassVar[tuple[str, ...]] = (
