@@ -1,0 +1,114 @@
+"""`ember-bench --plot`: the two published figures redrawn from our runs, published values as markers.
+
+matplotlib is an optional extra, so it is imported only here and only when a plot is asked for. Figures
+are drawn on an Agg canvas directly (no pyplot), which needs no display and leaves no global state behind;
+they are returned as PNG bytes so the caller can write them atomically.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from ..ir.diagnostics import EmberError
+from .published import published_hand_percent, published_speedup
+from .report import LEVELS, ResultIndex
+from .run import Result
+
+COLORS = {"O1": "#4c72b0", "O2": "#55a868", "O3": "#c44e52"}
+MARKERS = {"O1": "v", "O2": "s", "O3": "D"}
+NAMES = ("speedup.png", "vs_handwritten.png")
+
+
+def require_matplotlib() -> tuple[Any, Any]:
+    """(Figure, FigureCanvasAgg), or a one-line error naming the extra that provides them."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise EmberError("--plot needs matplotlib, which is not installed: pip install 'ember[plot]'") from None
+    return Figure, FigureCanvasAgg
+
+
+def needs(name: str) -> str:
+    """The variants a figure needs, for the note when one cannot be drawn."""
+    return {"speedup.png": "O0 and at least one of O1, O2, O3", "vs_handwritten.png": "O3 and hand"}[name]
+
+
+def render(results: Sequence[Result], caption: str) -> dict[str, bytes]:
+    """PNG bytes by file name, for each figure the run's variants allow (none is an empty dict)."""
+    figure, canvas = require_matplotlib()
+    idx = ResultIndex(results)
+    out: dict[str, bytes] = {}
+    levels = [v for v in LEVELS if v in idx.variants]
+    if "O0" in idx.variants and levels:
+        out["speedup.png"] = _speedup(figure, canvas, idx, levels, caption)
+    if {"O3", "hand"} <= idx.variants:
+        out["vs_handwritten.png"] = _vs_hand(figure, canvas, idx, caption)
+    return out
+
+
+def _png(fig: Any, canvas: Any) -> bytes:
+    canvas(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _axes(figure: Any, idx: ResultIndex, caption: str) -> tuple[Any, Any, list[int]]:
+    fig = figure(figsize=(max(6.0, 0.8 * len(idx.workloads) + 2.0), 4.5))
+    ax = fig.add_subplot()
+    xs = list(range(len(idx.workloads)))
+    ax.set_xticks(xs, idx.workloads, rotation=45 if len(xs) > 4 else 0, ha="right" if len(xs) > 4 else "center")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    fig.text(0.01, -0.02, caption, fontsize=7, ha="left", va="top", wrap=True)
+    return fig, ax, xs
+
+
+def _speedup(figure: Any, canvas: Any, idx: ResultIndex, levels: list[str], caption: str) -> bytes:
+    """Stacked as in Fig. 13: O0/O1, then what O2 adds, then what O3 adds; a loss is hatched, drawn downward."""
+    fig, ax, xs = _axes(figure, idx, caption)
+    bottoms = [0.0] * len(xs)
+    for v in levels:
+        tops = [r if (r := idx.ratio(w, "O0", v)) is not None else b for w, b in zip(idx.workloads, bottoms)]
+        heights = [t - b for t, b in zip(tops, bottoms)]
+        label = f"O0/{v}" if v == levels[0] else f"extra of O0/{v}"
+        bars = ax.bar(xs, heights, bottom=bottoms, width=0.6, color=COLORS[v], label=label)
+        for bar, h in zip(bars, heights):
+            if h < 0:  # above the next level's bar, which starts lower, so the loss stays visible
+                bar.set_hatch("//")
+                bar.set_edgecolor("black")
+                bar.set_zorder(2.5)
+        bottoms = tops
+        pub = [(x, p) for x, w in zip(xs, idx.workloads) if (p := published_speedup(w, v)) is not None]
+        if pub:
+            ax.scatter([x for x, _ in pub], [p for _, p in pub], marker=MARKERS[v], color="black", zorder=3,
+                       s=22, label=f"published O0/{v}")
+    ax.set_ylabel("speedup over O0 (×)")
+    ax.set_title("Speedup of each optimization level over O0")
+    highest = max([*bottoms, *(p for w in idx.workloads for v in levels if (p := published_speedup(w, v)))])
+    ax.set_ylim(0, 1.35 * highest)  # headroom for the legend
+    ax.legend(fontsize=8, ncols=2, loc="upper left")
+    return _png(fig, canvas)
+
+
+def _vs_hand(figure: Any, canvas: Any, idx: ResultIndex, caption: str) -> bytes:
+    """As Fig. 16: 100 x hand cycles / O3 cycles; 100% is parity with the hand-written code."""
+    fig, ax, xs = _axes(figure, idx, caption)
+    ours = [idx.hand_percent(w) or 0.0 for w in idx.workloads]
+    bars = ax.bar(xs, ours, width=0.6, color=COLORS["O3"], label="O3 % of hand-written")
+    ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=2)
+    pub = [(x, p) for x, w in zip(xs, idx.workloads) if (p := published_hand_percent(w)) is not None]
+    if pub:
+        ax.scatter([x for x, _ in pub], [p for _, p in pub], marker="D", color="black", zorder=3, s=22,
+                   label="published")
+    ax.axhline(100.0, color="black", linestyle="--", linewidth=1)
+    values = ours + [p for _, p in pub]
+    # Fig. 16's axis starts at 60% so differences of a few percent show; go lower only if a bar needs it.
+    ax.set_ylim(min(60.0, 10.0 * (min(values) // 10) - 10.0), max(100.0, *values) + 15.0)
+    ax.set_ylabel("performance, % of hand-written")
+    ax.set_title("Compiled (O3) vs hand-written (100% = parity)")
+    ax.legend(fontsize=8, ncols=2, loc="upper left")
+    return _png(fig, canvas)

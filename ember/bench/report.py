@@ -1,0 +1,253 @@
+"""Turn benchmark `Result`s into flat rows (JSON, CSV) and the console tables of `ember-bench`.
+
+Every table puts our number next to the published one ("ours (published)") so a reader sees at once
+whether the trend matches; published figures are at paper scale on gem5, ours at the chosen scale and
+machine, which the caption states. A table or column appears only when the variants it needs were run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.table import Table
+
+from ..sim.machine import Machine
+from .published import (
+    SOURCE,
+    load_gpu_baseline,
+    published_hand_percent,
+    published_speedup,
+)
+from .run import Result
+from .workloads import Workload
+
+LEVELS = ("O1", "O2", "O3")
+DASH = "—"
+
+
+class ResultIndex:
+    """Results by (workload, variant), with workloads in the order they were run."""
+
+    def __init__(self, results: Iterable[Result]) -> None:
+        self.by_key: dict[tuple[str, str], Result] = {}
+        self.workloads: list[str] = []
+        self.variants: set[str] = set()
+        for r in results:
+            if r.workload not in self.workloads:
+                self.workloads.append(r.workload)
+            self.variants.add(r.variant)
+            self.by_key[(r.workload, r.variant)] = r
+
+    def stat(self, workload: str, variant: str, key: str) -> float | None:
+        r = self.by_key.get((workload, variant))
+        return None if r is None else r.stats.get(key)
+
+    def cycles(self, workload: str, variant: str) -> float | None:
+        return self.stat(workload, variant, "cycles")
+
+    def ratio(self, workload: str, num: str, den: str) -> float | None:
+        """cycles(num) / cycles(den): the speedup of `den` over `num`."""
+        a, b = self.cycles(workload, num), self.cycles(workload, den)
+        return a / b if a is not None and b else None
+
+    def hand_percent(self, workload: str, variant: str = "O3") -> float | None:
+        """Performance of `variant` as a percentage of hand-written (100 = parity, as in Fig. 16)."""
+        r = self.ratio(workload, "hand", variant)
+        return None if r is None else 100.0 * r
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    """Geometric mean of the positive values; None when there are none."""
+    logs = [math.log(v) for v in values if v is not None and v > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def caption(machine: Machine, overrides: Sequence[str], scale: str | None = None) -> str:
+    """Which machine (and suite) the numbers are for; bandwidth fractions depend on its DRAM bandwidth."""
+    sets = f"--set {' '.join(overrides)}" if overrides else "no --set overrides"
+    suite = f"suite '{scale}' on " if scale else ""
+    return (f"{suite}machine '{machine.name}' ({machine.clock_ghz:g} GHz, DRAM {machine.dram.bytes_per_cycle:g} "
+            f"B/cycle), {sets}.")
+
+
+# --- rows for JSON and CSV -----------------------------------------------------------------------------------
+
+
+def rows(results: Sequence[Result], workloads: Sequence[Workload], machine: Machine,
+         overrides: Sequence[str]) -> list[dict[str, Any]]:
+    """One flat row per workload x variant: the workload's shape, derived ratios, then every statistic."""
+    idx = ResultIndex(results)
+    shapes = {w.name: w for w in workloads}
+    gpu = load_gpu_baseline()
+    out: list[dict[str, Any]] = []
+    for r in results:
+        w = shapes.get(r.workload)
+        match = gpu.match(w) if w is not None else None
+        row: dict[str, Any] = {"workload": r.workload, "variant": r.variant, "machine": machine.name,
+                               "overrides": " ".join(overrides)}
+        if w is not None:
+            row.update(tables=w.tables, table_rows=w.rows, dim=w.dim, pooling=w.pooling, bags=w.bags, zipf=w.zipf,
+                       lookups=w.lookups, useful_bytes=w.useful_bytes())
+        row["speedup_vs_O0"] = idx.ratio(r.workload, "O0", r.variant)
+        row["published_speedup_vs_O0"] = published_speedup(r.workload, r.variant)
+        row["percent_of_hand"] = idx.hand_percent(r.workload, r.variant)
+        row["published_percent_of_hand"] = published_hand_percent(r.workload) if r.variant == "O3" else None
+        row["gpu_frac_copy_bw"] = match.frac_copy_bw if match else None
+        row.update(r.stats)
+        out.append(row)
+    return out
+
+
+def csv_fields(table: Sequence[dict[str, Any]]) -> list[str]:
+    """Union of the rows' keys in first-seen order, so every row fits one header."""
+    fields: dict[str, None] = {}
+    for row in table:
+        fields.update(dict.fromkeys(row))
+    return list(fields)
+
+
+# --- console tables ------------------------------------------------------------------------------------------
+
+
+def _x(v: float | None) -> str:
+    return DASH if v is None else f"{v:.2f}×"
+
+
+def _pair(ours: float | None, published: float | None, fmt: str = "{:.2f}") -> str:
+    a = DASH if ours is None else fmt.format(ours)
+    b = DASH if published is None else fmt.format(published)
+    return f"{a} ({b})"
+
+
+def _pct(v: float | None) -> str:
+    return DASH if v is None else f"{v:.1f}%"
+
+
+def _frac(v: float | None) -> str:
+    return DASH if v is None else f"{100.0 * v:.1f}%"
+
+
+def _cycles(v: float | None) -> str:
+    return DASH if v is None else f"{round(v):,}"
+
+
+def _table(title: str) -> Table:
+    t = Table(title=title, caption_justify="left")
+    t.add_column("workload")
+    return t
+
+
+def _all_or_none(values: list[float | None]) -> float | None:
+    """Geomean only when every workload has a value, so ours and published cover the same set."""
+    return geomean(values) if values and all(v is not None for v in values) else None
+
+
+def speedup_table(idx: ResultIndex) -> Table | None:
+    """Fig. 13: O0 cycles / On cycles per level that was run."""
+    levels = [v for v in LEVELS if v in idx.variants]
+    if "O0" not in idx.variants or not levels:
+        return None
+    t = _table("Speedup over O0: ours (published)")
+    t.add_column("O0 cycles", justify="right")
+    for v in levels:
+        t.add_column(f"O0/{v}", justify="right")
+    for w in idx.workloads:
+        t.add_row(w, _cycles(idx.cycles(w, "O0")),
+                  *(_pair(idx.ratio(w, "O0", v), published_speedup(w, v)) for v in levels))
+    t.add_section()
+    t.add_row("geomean", "", *(_pair(geomean(idx.ratio(w, "O0", v) for w in idx.workloads),
+                                     _all_or_none([published_speedup(w, v) for w in idx.workloads]))
+                               for v in levels), style="bold")
+    return t
+
+
+def hand_table(idx: ResultIndex) -> Table | None:
+    """Fig. 16: O3 as a share of hand-written, and how close each gets to its roofline bound."""
+    if "hand" not in idx.variants:
+        return None
+    o3 = "O3" in idx.variants
+    t = _table("Compiled (O3) vs hand-written")
+    t.add_column("hand cycles", justify="right")
+    if o3:
+        t.add_column("O3 % of hand: ours (published)", justify="right")
+    t.add_column("hand roofline fraction", justify="right")
+    if o3:
+        t.add_column("O3 roofline fraction", justify="right")
+
+    def cells(pct: float | None, pub: float | None, hand_rf: float | None, o3_rf: float | None) -> list[str]:
+        out = [_pair(pct, pub, "{:.1f}%")] if o3 else []
+        out.append(_frac(hand_rf))
+        if o3:
+            out.append(_frac(o3_rf))
+        return out
+
+    for w in idx.workloads:
+        t.add_row(w, _cycles(idx.cycles(w, "hand")),
+                  *cells(idx.hand_percent(w), published_hand_percent(w), idx.stat(w, "hand", "roofline_fraction"),
+                         idx.stat(w, "O3", "roofline_fraction")))
+    t.add_section()
+    t.add_row("geomean", "",
+              *cells(geomean(idx.hand_percent(w) for w in idx.workloads),
+                     _all_or_none([published_hand_percent(w) for w in idx.workloads]),
+                     geomean(idx.stat(w, "hand", "roofline_fraction") for w in idx.workloads),
+                     geomean(idx.stat(w, "O3", "roofline_fraction") for w in idx.workloads)), style="bold")
+    return t
+
+
+def core_table(idx: ResultIndex) -> Table | None:
+    """What decoupling buys: the same operation compiled for the core alone vs for the DAE machine at O3."""
+    if "core" not in idx.variants:
+        return None
+    o3 = "O3" in idx.variants
+    t = _table("DAE (O3) vs core only")
+    t.add_column("core cycles", justify="right")
+    if o3:
+        t.add_column("O3 cycles", justify="right")
+        t.add_column("speedup", justify="right")
+    for w in idx.workloads:
+        extra = [_cycles(idx.cycles(w, "O3")), _x(idx.ratio(w, "core", "O3"))] if o3 else []
+        t.add_row(w, _cycles(idx.cycles(w, "core")), *extra)
+    if o3:
+        t.add_section()
+        t.add_row("geomean", "", "", _x(geomean(idx.ratio(w, "core", "O3") for w in idx.workloads)), style="bold")
+    return t
+
+
+def bandwidth_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table | None:
+    """Useful bytes per cycle as a share of DRAM peak, next to the GPU's share of its copy bandwidth."""
+    ours = [v for v in ("O3", "hand") if v in idx.variants]
+    if not ours:
+        return None
+    gpu = load_gpu_baseline()
+    shapes = {w.name: w for w in workloads}
+    t = _table("Useful bandwidth as a share of peak")
+    for v in ours:
+        t.add_column(f"{v}: of DRAM peak", justify="right")
+    t.add_column(f"GPU: of copy bandwidth ({gpu.copy_gbps:,.0f} GB/s)", justify="right")
+    missing: dict[str, list[str]] = {}  # reason -> workloads, so RM2_L0..L2 share one footnote
+    for name in idx.workloads:
+        w = shapes.get(name)
+        match = gpu.match(w) if w is not None else None
+        if w is not None and match is None:
+            missing.setdefault(gpu.missing_reason(w), []).append(name)
+        t.add_row(name, *(_frac(idx.stat(name, v, "useful_bandwidth_fraction")) for v in ours),
+                  _frac(match.frac_copy_bw if match else None))
+    notes = [f"GPU: {gpu.device}, PyTorch {gpu.torch}, same D, pooling and Zipf. "
+             "Useful bytes = rows gathered + indices + offsets + output, each once."]
+    notes.extend(f"{DASH}: {reason} ({', '.join(names)})." for reason, names in missing.items())
+    t.caption = " ".join(notes)
+    return t
+
+
+def tables(results: Sequence[Result], workloads: Sequence[Workload]) -> list[Table]:
+    """Every table the run's variants allow, in a fixed order; `caption` says what they were run on."""
+    idx = ResultIndex(results)
+    built = [speedup_table(idx), hand_table(idx), core_table(idx), bandwidth_table(idx, workloads)]
+    return [t for t in built if t is not None]
+
+
+def published_note(where: str = "In parentheses") -> str:
+    """Where the bracketed numbers come from, so nobody compares them digit for digit."""
+    return f"{where}: published, {SOURCE}."
