@@ -25,4 +25,6 @@ def main(model: str, output: str) -> None:
 
     ref = os.path.relpath(os.path.abspath(model), base_dir(output))
     module = import_onnx(model, ref)
+    for w in getattr(module, "warnings", []):
+        click.echo(f"ember-import: {w}", err=True)
     write_output(output, print_module(module))

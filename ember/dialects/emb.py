@@ -8,6 +8,9 @@
         `weights` when given, then reduced by `mode` (sum, mean, max).  An empty bag gives 0 when
         `empty = "zero"`, or the reduction's identity when `empty = "identity"` (0 for sum and mean,
         -inf for max) — the two exporters disagree, and each model keeps its own meaning.
+    %y = emb.scatter_rows %data, %index, %updates {reduction = "add"} : tensor<12x8xf32>
+        y = data, then y[index[e], :] = reduction(y[index[e], :], updates[e, :]) for every e in order
+        (message passing: scatter_add / index_add; reduction add, mul, max or min).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ..ir.core import Op, check, define
 from ..ir.types import ShapedType
 
 MODES = ("sum", "mean", "max")
+REDUCTIONS = ("add", "mul", "max", "min")
 EMPTY = ("zero", "identity")
 
 
@@ -58,6 +62,20 @@ def _bag(op: Op) -> None:
     want = ShapedType("tensor", (None, table.shape[1]), table.elem)
     check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, want), op,
           f"result must be {want}, got {op.result.type}")
+
+
+@define("emb.scatter_rows", operands=3, results=1, attrs=("reduction",))
+def _scatter_rows(op: Op) -> None:
+    data = _shaped(op, 0, "data", 2, kind="float")
+    idx = _shaped(op, 1, "index", 1)
+    upd = _shaped(op, 2, "updates", 2, kind="float")
+    check(op.attrs["reduction"] in REDUCTIONS, op, f"reduction must be one of {', '.join(REDUCTIONS)}")
+    assert data.shape is not None and upd.shape is not None
+    check(upd.elem == data.elem and _dims_agree(upd.shape[1:], data.shape[1:]), op,
+          "updates must be rows of the data's width and element type")
+    check(_dims_agree(idx.shape, upd.shape[:1]), op, "index and updates must have one entry per row")
+    check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, data), op,
+          f"result must be {data}")
 
 
 def _dims_agree(a: tuple | None, b: tuple | None) -> bool:

@@ -30,7 +30,8 @@ __all__ = ["import_onnx", "load_weights"]
 
 RECOGNISED = ("Ember recognises nn.Embedding (Gather on an initializer), nn.EmbeddingBag "
               "sum/mean/max/weighted loops from the TorchScript (opset <= 17) and dynamo (opset >= 18) "
-              "exporters, and ONNX operators without subgraphs as host ops")
+              "exporters, row gathers and scatter-reduces of message passing (Gather/GatherND, "
+              "ScatterElements/ScatterND with add, mul, max, min), and ONNX operators without subgraphs as host ops")
 
 _ELEM = {
     TensorProto.FLOAT: "f32", TensorProto.DOUBLE: "f64", TensorProto.FLOAT16: "f16",
@@ -233,6 +234,7 @@ class _DynCtx:
 class _Importer:
     def __init__(self, path: str, model: ModelProto):
         self.path = path
+        self.warnings: list[str] = []
         self.model = model
         self.graph = model.graph
         self.top = _Scope(self.graph)
@@ -772,8 +774,7 @@ class _Importer:
             if i in replaced:
                 items.append(replaced[i])
             elif i not in dropped and not _is_constant_node(node):
-                kind = "gather" if self.is_embedding(node) else "host"
-                items.append(_Item(kind, list(node.input), list(node.output), node=node))
+                items.append(self.raise_node(node))
         needed = set(self.graph_outputs)
         live: list[_Item] = []
         for item in reversed(items):
@@ -782,6 +783,72 @@ class _Importer:
                 needed.update(i for i in item.inputs if i)
         live.reverse()
         return live
+
+    def raise_node(self, node: NodeProto) -> _Item:
+        """A node without subgraphs: a raised gather or row scatter when it is one, else a host op."""
+        if node.op_type == "Gather" and (self.is_embedding(node) or self.is_row_gather(node)):
+            return _Item("gather", [node.input[0], node.input[1]], list(node.output), node=node)
+        if node.op_type == "GatherND" and _attr(node, "batch_dims", 0) == 0 and self.rank(node.input[0]) == 2:
+            idx = self.row_index(node.input[1])
+            if idx is not None and self.is_row_gather(node, idx):
+                return _Item("gather", [node.input[0], idx], list(node.output), node=node)
+        if node.op_type in ("ScatterElements", "ScatterND"):
+            reduction = _attr(node, "reduction", b"none")
+            reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+            if reduction == "none":
+                self.warnings.append(f"{self.path}: warning: {_label(node)}: reduction 'none' with indices "
+                                     f"that may repeat: ONNX leaves the result undefined and runtimes differ "
+                                     f"(the dynamo exporter writes this for scatter_reduce(mean))")
+            idx = self.scatter_rows_index(node)
+            if idx is not None and reduction in ("add", "mul", "max", "min"):
+                return _Item("scatter", [node.input[0], idx, node.input[2]], list(node.output), node=node)
+        return _Item("host", list(node.input), list(node.output), node=node)
+
+    def row_index(self, name: str) -> str | None:
+        """`name` = Unsqueeze(idx, -1 or 1) of a 1-D integer index: the index, else None."""
+        node = self.top.node(name)
+        if node is None or node.op_type != "Unsqueeze" or self.axes(self.top, node) not in ([-1], [1]):
+            return None
+        idx = node.input[0]
+        return idx if self.rank(idx) == 1 and self.elem(idx) in ("i32", "i64") else None
+
+    def scatter_rows_index(self, node: NodeProto) -> str | None:
+        """The 1-D row index of a scatter that moves whole rows of 2-D data, else None.
+
+        ScatterElements(axis 0) qualifies when its indices are Expand(Unsqueeze(idx)) to the shape of
+        the updates (so every column of update e goes to row idx[e]); ScatterND when its indices are
+        Unsqueeze(idx) (one row coordinate per update row)."""
+        data, indices, updates = node.input[0], node.input[1], node.input[2]
+        if self.rank(data) != 2 or self.rank(updates) != 2 or self.elem(data) not in ("f16", "f32", "f64"):
+            return None
+        if node.op_type == "ScatterND":
+            return self.row_index(indices)
+        if _attr(node, "axis", 0) != 0:
+            return None
+        upd_shape = self.shape(updates)
+        if upd_shape is not None and upd_shape[1] == 1 and self.row_index(indices) is not None:
+            return self.row_index(indices)  # one column: Unsqueeze(idx) already names every row
+        expand = self.top.node(indices)
+        if expand is None or expand.op_type != "Expand":
+            return None
+        target = expand.input[1]
+        shape_of = self.top.node(target)
+        same = (shape_of is not None and shape_of.op_type == "Shape" and shape_of.input[0] == updates
+                and not shape_of.attribute)
+        if not same:
+            want = self.shape(updates)
+            same = want is not None and None not in want and self.ints(self.top, target) == list(want)
+        return self.row_index(expand.input[0]) if same else None
+
+    def is_row_gather(self, node: NodeProto, idx: str | None = None) -> bool:
+        """Gather(axis 0) / GatherND of rows of a 2-D float tensor computed by the model (features)."""
+        if node.op_type not in ("Gather", "GatherND") or (node.op_type == "Gather" and _attr(node, "axis", 0) != 0):
+            return False
+        shape = self.shape(node.input[0])
+        index = idx or node.input[1]
+        return (shape is not None and len(shape) == 2 and shape[1] is not None
+                and self.elem(node.input[0]) in ("f16", "f32", "f64")
+                and self.elem(index) in ("i32", "i64") and self.shape(index) is not None)
 
     def is_embedding(self, node: NodeProto) -> bool:
         """Gather(axis 0) of a float weight by integer indices of known rank: nn.Embedding."""
@@ -845,8 +912,13 @@ class _Importer:
             return
         node = item.node
         assert node is not None
-        if item.kind == "gather":
-            table, idx = self.use(node.input[0], block), self.use(node.input[1], block)
+        if item.kind == "scatter":
+            data, idx, upd = (self.use(n, block) for n in item.inputs)
+            reduction = _attr(node, "reduction", b"none")
+            reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+            op = new_op("emb.scatter_rows", [data, idx, upd], [data.type], {"reduction": reduction})
+        elif item.kind == "gather":
+            table, idx = self.use(item.inputs[0], block), self.use(item.inputs[1], block)
             assert isinstance(table.type, ShapedType) and isinstance(idx.type, ShapedType)
             assert table.type.shape is not None and idx.type.shape is not None
             rt = ShapedType("tensor", idx.type.shape + table.type.shape[1:], table.type.elem)
@@ -983,7 +1055,9 @@ def import_onnx(path: str, weights_ref: str) -> Op:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # inference is only a source of types; without it values are unranked
         inferred = model
-    module = _Importer(path, inferred).build(weights_ref, int(opset))
+    importer = _Importer(path, inferred)
+    module = importer.build(weights_ref, int(opset))
+    module.warnings = importer.warnings  # type: ignore[attr-defined]  (printed by ember-import)
     try:
         verify(module)
     except EmberError as e:

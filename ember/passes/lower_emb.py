@@ -21,7 +21,7 @@ def to_memref(t: Type) -> Type:
 @dataclass
 class LowerEmb(Pass):
     name = "lower-emb"
-    summary = "lower emb.gather / emb.bag to loop nests; tensors become memrefs"
+    summary = "lower emb.gather / emb.bag / emb.scatter_rows to loop nests; tensors become memrefs"
 
     def run(self, module: Op) -> None:
         for f in module.body.ops:
@@ -37,6 +37,8 @@ class LowerEmb(Pass):
                     self.replace(op, lower_gather)
                 elif op.name == "emb.bag":
                     self.replace(op, lower_bag)
+                elif op.name == "emb.scatter_rows":
+                    self.replace(op, lower_scatter_rows)
 
     @staticmethod
     def replace(op: Op, fn: object) -> None:
@@ -140,4 +142,27 @@ def lower_bag(b: Builder, op: Op) -> Value:
                     is_empty = inner.val("loop.cmpi", [start, end], I1, pred="eq")
                     res = inner.val("loop.select", [is_empty, inner.const(0.0, elem), acc], elem)
                 inner.op("loop.store", [res, out, bi, d])
+    return out
+
+
+def lower_scatter_rows(b: Builder, op: Op) -> Value:
+    """out = data; then for each e, out[index[e], :] op= updates[e, :] (in order, so repeats add up)."""
+    data, index, updates = op.operands
+    dt, it, ut = data.type, index.type, updates.type
+    assert isinstance(dt, ShapedType) and isinstance(it, ShapedType) and isinstance(ut, ShapedType)
+    assert dt.shape is not None and ut.shape is not None
+    c0, c1 = b.const(0), b.const(1)
+    rows, width = dyn_dims(b, data, dt.shape)
+    out = alloc(b, op.result.type, [rows, width])  # type: ignore[arg-type]
+    with b.loop("loop.for", c0, rows, c1) as (r, body):  # copy the data (core work)
+        with body.loop("loop.for", c0, width, c1) as (f, inner):
+            inner.op("loop.store", [inner.val("loop.load", [data, r, f], dt.elem), out, r, f])
+    n = dyn_dims(b, updates, ut.shape[:1])[0]
+    combine = {"add": "loop.addf", "mul": "loop.mulf", "max": "loop.maxf", "min": "loop.minf"}[op.attrs["reduction"]]
+    with b.loop("loop.for", c0, n, c1) as (e, body):
+        row = body.val("loop.load", [index, e], it.elem)
+        with body.loop("loop.for", c0, width, c1) as (f, inner):
+            v = inner.val("loop.load", [updates, e, f], ut.elem)
+            acc = inner.val("loop.load", [out, row, f], dt.elem)
+            inner.op("loop.store", [inner.val(combine, [acc, v], dt.elem), out, row, f])
     return out
