@@ -20,6 +20,10 @@ from ..ir.printer import print_module
 PASSES: dict[str, type[Pass]] = {}
 
 
+class Decline(Exception):
+    """A pass's preconditions do not hold for one loop: it leaves the loop alone with a remark."""
+
+
 @dataclass
 class Pass:
     name: ClassVar[str] = ""

@@ -17,12 +17,8 @@ from ..dialects.loop import is_vector
 from ..ir.builder import Builder
 from ..ir.core import Block, Op, Value, new_op
 from ..ir.types import I1, INDEX, ShapedType, StreamType
-from .base import Pass
+from .base import Decline, Pass
 from .vectorize import is_const
-
-
-class Decline(Exception):
-    pass
 
 
 @dataclass

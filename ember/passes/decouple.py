@@ -17,11 +17,7 @@ from ..dialects.loop import INT_BINARY
 from ..ir.core import Block, Op, Value, new_op
 from ..ir.rewrite import clone, defined_in, replace_op
 from ..ir.types import INDEX, StreamType
-from .base import Pass
-
-
-class Decline(Exception):
-    pass
+from .base import Decline, Pass
 
 
 @dataclass

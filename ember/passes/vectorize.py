@@ -19,13 +19,9 @@ from ..dialects.loop import FLOAT_BINARY
 from ..dialects.slc import vector_iv
 from ..ir.core import Block, Op, Value, new_op
 from ..ir.types import I1, ScalarType, ShapedType, StreamType, Type
-from .base import Pass
+from .base import Decline, Pass
 
 SIMD_BITS = 512
-
-
-class Decline(Exception):
-    pass
 
 
 def vec(t: Type, vl: int) -> ShapedType:

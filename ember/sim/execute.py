@@ -163,21 +163,12 @@ class Core:
         elif op == "dim":
             regs[a[0]] = int(self.t.get(a[1].n).shape[a[2]])
         elif op == "alloc":
-            sym = self.t.syms[a[0].n]
             shape = tuple(int(self.val(d)) for d in a[1])
             if any(x < 0 for x in shape):
                 raise EmberError(f"{self.t.describe(a[0].n)} would get a negative extent {list(shape)}")
             self.t.set(a[0].n, np.zeros(shape, dtype=self.t.get_dtype(a[0].n)), self.t.describe(a[0].n))
-            _ = sym
         elif op == "pop":
-            if not self.pops:
-                raise EmberError("a callback pops more operands than were pushed")
-            e = self.pops.pop(0)
-            if e.ready > self.clock - self.cost["pop"]:
-                self.pop_stall += e.ready + self.cost["pop"] - self.clock
-                self.clock = e.ready + self.cost["pop"]
-            e.pop = self.clock
-            regs[a[0]] = e.value
+            regs[a[0]] = self.pop_entry()
         elif op in VFLOAT:
             with np.errstate(all="ignore"):
                 ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else regs[a[1]].dtype
@@ -199,16 +190,10 @@ class Core:
             regs[a[0]] = np.where(c, regs[a[2]], regs[a[3]]) if isinstance(c, np.ndarray) else (
                 regs[a[2]] if c else regs[a[3]])
         elif op == "popb":
-            if not self.pops:
-                raise EmberError("a callback pops more operands than were pushed")
-            e = self.pops.pop(0)
-            if e.ready > self.clock - self.cost["pop"]:
-                self.pop_stall += e.ready + self.cost["pop"] - self.clock
-                self.clock = e.ready + self.cost["pop"]
-            e.pop = self.clock
-            if not isinstance(e.value, np.ndarray):
+            value = self.pop_entry()
+            if not isinstance(value, np.ndarray):
                 raise EmberError("'popb' found a scalar operand where a buffer was pushed")
-            self.t.set_scratch(a[0].n, e.value)
+            self.t.set_scratch(a[0].n, value)
         elif op == "host":
             self.host(ins)
         elif op == "run":
@@ -217,6 +202,17 @@ class Core:
         else:
             raise EmberError(f"the simulator does not implement '{ins.op}'")
         return None
+
+    def pop_entry(self) -> Any:
+        """The next operand of the data queue; the pop (already charged) ends no earlier than it is ready."""
+        if not self.pops:
+            raise EmberError("a callback pops more operands than were pushed")
+        e = self.pops.pop(0)
+        if e.ready > self.clock - self.cost["pop"]:
+            self.pop_stall += e.ready + self.cost["pop"] - self.clock
+            self.clock = e.ready + self.cost["pop"]
+        e.pop = self.clock
+        return e.value
 
     def wait_for_load(self, done: float) -> None:
         """The core waits for a load's data, less the latency it hides (`execute.hidden_load_latency`)."""
