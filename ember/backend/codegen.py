@@ -123,7 +123,13 @@ class _Gen:
         elif n == "loop.getvar":
             self.regs[op.result] = self.var(op.attrs["var"])
         elif n == "loop.setvar":
-            out.append(Instr("mov", [self.var(op.attrs["var"]), self.reg(op.operands[0])]))
+            var, src = self.var(op.attrs["var"]), self.reg(op.operands[0])
+            last = out[-1] if out else None
+            if isinstance(last, Instr) and last.args and last.args[0] == src and var in last.args[1:]:
+                last.args[0] = var  # `add rV, rV, step` in place; later reads of the sum read rV
+                self.regs[op.operands[0]] = var
+            else:
+                out.append(Instr("mov", [var, src]))
         elif n.startswith("loop."):
             out.append(self.vector(op) if self.is_vector_op(op) else self.scalar(op))
         else:

@@ -26,6 +26,15 @@ SCALES = {  # tables, rows per table, bags per table
     "quick": (1, 20_000, 16),
     "paper": (8, 1_000_000, 512),
 }
+# Message passing on SNAP graphs (nodes, edges); F = 16.  Aggregating x[src] into dst over a CSR by
+# destination is exactly EmbeddingBag(sum) with the features as the table, the sources sorted by
+# destination as indices and the CSR row pointers as offsets, so the same op (and baseline) serves.
+GRAPHS = {
+    "wiki-Talk": (2_394_385, 5_021_410), "roadNet-CA": (1_965_206, 2_766_607),
+    "com-Youtube": (1_134_890, 2_987_624), "web-Google": (875_713, 5_105_039),
+}
+GRAPH_SCALES = {"tiny": (2_000, 32), "quick": (20_000, 512)}  # nodes (rows), destination nodes simulated
+MP_FEATURES = 16
 
 
 @dataclass(frozen=True)
@@ -39,14 +48,16 @@ class Workload:
     bags: int
     zipf: float
     seed: int = 0
+    graph: str = ""  # a SNAP graph name for message passing (bags = destination nodes, variable degree)
 
     @property
     def lookups(self) -> int:
-        return self.tables * self.bags * self.pooling
+        per_table = int(self.inputs(0)["offsets"][-1]) if self.graph else self.bags * self.pooling
+        return self.tables * per_table
 
     def module(self) -> Op:
         """One table's program at level emb: out = EmbeddingBag(sum)(table, indices, offsets)."""
-        idx = Value(tensor((self.bags * self.pooling,), "i64"), "indices")
+        idx = Value(tensor((None,) if self.graph else (self.bags * self.pooling,), "i64"), "indices")
         off = Value(tensor((self.bags + 1,), "i64"), "offsets")
         body = Block([idx, off])
         table = body.add(new_op("param", [], [tensor((self.rows, self.dim), "f32")], {"name": "table"})).result
@@ -67,30 +78,54 @@ class Workload:
         return rng.standard_normal((self.rows, self.dim), dtype=np.float32)
 
     def inputs(self, t: int) -> dict[str, np.ndarray]:
-        """Indices (bags x pooling lookups, locality per `zipf`) and include-last offsets."""
+        """Indices (locality per `zipf`) and include-last offsets: fixed pooling, or a graph's CSR."""
         rng = np.random.default_rng([self.seed, t, 2])
+        if self.graph:
+            return self._graph_inputs(rng)
         n = self.bags * self.pooling
-        if self.zipf == 0.0:
-            rows = rng.integers(0, self.rows, size=n)
-        else:
-            ranks = np.arange(1, self.rows + 1, dtype=np.float64)
-            cdf = np.cumsum(ranks ** -self.zipf)
-            cdf /= cdf[-1]
-            hot = np.minimum(np.searchsorted(cdf, rng.random(n)), self.rows - 1)
-            rows = rng.permutation(self.rows)[hot]
         offsets = np.arange(0, n + 1, self.pooling, dtype=np.int64)
-        return {"indices": rows.astype(np.int64), "offsets": offsets}
+        return {"indices": _zipf_rows(rng, self.rows, n, self.zipf), "offsets": offsets}
+
+    def _graph_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Edges into `bags` destination nodes, `pooling` in-edges on average: power-law endpoints
+        (Zipf 0.9 over shuffled ids), or for roadNet-CA a near-diagonal mesh of nearby ids."""
+        n_edges = self.bags * self.pooling
+        if self.graph == "roadNet-CA":
+            dst = np.sort(rng.integers(0, self.bags, size=n_edges))
+            step = rng.choice(np.array([-1, 1, -64, 64]), size=n_edges)
+            src = (dst * (self.rows // self.bags) + step) % self.rows
+        else:
+            dst = np.sort(_zipf_rows(rng, self.bags, n_edges, 0.9))
+            src = _zipf_rows(rng, self.rows, n_edges, 0.9)
+        counts = np.bincount(dst, minlength=self.bags)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return {"indices": src.astype(np.int64), "offsets": offsets}
 
     def reference(self, t: int) -> np.ndarray:
         """numpy's answer, to check every simulated run."""
         x = self.inputs(t)
-        rows = self.table(t)[x["indices"]].reshape(self.bags, self.pooling, self.dim)
-        return rows.sum(axis=1, dtype=np.float32)
+        table = self.table(t)
+        out = np.zeros((self.bags, self.dim), dtype=np.float32)
+        owner = np.repeat(np.arange(self.bags), np.diff(x["offsets"]))
+        np.add.at(out, owner, table[x["indices"]])
+        return out
 
     def useful_bytes(self) -> int:
         """Gathered rows + indices + offsets + output, each once (the GPU baseline's definition)."""
-        per_table = self.bags * self.pooling * (self.dim * 4 + 8) + (self.bags + 1) * 8 + self.bags * self.dim * 4
+        lookups = self.lookups // self.tables
+        per_table = lookups * (self.dim * 4 + 8) + (self.bags + 1) * 8 + self.bags * self.dim * 4
         return self.tables * per_table
+
+
+def _zipf_rows(rng: np.random.Generator, rows: int, n: int, zipf: float) -> np.ndarray:
+    """`n` row ids: uniform for zipf 0, else Zipf(zipf) ranks mapped through a random permutation."""
+    if zipf == 0.0:
+        return rng.integers(0, rows, size=n).astype(np.int64)
+    ranks = np.arange(1, rows + 1, dtype=np.float64)
+    cdf = np.cumsum(ranks ** -zipf)
+    cdf /= cdf[-1]
+    hot = np.minimum(np.searchsorted(cdf, rng.random(n)), rows - 1)
+    return rng.permutation(rows)[hot].astype(np.int64)
 
 
 def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
@@ -100,8 +135,9 @@ def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
     out = []
     for model, (dim, pooling) in MODELS.items():
         for loc, zipf in LOCALITY.items():
-            name = f"{model}_{loc}"
-            if only and not any(name.startswith(o) for o in only):
-                continue
-            out.append(Workload(name, "bag_sum", tables, rows, dim, pooling, bags, zipf))
-    return out
+            out.append(Workload(f"{model}_{loc}", "bag_sum", tables, rows, dim, pooling, bags, zipf))
+    for graph, (nodes, edges) in GRAPHS.items():
+        g_rows, g_bags = GRAPH_SCALES.get(scale, (nodes, nodes))
+        degree = max(1, round(edges / nodes))
+        out.append(Workload(f"MP_{graph}", "bag_sum", 1, g_rows, MP_FEATURES, degree, g_bags, 0.9, graph=graph))
+    return [w for w in out if not only or any(w.name.startswith(o) for o in only)]

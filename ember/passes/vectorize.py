@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ..dialects.loop import FLOAT_BINARY
 from ..dialects.slc import vector_iv
 from ..ir.core import Block, Op, Value, new_op
+from ..ir.rewrite import defined_in
 from ..ir.types import I1, ScalarType, ShapedType, StreamType, Type
 from .base import Decline, Pass
 
@@ -210,9 +211,15 @@ def _vectorize_core(loop: Op, vl: int) -> None:
     _emit(loop.body.ops, vector, mask, n, body, {iv: lanes})
     inside = {c, *(r for o in body.ops for r in o.results)}
     for o in [o for o in body.ops if o.name == "loop.splat" and o.operands[0] not in inside]:
-        body.ops.remove(o)  # splat of a value from outside the loop: once, before it
-        block.ops.insert(block.ops.index(loop), o)
-        o.parent = block
+        body.ops.remove(o)  # splat of a value from outside the loop: once, before the outermost loop
+        at = loop
+        while (outer := at.parent_op()) is not None and outer.name == "loop.for" and (
+                o.operands[0] not in defined_in(outer)):
+            at = outer
+        target = at.parent
+        assert target is not None
+        target.ops.insert(target.ops.index(at), o)
+        o.parent = target
     loop.operands[2] = step.result
     loop.regions[0] = body
     body.parent = loop
