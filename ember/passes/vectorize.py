@@ -87,6 +87,9 @@ def _vectorize(loop: Op, vl: int) -> None:
                 raise Decline(f"'{o.name}' uses the induction variable other than as the last index")
             mems.append(o)
     vector_streams = {iv, *(m.result for m in mems)}
+    for o in loop.body.ops:
+        if o not in mems and o.name != "slc.callback" and any(v in vector_streams for v in o.operands):
+            raise Decline(f"'{o.name}' uses a stream loaded with the induction variable (a gather on the access unit)")
     cb = callbacks[0] if callbacks else None
     plan = _plan_callback(cb, vector_streams, n) if cb else None
     # Commit: retype the loop, its vector streams, and rebuild the callback.
