@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
@@ -17,10 +18,10 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 
     for name in sorted(PASSES):
         cls = PASSES[name]
-        opts = ", ".join(f.name for f in __import__("dataclasses").fields(cls) if f.repr)
+        opts = ", ".join(f.name for f in dataclasses.fields(cls) if f.repr)
         click.echo(f"{name:12s} {cls.summary}" + (f"  [options: {opts}]" if opts else ""))
     for level, pipeline in PRESETS.items():
-        click.echo(f"-{level:11s} {pipeline}")
+        click.echo(f"{'--target=core' if level == 'core' else '-' + level:12s} {pipeline}")
     ctx.exit()
 
 
