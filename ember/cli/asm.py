@@ -20,7 +20,7 @@ def main(input: str, output: str) -> None:
     """
     from ..backend.binary import assemble
     from ..backend.dae_text import parse_dae
-    from ..frontends.onnx import load_weights
+    from ..frontends import load_weights_any as load_weights
 
     program = parse_dae(read_text(input), display_name(input))
     params = [(n, s) for n, s in enumerate(program.symbols) if s.kind == "param"]

@@ -15,16 +15,18 @@ from .common import base_dir, guarded, write_output
 @click.option("-o", "--output", default="-", show_default=True, help="output .eir file ('-' for stdout)")
 @guarded("ember-import")
 def main(model: str, output: str) -> None:
-    """Import MODEL (an .onnx file from either PyTorch exporter) as Ember IR at level `emb`.
+    """Import MODEL as Ember IR at level `emb`: an .onnx file from either PyTorch exporter, a traced
+    TorchScript archive (.pt, from torch.jit.trace + torch.jit.save) or a torch.export archive (.pt2).
+    Neither PyTorch format needs torch installed.
 
-    Embedding lookups (nn.Embedding) become emb.gather, EmbeddingBag loops become emb.bag, and every
-    other ONNX operator becomes a host.onnx op.  Weights stay in the model: the .eir names the model
-    file (relative to the .eir) and the tools that need the data read it from there.
+    Embedding lookups become emb.gather, EmbeddingBags emb.bag, message-passing scatters
+    emb.scatter_rows; every other operator becomes a host.onnx op.  Weights stay in the model: the
+    .eir names the model file (relative to the .eir) and the tools that need the data read it there.
     """
-    from ..frontends.onnx import import_onnx
+    from ..frontends import import_model
 
     ref = os.path.relpath(os.path.abspath(model), base_dir(output))
-    module = import_onnx(model, ref)
+    module = import_model(model, ref)
     for w in getattr(module, "warnings", []):
         click.echo(f"ember-import: {w}", err=True)
     write_output(output, print_module(module))

@@ -1,0 +1,82 @@
+"""Save the sample models as TorchScript and torch.export archives (run once; outputs are committed).
+
+Needs torch==2.13.0 (CPU).  Ember reads both archive kinds without torch, so the tests only need
+what this script leaves in ``samples/models``: for every model of ``gen_models.cases()``
+
+* ``<name>.traced.pt``      torch.jit.trace + torch.jit.save,
+* ``<name>.pt2``            torch.export.export + torch.export.save,
+* ``<name>.torch.out.npz``  PyTorch's eager outputs (``output``, or ``output0``, ``output1``, ...),
+
+with the inputs of the existing ``<name>.in.npz`` (keyed by the names of ``forward``'s parameters).
+The models are built after the same seed as in ``gen_models.py``, so their weights match the ONNX
+samples too, but nothing relies on that: each archive is checked against its own eager run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_models import OUT, cases  # noqa: E402  (the sample models live beside this script)
+
+
+def output_names(result: object) -> dict[str, torch.Tensor]:
+    """Name eager outputs the way the importers name module outputs."""
+    if isinstance(result, torch.Tensor):
+        return {"output": result}
+    if isinstance(result, tuple | list) and all(isinstance(r, torch.Tensor) for r in result):
+        return {f"output{i}": r for i, r in enumerate(result)}
+    raise TypeError(f"unsupported output type {type(result).__name__}")
+
+
+def check_inputs(name: str, model: torch.nn.Module, feeds: dict[str, np.ndarray]) -> None:
+    """The stored inputs must be keyed by forward's parameters, as the importers name them."""
+    params = list(inspect.signature(model.forward).parameters)
+    if params != list(feeds):
+        raise SystemExit(f"{name}: inputs {list(feeds)} do not match forward{tuple(params)}")
+    stored = OUT / f"{name}.in.npz"
+    if stored.exists():
+        old = np.load(stored)
+        if sorted(old.files) != sorted(feeds) or any(not np.array_equal(old[k], v) for k, v in feeds.items()):
+            raise SystemExit(f"{stored.name} differs from gen_models.cases(); rerun gen_models.py first")
+    else:
+        np.savez(stored, **feeds)
+
+
+def save(name: str, model: torch.nn.Module, feeds: dict[str, np.ndarray]) -> None:
+    check_inputs(name, model, feeds)
+    args = tuple(torch.from_numpy(v) for v in feeds.values())
+    with torch.no_grad():
+        want = output_names(model(*args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer and serializer chatter about unrelated features
+        traced = torch.jit.trace(model, args)
+        torch.jit.save(traced, str(OUT / f"{name}.traced.pt"))
+        exported = torch.export.export(model, args)
+        torch.export.save(exported, str(OUT / f"{name}.pt2"))
+    with torch.no_grad():
+        for kind, got in (("traced", output_names(traced(*args))),
+                          ("exported", output_names(exported.module()(*args)))):
+            for k, v in want.items():
+                if not torch.allclose(got[k], v, rtol=1e-6, atol=1e-7):
+                    raise SystemExit(f"{name}: the {kind} model differs from eager PyTorch on '{k}'")
+    np.savez(OUT / f"{name}.torch.out.npz", **{k: v.numpy() for k, v in want.items()})
+    print(f"wrote {name}.traced.pt, {name}.pt2, {name}.torch.out.npz: inputs {list(feeds)}, outputs {list(want)}")
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    OUT.mkdir(exist_ok=True)
+    for name, (model, feeds) in cases().items():
+        model.eval()
+        save(name, model, feeds)
+
+
+if __name__ == "__main__":
+    main()

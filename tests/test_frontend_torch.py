@@ -1,0 +1,497 @@
+"""TorchScript (.pt) and torch.export (.pt2) frontends, without torch.
+
+Every committed archive imports, verifies, round-trips through the text form, and — compiled at
+every optimization level, assembled and simulated — reproduces PyTorch's eager outputs.  Hostile
+and damaged files fail with an EmberError and run nothing.  Hand-built `.pt2` graphs (plain JSON)
+cover the aten operators the sample models do not use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ember.dialects  # noqa: F401
+from ember.backend.binary import assemble, disassemble
+from ember.frontends import import_model, load_weights_any
+from ember.frontends.pt2 import import_pt2, load_weights_pt2
+from ember.frontends.torchscript import import_torchscript, load_weights_torchscript
+from ember.ir.core import Op, verify
+from ember.ir.diagnostics import EmberError
+from ember.ir.parser import parse_module
+from ember.ir.printer import print_module
+from ember.passes import PRESETS, parse_pipeline, run_passes
+from ember.sim.engine import simulate
+from ember.sim.machine import load_machine
+
+MODELS = Path(__file__).resolve().parent.parent / "samples" / "models"
+NAMES = ["embedding", "bag_sum", "bag_mean", "bag_max", "bag_last", "bag_weighted", "dlrm"]
+ARCHIVES = [f"{n}.traced.pt" for n in NAMES] + [f"{n}.pt2" for n in NAMES]
+
+
+def _stem(archive: str) -> str:
+    return archive.split(".")[0]
+
+
+def _import(path: Path, ref: str | None = None) -> Op:
+    return import_model(str(path), ref if ref is not None else path.name)
+
+
+def run_compiled(path: Path, level: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Import, lower with a preset, fill params from the archive, go through the binary, simulate."""
+    module = _import(path)
+    passes = parse_pipeline(PRESETS[level])
+    run_passes(module, passes)
+    program = passes[-1].program  # type: ignore[attr-defined]
+    weights = load_weights_any(str(path))
+    for n, s in enumerate(program.symbols):
+        if s.kind == "param":
+            program.data[n] = weights[s.name]
+    got, _ = simulate(disassemble(assemble(program), "m.bin"), feeds, load_machine("default"))
+    return got
+
+
+# ---------------------------------------------------------------------------------------------
+# The committed archives
+
+
+@pytest.mark.parametrize("archive", ARCHIVES)
+def test_archive_imports_verifies_and_round_trips(archive: str) -> None:
+    module = _import(MODELS / archive)
+    verify(module)
+    text = print_module(module)
+    again = parse_module(text, archive)
+    verify(again)
+    assert print_module(again) == text
+    feeds = np.load(MODELS / f"{_stem(archive)}.in.npz")
+    want = np.load(MODELS / f"{_stem(archive)}.torch.out.npz")
+    assert module.attrs["weights"] == archive
+    assert module.attrs["opset"] == 17
+    assert module.attrs["inputs"] == list(feeds.files)
+    assert module.attrs["outputs"] == list(want.files) == ["output"]
+
+
+@pytest.mark.parametrize("level", sorted(PRESETS))
+@pytest.mark.parametrize("archive", ARCHIVES)
+def test_archive_simulates_to_pytorch_outputs(archive: str, level: str) -> None:
+    feeds = dict(np.load(MODELS / f"{_stem(archive)}.in.npz"))
+    want = np.load(MODELS / f"{_stem(archive)}.torch.out.npz")
+    got = run_compiled(MODELS / archive, level, feeds)
+    for k in want.files:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6, err_msg=f"{archive} at {level}: {k}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_both_archives_import_to_the_same_ir(name: str) -> None:
+    traced = print_module(import_torchscript(str(MODELS / f"{name}.traced.pt"), "w"))
+    exported = print_module(import_pt2(str(MODELS / f"{name}.pt2"), "w"))
+    assert traced == exported
+
+
+def _ops(module: Op) -> Counter[str]:
+    return Counter(op.attrs["op"] if op.name == "host.onnx" else op.name for op in module.walk())
+
+
+@pytest.mark.parametrize("suffix", [".traced.pt", ".pt2"])
+def test_embedding_ops_are_raised_with_pytorch_semantics(suffix: str) -> None:
+    def bag(name: str) -> Op:
+        return next(op for op in _import(MODELS / f"{name}{suffix}").walk() if op.name == "emb.bag")
+
+    assert _ops(_import(MODELS / f"embedding{suffix}"))["emb.gather"] == 1
+    for name, mode in (("bag_sum", "sum"), ("bag_mean", "mean"), ("bag_max", "max"), ("bag_last", "sum")):
+        assert bag(name).attrs == {"mode": mode, "empty": "zero"}  # PyTorch: an empty bag is 0, even for max
+    assert len(bag("bag_weighted").operands) == 4
+    last = _ops(_import(MODELS / f"bag_last{suffix}"))
+    assert last["Concat"] == 0 and last["Shape"] == 0  # offsets already end with len(indices)
+    summed = _ops(_import(MODELS / f"bag_sum{suffix}"))
+    assert summed["Concat"] == 1 and summed["Shape"] == 1
+    dlrm = _import(MODELS / f"dlrm{suffix}")
+    ops = _ops(dlrm)
+    assert ops["emb.bag"] == 3 and ops["Gemm"] == 4 and ops["MatMul"] == 1 and ops["GatherND"] == 1
+    assert all(op.attrs.get("transB") == 1 for op in dlrm.walk() if op.attrs.get("op") == "Gemm")
+
+
+@pytest.mark.parametrize("archive", ARCHIVES)
+def test_params_match_loaded_weights(archive: str) -> None:
+    module = _import(MODELS / archive)
+    weights = load_weights_any(str(MODELS / archive))
+    names = [op.attrs["name"] for op in module.walk() if op.name == "param"]
+    assert len(names) == len(set(names))
+    for op in module.walk():
+        if op.name == "param":
+            w = weights[op.attrs["name"]]
+            assert op.result.type.shape == w.shape and op.result.type.elem.numpy() == w.dtype
+
+
+def test_weights_are_named_like_the_state_dict() -> None:
+    for load, suffix in ((load_weights_torchscript, ".traced.pt"), (load_weights_pt2, ".pt2")):
+        w = load(str(MODELS / f"dlrm{suffix}"))
+        assert {"bot.0.weight", "bags.2.weight", "top.2.bias", "li", "lj"} <= set(w)
+        np.testing.assert_array_equal(w["li"], [1, 2, 2, 3, 3, 3])  # li and lj share one storage
+        np.testing.assert_array_equal(w["lj"], [0, 0, 1, 0, 1, 2])
+    a, b = load_weights_torchscript(str(MODELS / "dlrm.traced.pt")), load_weights_pt2(str(MODELS / "dlrm.pt2"))
+    for k in ("bot.0.weight", "bags.0.weight", "top.0.bias"):
+        np.testing.assert_array_equal(a[k], b[k])
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_weights_match_torch() -> None:
+    torch = pytest.importorskip("torch")
+    for name in NAMES:
+        state = torch.jit.load(str(MODELS / f"{name}.traced.pt")).state_dict()
+        mine = load_weights_torchscript(str(MODELS / f"{name}.traced.pt"))
+        for k, v in state.items():
+            np.testing.assert_array_equal(mine[k], v.detach().numpy(), err_msg=f"{name}.traced.pt: {k}")
+        ep = torch.export.load(str(MODELS / f"{name}.pt2"))
+        mine = load_weights_pt2(str(MODELS / f"{name}.pt2"))
+        for k, v in {**ep.state_dict, **ep.constants}.items():
+            np.testing.assert_array_equal(mine[k], v.detach().numpy(), err_msg=f"{name}.pt2: {k}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The dispatcher
+
+
+def test_dispatch_by_suffix(tmp_path: Path) -> None:
+    assert _ops(_import(MODELS / "bag_sum.ts.onnx"))["emb.bag"] == 1
+    assert "bag.weight" in load_weights_any(str(MODELS / "bag_sum.ts.onnx"))
+    for bad in ("model.onnx.gz", "model", "model.pth"):
+        (tmp_path / bad).write_bytes(b"x")  # exists, so only the suffix is wrong
+        with pytest.raises(EmberError, match=r"\.onnx.*\.pt.*\.pt2"):
+            import_model(str(tmp_path / bad), "w")
+        with pytest.raises(EmberError, match="model format"):
+            load_weights_any(str(tmp_path / bad))
+    with pytest.raises(EmberError, match="No such file"):
+        import_model(str(tmp_path / "missing.pt2"), "w")
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile and damaged files
+
+_STOP, _MARK, _TUPLE, _REDUCE, _BUILD, _NEWOBJ = b".", b"(", b"t", b"R", b"b", b"\x81"
+
+
+def _global(module: str, name: str) -> bytes:
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def _str(s: str) -> bytes:
+    raw = s.encode()
+    return b"X" + len(raw).to_bytes(4, "little") + raw
+
+
+def _small(n: int) -> bytes:
+    return b"K" + bytes([n])
+
+
+def _zip(path: Path, members: dict[str, bytes | str]) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _code(cls: str, body: str) -> str:
+    return f"class {cls}(Module):\n  def forward(self: __torch__.m.{cls},\n    x: Tensor) -> Tensor:\n{body}"
+
+
+@pytest.fixture
+def no_system(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Record any call to os.system / eval that a loader might make (none may happen)."""
+    calls: list[Any] = []
+    monkeypatch.setattr(os, "system", lambda *a: calls.append(("os.system", a)) or 0)
+    return calls
+
+
+def _os_system(marker: Path) -> bytes:
+    """GLOBAL 'os system' called on a shell command: the classic pickle exploit."""
+    return b"\x80\x02" + _global("os", "system") + _MARK + _str(f"touch {marker}") + _TUPLE + _REDUCE + _STOP
+
+
+def _builtins_eval(marker: Path) -> bytes:
+    """The same through protocol 4's STACK_GLOBAL, which also goes through find_class."""
+    code = f"open({str(marker)!r}, 'w')"
+    return b"\x80\x04" + _str("builtins") + _str("eval") + b"\x93" + _MARK + _str(code) + _TUPLE + _REDUCE + _STOP
+
+
+def _torch_function(marker: Path) -> bytes:
+    """Even torch's own helpers are refused unless the reader knows exactly what they mean."""
+    return b"\x80\x02" + _global("torch._utils", "_rebuild_parameter") + _MARK + _TUPLE + _REDUCE + _STOP
+
+
+@pytest.mark.parametrize("payload, refused", [(_os_system, "os.system"), (_builtins_eval, "builtins.eval"),
+                                              (_torch_function, "torch._utils._rebuild_parameter")])
+def test_malicious_pickle_is_refused(tmp_path: Path, no_system: list[Any], payload: Any, refused: str) -> None:
+    marker = tmp_path / "pwned"
+    for member in ("data.pkl", "constants.pkl"):
+        good = b"\x80\x02" + _global("__torch__.m", "M") + b")" + _NEWOBJ + b"}" + _BUILD + _STOP
+        members = {"evil/data.pkl": good, f"evil/{member}": payload(marker)}
+        bad = _zip(tmp_path / "evil.pt", members)
+        for load in (lambda p: import_torchscript(p, "w"), load_weights_torchscript, lambda p: import_model(p, "w")):
+            with pytest.raises(EmberError) as err:
+                load(str(bad))
+            msg = str(err.value)
+            assert f"'{refused}'" in msg and "refuses" in msg and member in msg
+    assert not marker.exists() and no_system == []
+
+
+def test_code_is_never_executed(tmp_path: Path, no_system: list[Any]) -> None:
+    """Source in code/ that would run a command is only parsed, and the unknown call is an error."""
+    marker = tmp_path / "pwned"
+    pkl = b"\x80\x02" + _global("__torch__.m", "M") + b")" + _NEWOBJ + b"}" + _BUILD + _STOP
+    body = f"    _0 = __import__('os').system('touch {marker}')\n    return x\n"
+    tensor_meta = (_global("torch._utils", "_rebuild_tensor_v2") + _MARK + _MARK + _str("storage")
+                   + _global("torch", "FloatStorage") + _str("0") + _str("cpu") + _small(4) + _TUPLE + b"Q"
+                   + _small(0) + _MARK + _small(4) + _TUPLE + _MARK + _small(1) + _TUPLE + b"\x89"
+                   + _global("collections", "OrderedDict") + b")" + _REDUCE + _TUPLE + _REDUCE)
+    meta = b"\x80\x02}" + _MARK + _str("forward") + b"]" + _MARK + tensor_meta + b"e" + b"u" + _STOP
+    bad = _zip(tmp_path / "code.pt", {"m/data.pkl": pkl, "m/code/__torch__/m.py": _code("M", body),
+                                      "m/traced_inputs.pkl": meta})
+    with pytest.raises(EmberError, match=r"'__import__\(\.\.\.\)' at code/__torch__/m.py:4.*\.pt2"):
+        import_torchscript(str(bad), "w")
+    assert not marker.exists() and no_system == []
+
+
+def test_tensor_outside_its_storage_is_refused(tmp_path: Path) -> None:
+    """A crafted size must not make the reader copy memory past the storage bytes."""
+    tensor = (_global("torch._utils", "_rebuild_tensor_v2") + _MARK + _MARK + _str("storage")
+              + _global("torch", "FloatStorage") + _str("0") + _str("cpu") + _small(4) + _TUPLE + b"Q"
+              + _small(0) + _MARK + _small(200) + _TUPLE + _MARK + _small(1) + _TUPLE + b"\x89"
+              + _global("collections", "OrderedDict") + b")" + _REDUCE + _TUPLE + _REDUCE)
+    pkl = b"\x80\x02" + _global("__torch__.m", "M") + b")" + _NEWOBJ + b"}" + _MARK + _str("w") + tensor + b"u" \
+        + _BUILD + _STOP
+    bad = _zip(tmp_path / "big.pt", {"m/data.pkl": pkl, "m/data/0": np.zeros(4, np.float32).tobytes()})
+    with pytest.raises(EmberError, match="runs past its storage"):
+        load_weights_torchscript(str(bad))
+    short = _zip(tmp_path / "short.pt", {"m/data.pkl": pkl, "m/data/0": b"\0\0"})
+    with pytest.raises(EmberError, match="fewer than 4"):
+        load_weights_torchscript(str(short))
+
+
+@pytest.mark.parametrize("archive", ["bag_sum.traced.pt", "dlrm.pt2"])
+def test_damaged_files_fail_cleanly(tmp_path: Path, archive: str) -> None:
+    data = (MODELS / archive).read_bytes()
+    cases = {"truncated": data[: len(data) // 2], "empty": b"", "text": b"not a model at all\n",
+             "header only": data[:64]}
+    for what, content in cases.items():
+        bad = tmp_path / f"{what.replace(' ', '_')}{Path(archive).suffix}"
+        bad.write_bytes(content)
+        with pytest.raises(EmberError, match="zip") as err:
+            _import(bad)
+        assert str(bad) in str(err.value), what
+    with pytest.raises(EmberError, match="(?i)no such file"):
+        _import(tmp_path / f"missing{Path(archive).suffix}")
+
+
+def test_zip_without_a_model_is_refused(tmp_path: Path) -> None:
+    other = _zip(tmp_path / "other.pt", {"readme.txt": "hello"})
+    with pytest.raises(EmberError, match="no data.pkl"):
+        import_torchscript(str(other), "w")
+    other2 = _zip(tmp_path / "other.pt2", {"readme.txt": "hello"})
+    with pytest.raises(EmberError, match="no models/model.json"):
+        import_pt2(str(other2), "w")
+    saved = b"\x80\x02" + _global("collections", "OrderedDict") + b")" + _REDUCE + _STOP  # torch.save of a dict
+    plain = _zip(tmp_path / "state.pt", {"state/data.pkl": saved})
+    with pytest.raises(EmberError, match="torch.jit.trace"):
+        import_torchscript(str(plain), "w")
+
+
+def _rewrite(src: Path, dst: Path, edit: dict[str, tuple[str, str]]) -> Path:
+    """Copy an archive, replacing text in the members whose names end with a key of `edit`."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            for suffix, (old, new) in edit.items():
+                if info.filename.endswith(suffix):
+                    assert old.encode() in data
+                    data = data.replace(old.encode(), new.encode())
+            zout.writestr(info, data)
+    return dst
+
+
+def test_unsupported_call_names_the_call_and_file(tmp_path: Path) -> None:
+    bad = _rewrite(MODELS / "embedding.traced.pt", tmp_path / "odd.pt",
+                   {"code/__torch__/torch/nn/modules/sparse.py": ("torch.embedding(", "torch.erfinv(")})
+    with pytest.raises(EmberError) as err:
+        import_torchscript(str(bad), "w")
+    msg = str(err.value)
+    assert "'torch.erfinv(...)'" in msg and "code/__torch__/torch/nn/modules/sparse.py:" in msg
+    assert ".pt2" in msg and ".onnx" in msg and str(bad) in msg
+    inplace = _rewrite(MODELS / "dlrm.traced.pt", tmp_path / "inplace.pt",
+                       {"activation.py": ("torch.relu(", "torch.relu_(")})
+    with pytest.raises(EmberError, match=r"torch\.relu_.*in-place"):
+        import_torchscript(str(inplace), "w")
+    padded = _rewrite(MODELS / "bag_sum.traced.pt", tmp_path / "padded.pt",
+                      {"sparse.py": ("False, None, False, None)", "False, None, False, 3)")})
+    with pytest.raises(EmberError, match="padding_idx"):
+        import_torchscript(str(padded), "w")
+
+
+def test_unsupported_pt2_node_names_the_target(tmp_path: Path) -> None:
+    bad = _rewrite(MODELS / "dlrm.pt2", tmp_path / "odd.pt2",
+                   {"models/model.json": ("torch.ops.aten.bmm.default", "torch.ops.aten.baddbmm.default")})
+    with pytest.raises(EmberError, match=r"node 'bmm' \(torch\.ops\.aten\.baddbmm\.default\).*torch\.onnx\.export"):
+        import_pt2(str(bad), "w")
+    custom = _rewrite(MODELS / "bag_sum.pt2", tmp_path / "custom.pt2",
+                      {"models/model.json": ("torch.ops.aten.embedding_bag.padding_idx", "torch.ops.fbgemm.tbe.x")})
+    with pytest.raises(EmberError, match="only aten operators"):
+        import_pt2(str(custom), "w")
+    pickled = _rewrite(MODELS / "bag_sum.pt2", tmp_path / "pickled.pt2",
+                       {"model_weights_config.json": ('"use_pickle": false', '"use_pickle": true')})
+    with pytest.raises(EmberError, match="'bag.weight' is stored as a pickle"):
+        import_pt2(str(pickled), "w")
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand-built .pt2 graphs: the aten operators the samples do not exercise
+
+_CODES = {"float32": 7, "int64": 5}
+
+
+def T(name: str) -> dict[str, Any]:
+    return {"as_tensor": {"name": name}}
+
+
+def I(n: int) -> dict[str, Any]:  # noqa: E743  (short argument builders keep the graphs readable)
+    return {"as_int": n}
+
+
+def _meta(a: np.ndarray) -> dict[str, Any]:
+    strides = [s // a.itemsize for s in a.strides]
+    return {"dtype": _CODES[a.dtype.name], "sizes": [{"as_int": d} for d in a.shape], "requires_grad": False,
+            "device": {"type": "cpu", "index": None}, "strides": [{"as_int": s} for s in strides],
+            "storage_offset": {"as_int": 0}, "layout": 7}
+
+
+def write_pt2(path: Path, inputs: dict[str, np.ndarray], params: dict[str, np.ndarray],
+              nodes: list[tuple[str, dict[str, Any], list[str]]], output: str) -> Path:
+    """A minimal torch.export archive in the serialized layout torch 2.13 writes (schema 8)."""
+    specs: list[dict[str, Any]] = []
+    config: dict[str, Any] = {}
+    members: dict[str, bytes | str] = {}
+    for i, (fqn, a) in enumerate(params.items()):
+        specs.append({"parameter": {"arg": {"name": f"p_{i}"}, "parameter_name": fqn}})
+        config[fqn] = {"path_name": f"weight_{i}", "is_param": True, "use_pickle": False, "tensor_meta": _meta(a)}
+        members[f"m/data/weights/weight_{i}"] = np.ascontiguousarray(a).tobytes()
+    specs += [{"user_input": {"arg": T(n)}} for n in inputs]
+    graph = {
+        "inputs": [T(f"p_{i}") for i in range(len(params))] + [T(n) for n in inputs],
+        "outputs": [T(output)],
+        "nodes": [{"target": target, "inputs": [{"name": k, "arg": v, "kind": 1} for k, v in args.items()],
+                   "outputs": [T(o) if o else {"as_none": True} for o in outs], "metadata": {}}
+                  for target, args, outs in nodes],
+        "tensor_values": {n: _meta(a) for n, a in inputs.items()},
+        "sym_int_values": {}, "sym_bool_values": {}, "is_single_tensor_return": False, "custom_obj_values": {},
+        "sym_float_values": {},
+    }
+    signature = {"input_specs": specs, "output_specs": [{"user_output": {"arg": T(output)}}]}
+    model = {"graph_module": {"graph": graph, "signature": signature,
+                              "module_call_graph": [{"fqn": "", "signature": {"forward_arg_names": list(inputs)}}],
+                              "metadata": {}},
+             "opset_version": {"aten": 10}, "schema_version": {"major": 8, "minor": 20}}
+    members["m/models/model.json"] = json.dumps(model)
+    members["m/data/weights/model_weights_config.json"] = json.dumps({"config": config})
+    members["m/archive_format"] = "pt2"
+    return _zip(path, members)
+
+
+def _check_graph(path: Path, feeds: dict[str, np.ndarray], want: np.ndarray) -> Op:
+    module = import_pt2(str(path), path.name)
+    verify(module)
+    assert print_module(parse_module(print_module(module))) == print_module(module)
+    for level in ("O0", "O3"):
+        got = run_compiled(path, level, feeds)["output"]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    return module
+
+
+def test_pt2_dense_operators(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    y = rng.standard_normal((6, 3)).astype(np.float32)
+    w = rng.standard_normal((5, 6)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    c = rng.standard_normal(3).astype(np.float32)
+    sel = np.array([2, 0], dtype=np.int64)
+    a = "torch.ops.aten."
+    nodes = [
+        (a + "add.Tensor", {"self": T("x"), "other": T("x"), "alpha": I(2)}, ["three_x"]),
+        (a + "mul.Tensor", {"self": T("three_x"), "other": {"as_float": 0.5}}, ["m"]),
+        (a + "linear.default", {"input": T("m"), "weight": T("p_0"), "bias": T("p_1")}, ["lin"]),
+        (a + "tanh.default", {"self": T("lin")}, ["th"]),
+        (a + "t.default", {"self": T("th")}, ["tt"]),
+        (a + "view.default", {"self": T("tt"), "size": {"as_ints": [20]}}, ["v"]),
+        (a + "unsqueeze.default", {"self": T("v"), "dim": I(0)}, ["u"]),
+        (a + "squeeze.dim", {"self": T("u"), "dim": I(0)}, ["s"]),
+        (a + "reshape.default", {"self": T("s"), "shape": {"as_ints": [2, -1]}}, ["r"]),
+        (a + "permute.default", {"self": T("r"), "dims": {"as_ints": [1, 0]}}, ["p"]),
+        (a + "slice.Tensor", {"self": T("p"), "dim": I(0), "start": I(1), "end": I(9), "step": I(2)}, ["sl"]),
+        (a + "_softmax.default", {"self": T("sl"), "dim": I(1), "half_to_float": {"as_bool": False}}, ["sm"]),
+        (a + "mm.default", {"self": T("x"), "mat2": T("y")}, ["mmr"]),
+        (a + "addmm.default", {"self": T("p_2"), "mat1": T("x"), "mat2": T("y"), "beta": {"as_float": 0.5},
+                               "alpha": I(2)}, ["am"]),
+        (a + "sub.Tensor", {"self": T("am"), "other": T("mmr")}, ["d"]),
+        (a + "mean.dim", {"self": T("d"), "dim": {"as_ints": [1]}, "keepdim": {"as_bool": True}}, ["mn"]),
+        (a + "sum.dim_IntList", {"self": T("d"), "dim": {"as_ints": [-1]}, "keepdim": {"as_bool": True}}, ["sd"]),
+        (a + "cat.default", {"tensors": {"as_tensors": [{"name": "sm"}, {"name": "mn"}, {"name": "sd"}]},
+                             "dim": I(1)}, ["cat"]),
+        (a + "index_select.default", {"self": T("cat"), "dim": I(1), "index": T("p_3")}, ["isel"]),
+        (a + "flatten.using_ints", {"self": T("isel"), "start_dim": I(0), "end_dim": I(-1)}, ["fl"]),
+        (a + "div.Tensor", {"self": T("fl"), "other": {"as_float": 4.0}}, ["dv"]),
+        (a + "sigmoid.default", {"self": T("dv")}, ["output"]),
+    ]
+    path = write_pt2(tmp_path / "dense.pt2", {"x": x, "y": y}, {"w": w, "b": b, "c": c, "sel": sel}, nodes, "output")
+    th = np.tanh((x + 2 * x) * 0.5 @ w.T + b)
+    p = th.T.reshape(20).reshape(2, -1).T
+    sl = p[1:9:2]
+    sm = np.exp(sl - sl.max(1, keepdims=True))
+    sm /= sm.sum(1, keepdims=True)
+    d = (0.5 * c + 2 * (x @ y)) - x @ y
+    cat = np.concatenate([sm, d.mean(1, keepdims=True), d.sum(-1, keepdims=True)], axis=1)
+    want = 1 / (1 + np.exp(-(cat[:, sel].reshape(-1) / 4.0)))
+    module = _check_graph(path, {"x": x, "y": y}, want.astype(np.float32))
+    ops = _ops(module)
+    assert ops["Gemm"] == 2 and ops["Slice"] == 1 and ops["ReduceMean"] == 1 and ops["Gather"] == 1
+    mean = next(op for op in module.walk() if op.attrs.get("op") == "ReduceMean")
+    assert mean.attrs["axes"] == [1] and mean.attrs["keepdims"] == 1  # opset 17: axes is an attribute
+
+
+def test_pt2_fixed_length_bags_and_runtime_indexing(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    idx = rng.integers(0, 10, size=(3, 2), dtype=np.int64)
+    a = "torch.ops.aten."
+    bag_args = {"weight": T("p_0"), "indices": T("idx"), "offsets": {"as_none": True},
+                "scale_grad_by_freq": {"as_bool": False}, "mode": I(1), "sparse": {"as_bool": False},
+                "per_sample_weights": {"as_none": True}, "include_last_offset": {"as_bool": False},
+                "padding_idx": {"as_none": True}}
+    nodes = [(a + "embedding_bag.padding_idx", bag_args, ["output", "", "bag_size", ""])]
+    path = write_pt2(tmp_path / "bags.pt2", {"idx": idx}, {"table": table}, nodes, "output")
+    module = _check_graph(path, {"idx": idx}, table[idx].mean(axis=1))
+    assert _ops(module)["emb.bag"] == 1
+
+    z = rng.standard_normal((3, 3, 4)).astype(np.float32)
+    i = np.array([0, 2, 1, 2, 0], dtype=np.int64)
+    j = np.array([3, 0, 1, 1, -1], dtype=np.int64)
+    for pattern, want in (([None, "i", "j"], z[:, i, j]), (["i", None, "j"], z[i, :, j])):
+        opt = [{"as_none": True} if p is None else {"as_tensor": {"name": p}} for p in pattern]
+        nodes = [(a + "index.Tensor", {"self": T("z"), "indices": {"as_optional_tensors": opt}}, ["output"])]
+        path = write_pt2(tmp_path / "index.pt2", {"z": z, "i": i, "j": j}, {}, nodes, "output")
+        module = _check_graph(path, {"z": z, "i": i, "j": j}, want)
+        assert _ops(module)["GatherND"] == 1
+
+
+def test_pt2_type_promotion_is_refused(tmp_path: Path) -> None:
+    idx = np.arange(3, dtype=np.int64)
+    nodes = [("torch.ops.aten.mul.Tensor", {"self": T("idx"), "other": {"as_float": 0.5}}, ["output"])]
+    path = write_pt2(tmp_path / "promote.pt2", {"idx": idx}, {}, nodes, "output")
+    with pytest.raises(EmberError, match=r"node 'output' \(torch\.ops\.aten\.mul\.Tensor\).*type promotion"):
+        import_pt2(str(path), "w")
