@@ -21,7 +21,7 @@ import numpy as np
 from ..ir.core import Block, Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.types import tensor
-from .torchscript import (
+from .aten import (
     AtenLowering,
     Unsupported,
     Weight,
