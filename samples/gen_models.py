@@ -108,6 +108,39 @@ class SpMM(nn.Module):
         return torch.zeros_like(x).index_add(0, row, msg)
 
 
+class TransE(nn.Module):
+    """Knowledge-graph scoring: -|h + r - t|_1 per (head, relation, tail) triple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entity = nn.Embedding(50, DIM)
+        self.relation = nn.Embedding(7, DIM)
+
+    def forward(self, head: torch.Tensor, rel: torch.Tensor, tail: torch.Tensor) -> torch.Tensor:
+        h, r, t = self.entity(head), self.relation(rel), self.entity(tail)
+        return -(h + r - t).abs().sum(dim=-1)
+
+
+class BlockSparseAttention(nn.Module):
+    """Each query block attends to k key/value blocks it gathers by index (block-sparse attention)."""
+
+    def __init__(self, block: int = 4) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, blocks: torch.Tensor) -> torch.Tensor:
+        n, d = q.shape
+        nb = n // self.block
+        kb = k.reshape(nb, self.block, d).index_select(0, blocks.reshape(-1))  # [nb * kk, block, d]
+        vb = v.reshape(nb, self.block, d).index_select(0, blocks.reshape(-1))
+        kk = blocks.shape[1]
+        kb = kb.reshape(nb, kk * self.block, d)
+        vb = vb.reshape(nb, kk * self.block, d)
+        qb = q.reshape(nb, self.block, d)
+        att = torch.softmax(qb @ kb.transpose(1, 2) / d**0.5, dim=-1)
+        return (att @ vb).reshape(n, d)
+
+
 def graph_cases() -> dict[str, tuple[nn.Module, dict[str, np.ndarray], tuple[str, ...]]]:
     """Graph workloads, with the exporters that support them (index_add exports only with dynamo)."""
     rng = np.random.default_rng(11)
@@ -120,6 +153,13 @@ def graph_cases() -> dict[str, tuple[nn.Module, dict[str, np.ndarray], tuple[str
         "mp_sum": (MessagePassing(), {"x": x, "src": src, "dst": dst}, ("ts", "dynamo")),
         "mp_mean": (MessagePassingMean(), {"x": x, "src": src, "dst": dst}, ("ts", "dynamo")),
         "spmm": (SpMM(), {"x": x, "row": dst, "col": src, "val": val}, ("dynamo",)),
+        "kg_transe": (TransE(), {"head": rng.integers(0, 50, size=9), "rel": rng.integers(0, 7, size=9),
+                                 "tail": rng.integers(0, 50, size=9)}, ("ts", "dynamo")),
+        "spattn": (BlockSparseAttention(), {
+            "q": rng.standard_normal((16, DIM)).astype(np.float32),
+            "k": rng.standard_normal((16, DIM)).astype(np.float32),
+            "v": rng.standard_normal((16, DIM)).astype(np.float32),
+            "blocks": rng.integers(0, 4, size=(4, 2))}, ("ts", "dynamo")),
     }
 
 

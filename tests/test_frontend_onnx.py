@@ -158,6 +158,10 @@ def test_sample_raises_embedding_ops(path: Path) -> None:
         assert counts["emb.gather"] == 1 and counts["emb.scatter_rows"] == 1 and counts["emb.bag"] == 0
     elif name == "mp_mean":  # messages and counts are both scattered
         assert counts["emb.gather"] == 1 and counts["emb.scatter_rows"] == 2
+    elif name == "kg_transe":  # head, relation and tail rows
+        assert counts["emb.gather"] == 3 and counts["emb.bag"] == 0
+    elif name == "spattn":  # key and value blocks
+        assert counts["emb.gather"] == 2 and counts["emb.bag"] == 0
     else:
         assert name == "embedding"
         assert counts["emb.gather"] == 1 and counts["emb.bag"] == 0

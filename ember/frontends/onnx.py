@@ -841,12 +841,13 @@ class _Importer:
         return self.row_index(expand.input[0]) if same else None
 
     def is_row_gather(self, node: NodeProto, idx: str | None = None) -> bool:
-        """Gather(axis 0) / GatherND of rows of a 2-D float tensor computed by the model (features)."""
+        """Gather(axis 0) / GatherND of rows of a float tensor computed by the model (features, blocks);
+        the trailing extents must be known, the number of rows need not be."""
         if node.op_type not in ("Gather", "GatherND") or (node.op_type == "Gather" and _attr(node, "axis", 0) != 0):
             return False
         shape = self.shape(node.input[0])
         index = idx or node.input[1]
-        return (shape is not None and len(shape) == 2 and shape[1] is not None
+        return (shape is not None and len(shape) >= 2 and None not in shape[1:]
                 and self.elem(node.input[0]) in ("f16", "f32", "f64")
                 and self.elem(index) in ("i32", "i64") and self.shape(index) is not None)
 
