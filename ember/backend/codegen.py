@@ -171,6 +171,8 @@ class _Gen:
             return Instr(f"v{FLOAT_OPS[k]}.{t.elem}", [self.reg(op.result), *(self.reg(v) for v in a)])
         if k == "select":
             return Instr("vsel", [self.reg(op.result), *(self.reg(v) for v in a)])
+        if k == "cast":
+            return Instr(f"vcvt.{t.elem}", [self.reg(op.result), self.reg(a[0])])
         raise op.error("has no vector code generation")
 
     def scalar(self, op: Op) -> Instr:
@@ -187,7 +189,7 @@ class _Gen:
         if k == "cast":
             src, dst = op.operands[0].type, op.result.type
             assert isinstance(src, ScalarType) and isinstance(dst, ScalarType)
-            if src.is_int and dst.is_float:
+            if dst.is_float:  # from an integer or another float type
                 return Instr(f"fcvt.{dst}", [self.reg(op.result), r[0]])
             if src.is_int and dst.is_int:
                 return Instr("mov", [self.reg(op.result), r[0]])

@@ -115,7 +115,7 @@ OPCODES: dict[str, tuple[str, str]] = {
     "fadd": ("F F F", "float add"), "fsub": ("F F F", "float subtract"), "fmul": ("F F F", "float multiply"),
     "fdiv": ("F F F", "float divide"), "fmax": ("F F F", "float maximum (NaN-propagating)"),
     "fmin": ("F F F", "float minimum"),
-    "fcvt": ("F R", "integer to float"),
+    "fcvt": ("F D", "integer or float to the float type of the suffix"),
     "ld": ("D M", "load an element"), "st": ("D M", "store an element"),
     "dim": ("R S I", "extent of a symbol's dimension"),
     "alloc": ("S *I", "give a temporary or output symbol its runtime shape"),
@@ -139,6 +139,7 @@ OPCODES: dict[str, tuple[str, str]] = {
     "vfmul": ("W W W", "vector float multiply"), "vfdiv": ("W W W", "vector float divide"),
     "vfmax": ("W W W", "vector float maximum"), "vfmin": ("W W W", "vector float minimum"),
     "vsel": ("W Y W W", "select whole vectors (r condition) or lanes (mask)"),
+    "vcvt": ("W W", "convert every lane to the element type of the suffix"),
     # --- access unit (inside .access) ---
     "tu": ("T P P P T?", "traversal unit over [lb, ub) by step, nested in an optional parent TU"),
     "mem": ("N M", "memory stream: one load per iteration of its TU"),

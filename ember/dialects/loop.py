@@ -147,8 +147,10 @@ def _select(op: Op) -> None:
 
 @define("loop.cast", operands=1, results=1)
 def _cast(op: Op) -> None:
-    check(isinstance(op.operands[0].type, ScalarType) and isinstance(op.result.type, ScalarType), op,
-          "casts scalars")
+    a, r = op.operands[0].type, op.result.type
+    vectors = is_vector(a) and is_vector(r) and lanes(a) == lanes(r)
+    check((isinstance(a, ScalarType) and isinstance(r, ScalarType)) or vectors, op,
+          "casts a scalar, or a vector to a vector as wide")
 
 
 @define("loop.splat", operands=1, results=1)

@@ -99,12 +99,15 @@ def lower_bag(b: Builder, op: Op) -> Value:
     mode, empty = op.attrs["mode"], op.attrs["empty"]
     tt, rt = table.type, op.result.type
     assert isinstance(tt, ShapedType) and isinstance(rt, ShapedType) and tt.shape is not None
-    elem: ScalarType = tt.elem
+    table_elem: ScalarType = tt.elem
+    narrow = table_elem.bytes < 4  # f16 / bf16 tables accumulate in f32, rounded once at the end
+    elem = ScalarType("f32") if narrow else table_elem
     c0, c1 = b.const(0), b.const(1)
     dim = b.const(tt.shape[1])
     n_off = b.val("loop.dim", [offsets], INDEX, axis=0)
     nb = b.val("loop.subi", [n_off, c1], INDEX)
-    out = alloc(b, rt, [nb, dim])
+    result = alloc(b, rt, [nb, dim])
+    out = alloc(b, ShapedType("memref", rt.shape, elem), [nb, dim]) if narrow else result
     init = b.const(float("-inf") if mode == "max" else 0.0, elem)
     with b.loop("loop.for", c0, nb, c1) as (bi, body):  # initialise every output row (core work)
         with body.loop("loop.for", c0, dim, c1) as (d, inner):
@@ -124,8 +127,12 @@ def lower_bag(b: Builder, op: Op) -> Value:
                 wt = weights.type
                 assert isinstance(wt, ShapedType)
                 w = look.val("loop.load", [weights, j], wt.elem)
+                if wt.elem != elem:
+                    w = look.val("loop.cast", [w], elem)
             with look.loop("loop.for", c0, dim, c1) as (d, inner):
-                v = inner.val("loop.load", [table, row, d], elem)
+                v = inner.val("loop.load", [table, row, d], table_elem)
+                if narrow:
+                    v = inner.val("loop.cast", [v], elem)
                 if w is not None:
                     v = inner.val("loop.mulf", [v, w], elem)
                 acc = inner.val("loop.load", [out, bi, d], elem)
@@ -142,7 +149,12 @@ def lower_bag(b: Builder, op: Op) -> Value:
                     is_empty = inner.val("loop.cmpi", [start, end], I1, pred="eq")
                     res = inner.val("loop.select", [is_empty, inner.const(0.0, elem), acc], elem)
                 inner.op("loop.store", [res, out, bi, d])
-    return out
+    if narrow:
+        with b.loop("loop.for", c0, nb, c1) as (bi, body):  # round the f32 sums to the table's type
+            with body.loop("loop.for", c0, dim, c1) as (d, inner):
+                v = inner.val("loop.cast", [inner.val("loop.load", [out, bi, d], elem)], table_elem)
+                inner.op("loop.store", [v, result, bi, d])
+    return result
 
 
 def lower_scatter_rows(b: Builder, op: Op) -> Value:

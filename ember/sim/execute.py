@@ -31,7 +31,7 @@ COST_CLASS = {
     "vld": "load_issue", "vgather": "load_issue", "vst": "store", "vscatter": "store",
     "vsplat": "int_alu", "viota": "int_alu", "vmask": "int_alu", "vsel": "int_alu",
     "vfadd": "fp_alu", "vfsub": "fp_alu", "vfmax": "fp_alu", "vfmin": "fp_alu", "vfmul": "fp_mul",
-    "vfdiv": "fp_div",
+    "vfdiv": "fp_div", "vcvt": "fp_alu",
 }
 VFLOAT = {"vfadd": np.add, "vfsub": np.subtract, "vfmul": np.multiply, "vfdiv": np.divide,
           "vfmax": np.maximum, "vfmin": np.minimum}  # maximum/minimum propagate NaN, like fmax/fmin
@@ -177,6 +177,8 @@ class Core:
             self.vector_contiguous(a, op == "vst")
         elif op in ("vgather", "vscatter"):
             self.vector_indexed(a, op == "vscatter")
+        elif op == "vcvt":
+            regs[a[0]] = regs[a[1]].astype(dtype_of(ins.op.split(".")[1]))
         elif op == "vsplat":
             ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else np.dtype(np.float32)
             regs[a[0]] = np.full(a[2], self.val(a[1]), dtype=ty)
