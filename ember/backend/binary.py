@@ -50,7 +50,15 @@ _SHAPED_KINDS = ("tensor", "memref", "vector")
 # Array element types a file may hold: little-endian numbers only (never object dtypes).
 _DTYPES = frozenset({"|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f2", "<f4", "<f8",
                      "<c8", "<c16"})
+_BF16 = "bf16"  # numpy spells bfloat16 as opaque void ("<V2"), so the file names it itself
+_DTYPES = _DTYPES | {_BF16}
 _MAX_DEPTH = 64  # nesting of lists in operands and attributes
+
+
+def _bf16() -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 class _Corrupt(Exception):
@@ -219,10 +227,11 @@ class _Encoder:
         for k in sorted(p.data):
             a = np.asarray(p.data[k])
             dt = a.dtype.newbyteorder("<")
-            if dt.str not in _DTYPES:
+            code = _BF16 if a.dtype == _bf16() else dt.str
+            if code not in _DTYPES:
                 raise EmberError(f"cannot store the data of @{k}: unsupported dtype {a.dtype}")
             w.uint(k)
-            w.uint(self.s(dt.str))
+            w.uint(self.s(code))
             w.uint(a.ndim)
             for d in a.shape:
                 w.uint(d)
@@ -463,7 +472,7 @@ class _Decoder:
             if dt not in _DTYPES:
                 raise _Corrupt(f"unsupported dtype {dt!r}")
             shape = tuple(r.uint() for _ in range(r.count()))
-            dtype = np.dtype(dt)
+            dtype = _bf16() if dt == _BF16 else np.dtype(dt)
             raw = r.raw(r.uint())
             if len(raw) != math.prod(shape) * dtype.itemsize:
                 raise _Corrupt(f"data of @{k} has {len(raw)} bytes, its shape {shape} needs "

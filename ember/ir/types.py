@@ -47,8 +47,10 @@ class ScalarType(Type):
         return {"i1": 1, "i8": 1, "i16": 2, "f16": 2, "bf16": 2, "i32": 4, "f32": 4}.get(self.name, 8)
 
     def numpy(self) -> np.dtype:
-        if self.name == "bf16":
-            raise ValueError("bf16 has no numpy dtype")
+        if self.name == "bf16":  # numpy has none; ml_dtypes (a dependency of onnx) provides it
+            import ml_dtypes
+
+            return np.dtype(ml_dtypes.bfloat16)
         return _NUMPY[self.name]
 
 

@@ -61,8 +61,9 @@ INT = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b:
 def round_to(ty: str) -> Callable[[float], float]:
     if ty == "f32":
         return lambda x: float(np.float32(x))
-    if ty == "f16":
-        return lambda x: float(np.float16(x))
+    if ty in ("f16", "bf16"):
+        dt = dtype_of(ty)
+        return lambda x: float(np.array(x, dtype=np.float64).astype(dt))
     return float
 
 
