@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import compile_model
 
 import ember.dialects  # noqa: F401
-from ember.backend.binary import assemble, disassemble
 from ember.frontends import import_model, load_weights_any
 from ember.frontends.pt2 import import_pt2, load_weights_pt2
 from ember.frontends.torchscript import import_torchscript, load_weights_torchscript
@@ -27,7 +27,7 @@ from ember.ir.core import Op, verify
 from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
-from ember.passes import PRESETS, parse_pipeline, run_passes
+from ember.passes import PRESETS
 from ember.sim.engine import simulate
 from ember.sim.machine import load_machine
 
@@ -46,15 +46,7 @@ def _import(path: Path, ref: str | None = None) -> Op:
 
 def run_compiled(path: Path, level: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Import, lower with a preset, fill params from the archive, go through the binary, simulate."""
-    module = _import(path)
-    passes = parse_pipeline(PRESETS[level])
-    run_passes(module, passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    weights = load_weights_any(str(path))
-    for n, s in enumerate(program.symbols):
-        if s.kind == "param":
-            program.data[n] = weights[s.name]
-    got, _ = simulate(disassemble(assemble(program), "m.bin"), feeds, load_machine("default"))
+    got, _ = simulate(compile_model(path, level), feeds, load_machine("default"))
     return got
 
 

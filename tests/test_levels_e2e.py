@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from conftest import MODELS
+from conftest import MODELS, compile_model
 
 import ember.dialects  # noqa: F401
-from ember.backend.binary import assemble, disassemble
-from ember.backend.dae import Program
-from ember.frontends.onnx import import_onnx, load_weights
-from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.engine import simulate
 from ember.sim.machine import load_machine
 from ember.sim.stats import Stats
 
 LEVELS = ["O0", "O1", "O2", "O3", "core"]
-
-
-def compile_model(path: Path, level: str) -> Program:
-    module = import_onnx(str(path), str(path))
-    passes = parse_pipeline(PRESETS[level])
-    run_passes(module, passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    weights = load_weights(str(path))
-    for n, s in enumerate(program.symbols):
-        if s.kind == "param":
-            program.data[n] = weights[s.name]
-    return disassemble(assemble(program), "m.bin")
 
 
 def run_model(model: str, level: str) -> tuple[dict[str, np.ndarray], Stats]:

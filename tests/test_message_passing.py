@@ -43,7 +43,7 @@ def test_general_scatter_stays_a_host_op_with_no_warning(tmp_path: Path) -> None
 
 def test_scatter_rows_repeated_rows_accumulate(tmp_path: Path) -> None:
     """Many edges into one node: every message must land (the lowering applies them in order)."""
-    from test_levels_e2e import compile_model
+    from conftest import compile_model
 
     from ember.sim.engine import simulate
     from ember.sim.machine import load_machine

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from conftest import compile_model
 from gen_conformance_doc import (
     DECLINES,
     DOC,
@@ -26,28 +27,11 @@ from gen_conformance_doc import (
 )
 
 import ember.dialects  # noqa: F401
-from ember.backend.binary import assemble, disassemble
-from ember.backend.dae import Program
-from ember.frontends.onnx import import_onnx, load_weights
 from ember.ir.diagnostics import EmberError
-from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.engine import simulate
 from ember.sim.machine import load_machine
 
 MACHINE = load_machine("default")
-
-
-def compile_file(path: Path, level: str) -> Program:
-    """Import, compile at `level`, attach the weights and round-trip the binary, as ember-asm does."""
-    module = import_onnx(str(path), str(path))
-    passes = parse_pipeline(PRESETS[level])
-    run_passes(module, passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    weights = load_weights(str(path))
-    for n, s in enumerate(program.symbols):
-        if s.kind == "param":
-            program.data[n] = weights[s.name]
-    return disassemble(assemble(program), "m.bin")
 
 
 def run_case(case: Case, variant: str, level: str, tmp_path: Path) -> None:
@@ -56,7 +40,7 @@ def run_case(case: Case, variant: str, level: str, tmp_path: Path) -> None:
         model, feeds = variant_model(case, variant, inputs)
         path = tmp_path / f"{case.name}.{k}.onnx"
         onnx.save(model, str(path))
-        got, _ = simulate(compile_file(path, level), feeds, MACHINE)
+        got, _ = simulate(compile_model(path, level), feeds, MACHINE)
         for out, want in zip(model.graph.output, expected, strict=True):
             have = got[out.name]
             assert have.shape == want.shape and have.dtype == want.dtype, (

@@ -9,7 +9,6 @@ The zip helpers read either archive with one clear error per way a file can be d
 
 from __future__ import annotations
 
-import string
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..dialects import builtin, emb  # noqa: F401  (registers the ops this frontend produces)
-from ..ir.core import Block, Op, Value, new_op, verify
+from ..ir.core import Block, Op, Value, new_op, unique_name, verify
 from ..ir.diagnostics import EmberError
 from ..ir.types import ShapedType, tensor
 
@@ -33,7 +32,6 @@ _ELEM = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i64", "
          "int16": "i16", "int8": "i8", "bool": "i1"}
 _ONNX_TYPE = {"f32": 1, "i8": 3, "i16": 5, "i32": 6, "i64": 7, "i1": 9, "f16": 10, "f64": 11}
 _BIG = 2**62  # a slice end at least this large means "to the end" (TorchScript writes INT64_MAX)
-_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.$-")  # what the .eir grammar allows
 _MAX_DEPTH = 64  # nested module calls; deeper means a self-calling (malformed or malicious) archive
 
 
@@ -234,13 +232,7 @@ class AtenLowering:
     # -- values ---------------------------------------------------------------------------------
 
     def fresh(self, hint: str) -> str:
-        base = "".join(c if c in _NAME_CHARS else "_" for c in hint) or "v"
-        name, n = base, 0
-        while name in self.used_names:
-            n += 1
-            name = f"{base}_{n}"
-        self.used_names.add(name)
-        return name
+        return unique_name(hint, self.used_names)
 
     def input(self, name: str, type: ShapedType) -> Value:
         v = Value(type, self.fresh(name), self.block)

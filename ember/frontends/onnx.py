@@ -12,7 +12,6 @@ it, and `load_weights` reads the same names back from the ONNX file.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +20,7 @@ import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, TypeProto, numpy_helper
 
 from ..dialects import builtin, emb  # noqa: F401  (registers the ops this frontend produces)
-from ..ir.core import Block, Op, Value, new_op, verify
+from ..ir.core import Block, Op, Value, new_op, unique_name, verify
 from ..ir.diagnostics import EmberError
 from ..ir.printer import DenseAttr
 from ..ir.types import ShapedType, tensor
@@ -40,7 +39,6 @@ _ELEM = {
 }
 _REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max"}
 _TO_END = 2**31 - 1  # a Slice end at least this large means "to the end" (exporters write INT64_MAX)
-_VALUE_BAD = re.compile(r"[^A-Za-z0-9_.$-]")
 
 Form = tuple[str | None, int]
 """A symbolic length: `len(base) + delta`, or the constant `delta` when base is None."""
@@ -862,13 +860,7 @@ class _Importer:
     # -- emission ------------------------------------------------------------------------------
 
     def fresh(self, onnx_name: str) -> str:
-        base = _VALUE_BAD.sub("_", onnx_name) or "v"
-        name, n = base, 0
-        while name in self.used_names:
-            n += 1
-            name = f"{base}_{n}"
-        self.used_names.add(name)
-        return name
+        return unique_name(onnx_name, self.used_names)
 
     def value_type(self, name: str) -> ShapedType:
         tp = self.types.get(name)

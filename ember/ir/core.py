@@ -7,6 +7,7 @@ regions) like MLIR's generic form, which keeps the printer, parser and passes sm
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,20 @@ class Op:
 
     def error(self, message: str) -> EmberError:
         return EmberError(f"'{self.name}' {message}", self.loc)
+
+
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_.$-]")  # what the .eir grammar allows in a value name
+
+
+def unique_name(hint: str, used: set[str]) -> str:
+    """A value name from `hint` (a model's tensor name) that the grammar accepts and `used` lacks."""
+    base = _NOT_NAME.sub("_", hint) or "v"
+    name, n = base, 0
+    while name in used:
+        n += 1
+        name = f"{base}_{n}"
+    used.add(name)
+    return name
 
 
 def new_op(name: str, operands: list[Value] | None = None, result_types: list[Type] | None = None,
