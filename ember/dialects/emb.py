@@ -8,6 +8,8 @@
         `weights` when given, then reduced by `mode` (sum, mean, max).  An empty bag gives 0 when
         `empty = "zero"`, or the reduction's identity when `empty = "identity"` (0 for sum and mean,
         -inf for max) — the two exporters disagree, and each model keeps its own meaning.
+        An optional `padding_idx = k` leaves out every lookup of row k, from the reduction and from
+        the count a mean divides by (a bag of padding only is empty), as PyTorch does.
     %y = emb.scatter_rows %data, %index, %updates {reduction = "add"} : tensor<12x8xf32>
         y = data, then y[index[e], :] = reduction(y[index[e], :], updates[e, :]) for every e in order
         (message passing: scatter_add / index_add; reduction add, mul, max or min).
@@ -54,6 +56,9 @@ def _bag(op: Op) -> None:
     _shaped(op, 2, "offsets", 1)
     check(op.attrs["mode"] in MODES, op, f"mode must be one of {', '.join(MODES)}")
     check(op.attrs["empty"] in EMPTY, op, f"empty must be one of {', '.join(EMPTY)}")
+    if "padding_idx" in op.attrs:
+        check(isinstance(op.attrs["padding_idx"], int) and not isinstance(op.attrs["padding_idx"], bool), op,
+              "padding_idx must be an integer")
     if len(op.operands) == 4:
         w = _shaped(op, 3, "weights", 1, kind="float")
         check(op.attrs["mode"] == "sum", op, "per-sample weights need mode \"sum\"")

@@ -97,6 +97,7 @@ def lower_bag(b: Builder, op: Op) -> Value:
     table, indices, offsets = op.operands[:3]
     weights = op.operands[3] if len(op.operands) == 4 else None
     mode, empty = op.attrs["mode"], op.attrs["empty"]
+    pad = op.attrs.get("padding_idx")
     tt, rt = table.type, op.result.type
     assert isinstance(tt, ShapedType) and isinstance(rt, ShapedType) and tt.shape is not None
     table_elem: ScalarType = tt.elem
@@ -112,6 +113,12 @@ def lower_bag(b: Builder, op: Op) -> Value:
     with b.loop("loop.for", c0, nb, c1) as (bi, body):  # initialise every output row (core work)
         with body.loop("loop.for", c0, dim, c1) as (d, inner):
             inner.op("loop.store", [init, out, bi, d])
+    counts = None
+    if pad is not None:  # lookups of the padding row do not count: keep a count per bag
+        counts = alloc(b, ShapedType("memref", (None,), INDEX), [nb])
+        with b.loop("loop.for", c0, nb, c1) as (bi, body):
+            body.op("loop.store", [c0, counts, bi])
+        pad_row = b.const(pad, INDEX)
     with b.loop("loop.for", c0, nb, c1) as (bi, bag):
         off_t = offsets.type
         assert isinstance(off_t, ShapedType)
@@ -129,24 +136,33 @@ def lower_bag(b: Builder, op: Op) -> Value:
                 w = look.val("loop.load", [weights, j], wt.elem)
                 if wt.elem != elem:
                     w = look.val("loop.cast", [w], elem)
+            if counts is not None:
+                real = look.val("loop.cmpi", [row, pad_row], I1, pred="ne")
+                n = look.val("loop.load", [counts, bi], INDEX)
+                look.op("loop.store", [look.val("loop.select", [real, look.val("loop.addi", [n, c1], INDEX), n],
+                                                INDEX), counts, bi])
             with look.loop("loop.for", c0, dim, c1) as (d, inner):
                 v = inner.val("loop.load", [table, row, d], table_elem)
                 if narrow:
                     v = inner.val("loop.cast", [v], elem)
                 if w is not None:
                     v = inner.val("loop.mulf", [v, w], elem)
+                if counts is not None:  # a padding lookup adds the reduction's identity
+                    real = inner.val("loop.cmpi", [row, pad_row], I1, pred="ne")
+                    v = inner.val("loop.select", [real, v, init], elem)
                 acc = inner.val("loop.load", [out, bi, d], elem)
                 new = inner.val("loop.maxf" if mode == "max" else "loop.addf", [acc, v], elem)
                 inner.op("loop.store", [new, out, bi, d])
         if mode == "mean" or (mode == "max" and empty == "zero"):
             with bag.loop("loop.for", c0, dim, c1) as (d, inner):
                 acc = inner.val("loop.load", [out, bi, d], elem)
+                n = (inner.val("loop.load", [counts, bi], INDEX) if counts is not None
+                     else inner.val("loop.subi", [end, start], INDEX))
                 if mode == "mean":  # an empty bag divides 0 by 1, giving 0
-                    n = inner.val("loop.subi", [end, start], INDEX)
                     n1 = inner.val("loop.maxi", [n, c1], INDEX)
                     res = inner.val("loop.divf", [acc, inner.val("loop.cast", [n1], elem)], elem)
                 else:
-                    is_empty = inner.val("loop.cmpi", [start, end], I1, pred="eq")
+                    is_empty = inner.val("loop.cmpi", [n, c0], I1, pred="eq")
                     res = inner.val("loop.select", [is_empty, inner.const(0.0, elem), acc], elem)
                 inner.op("loop.store", [res, out, bi, d])
     if narrow:

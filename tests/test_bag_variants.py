@@ -1,4 +1,4 @@
-"""f16 and bf16 tables: rows are read narrow, summed in f32, rounded once (PyTorch's CPU behaviour)."""
+"""EmbeddingBag variants: f16 and bf16 tables (summed in f32, rounded once), padding_idx."""
 
 from __future__ import annotations
 
@@ -61,3 +61,34 @@ def test_narrow_bag_accumulates_in_f32(elem: str, mode: str, level: str) -> None
     assert out.dtype == dtype
     want = reference(table, idx, off, "sum" if w is not None else mode, w).astype(dtype).astype(np.float32)
     np.testing.assert_allclose(out.astype(np.float32), want, rtol=1e-2, atol=2e-2)
+
+
+PAD_TEXT = """module {{
+  func @main(%indices: tensor<?xi64>, %offsets: tensor<?xi64>) -> (tensor<?x24xf32>) {{
+    %table = param {{name = "table"}} : tensor<30x24xf32>
+    %out = emb.bag %table, %indices, %offsets {{mode = "{m}", empty = "zero", padding_idx = 2}} : tensor<?x24xf32>
+    return %out
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("level", ["O0", "O1", "O2", "O3", "core"])
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_padding_idx_leaves_padding_rows_out(mode: str, level: str) -> None:
+    rng = np.random.default_rng(1)
+    table = rng.standard_normal((30, 24)).astype(np.float32)
+    idx = np.array([2, 5, 2, 7, 2, 2, 9, 1, 2, 3], dtype=np.int64)
+    off = np.array([0, 3, 4, 6, 6, 10], dtype=np.int64)  # bag 2 is padding only, bag 3 empty
+    want = np.zeros((5, 24), np.float32)
+    for b in range(5):
+        rows = table[[i for i in idx[off[b]:off[b + 1]] if i != 2]]
+        if len(rows):
+            want[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
+    module = parse_module(PAD_TEXT.format(m=mode), "pad.eir")
+    passes = parse_pipeline(PRESETS[level])
+    run_passes(module, passes)
+    program = passes[-1].program  # type: ignore[attr-defined]
+    program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = table
+    got, _ = simulate(program, {"indices": idx, "offsets": off}, load_machine("default"))
+    np.testing.assert_allclose(next(iter(got.values())), want, rtol=1e-5, atol=1e-6)
