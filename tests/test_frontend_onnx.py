@@ -37,15 +37,17 @@ def _ids(paths: list[Path]) -> list[str]:
 
 
 def _bag(table: np.ndarray, indices: np.ndarray, offsets: np.ndarray, weights: np.ndarray | None,
-         mode: str, empty: str) -> np.ndarray:
-    """emb.bag per its docstring: bag b is indices[offsets[b]:offsets[b+1]]."""
+         mode: str, empty: str, pad: int | None = None) -> np.ndarray:
+    """emb.bag per its docstring: bag b is indices[offsets[b]:offsets[b+1]], without lookups of row `pad`."""
     rows = []
     for b in range(len(offsets) - 1):
         lo, hi = int(offsets[b]), int(offsets[b + 1])
-        r = table[indices[lo:hi]]
+        keep = np.arange(lo, hi)
+        keep = keep[indices[lo:hi] != pad] if pad is not None else keep
+        r = table[indices[keep]]
         if weights is not None:
-            r = r * weights[lo:hi, None]
-        if hi <= lo:
+            r = r * weights[keep, None]
+        if len(keep) == 0:
             fill = -np.inf if (mode == "max" and empty == "identity") else 0.0
             rows.append(np.full(table.shape[1], fill, dtype=table.dtype))
         else:
@@ -107,7 +109,7 @@ def run_module(module: Op, feeds: dict[str, np.ndarray],
             out = [args[0][args[1]]]
         elif op.name == "emb.bag":
             w = args[3] if len(args) == 4 else None
-            out = [_bag(args[0], args[1], args[2], w, op.attrs["mode"], op.attrs["empty"])]
+            out = [_bag(args[0], args[1], args[2], w, op.attrs["mode"], op.attrs["empty"], op.attrs.get("padding_idx"))]
         elif op.name == "emb.scatter_rows":  # numpy's unbuffered ufunc.at applies repeated rows in turn
             ufunc = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}[op.attrs["reduction"]]
             y = args[0].copy()
@@ -152,6 +154,8 @@ def test_sample_raises_embedding_ops(path: Path) -> None:
     name = path.name.split(".")[0]
     if name == "dlrm":  # the TorchScript export's interaction z[:, li, lj] is a Gather of a computed tensor
         assert counts["emb.bag"] == 3 and counts["emb.gather"] == (1 if ".ts." in path.name else 0)
+    elif name.startswith("bag_pad_"):  # padding_idx: the dynamo exporter's nested filtering loop
+        assert counts["emb.bag"] == 1 and counts["emb.gather"] == 0 and counts["host.onnx"] == 2  # offsets, Cast
     elif name.startswith("bag_"):
         assert counts["emb.bag"] == 1 and counts["emb.gather"] == 0
     elif name in ("mp_sum", "spmm"):  # one row gather, one row scatter-add

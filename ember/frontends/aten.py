@@ -306,6 +306,8 @@ class AtenLowering:
             return self.host(_UNARY[op], [x], self.shape(x), self.elem(x), hint=op)
         if op in _BINARY:
             return self.binary(op, a)
+        if op in ("_embedding_bag", "_embedding_bag_forward_only"):  # padding_idx: an int, negative for none
+            return self._embedding_bag(a, private=True)
         handler: Callable[[dict[str, Any]], Any] = getattr(self, "_" + op.lstrip("_"))
         return handler(a)
 
@@ -342,13 +344,29 @@ class AtenLowering:
         self.block.add(op)
         return op.result
 
-    def _embedding_bag(self, a: dict[str, Any]) -> tuple[Any, ...]:
+    @staticmethod
+    def _padding_row(pad: Any, rows: int | None, private: bool) -> int | None:
+        """The table row a bag leaves out, or None, as PyTorch reads `padding_idx`.
+
+        `embedding_bag` takes an optional int in [-rows, rows) and wraps a negative one; the private
+        `_embedding_bag` ops take an int where anything outside [0, rows) means no padding."""
+        if pad is None:
+            return None
+        _need(isinstance(pad, int) and not isinstance(pad, bool), f"padding_idx must be an integer, got {pad!r}")
+        if private:
+            return None if pad < 0 or (rows is not None and pad >= rows) else pad
+        if rows is None:
+            _need(pad >= 0, "a negative padding_idx needs a table with a static number of rows")
+            return pad
+        _need(-rows <= pad < rows, f"padding_idx must be within the number of embeddings, {-rows} through "
+              f"{rows - 1}, but got {pad}")
+        return pad + rows if pad < 0 else pad
+
+    def _embedding_bag(self, a: dict[str, Any], private: bool = False) -> tuple[Any, ...]:
         table = self.tensor_arg(a["weight"], "the embedding table", "float", 2)
         mode = a["mode"]
         _need(mode in (0, 1, 2) and not isinstance(mode, bool), f"unknown embedding_bag mode {mode!r}")
-        pad = a["padding_idx"]
-        _need(pad is None or (isinstance(pad, int) and pad < 0),
-              "embedding_bag with padding_idx (excluded rows) has no emb.bag equivalent")
+        pad = self._padding_row(a["padding_idx"], self.shape(table)[0], private)
         idx = self.tensor_arg(a["indices"], "the indices", "int")
         ishape = self.shape(idx)
         w = a["per_sample_weights"]
@@ -382,8 +400,10 @@ class AtenLowering:
         if weights is not None:
             _need(self.elem(weights) == self.elem(table), "the per-sample weights must have the table's type")
         operands = [table, idx, offsets] + ([weights] if weights is not None else [])
-        op = new_op("emb.bag", operands, [tensor((bags, self.shape(table)[1]), self.elem(table))],
-                    {"mode": ("sum", "mean", "max")[mode], "empty": "zero"})
+        attrs: dict[str, Any] = {"mode": ("sum", "mean", "max")[mode], "empty": "zero"}
+        if pad is not None:
+            attrs["padding_idx"] = pad
+        op = new_op("emb.bag", operands, [tensor((bags, self.shape(table)[1]), self.elem(table))], attrs)
         op.result.name = self.fresh("embedding_bag")
         self.block.add(op)
         return (op.result, _Unusable("offset2bag"), _Unusable("bag_size"), _Unusable("max_indices"))

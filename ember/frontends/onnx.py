@@ -29,7 +29,8 @@ __all__ = ["import_onnx", "load_weights"]
 
 RECOGNISED = ("Ember recognises nn.Embedding (Gather on an initializer), nn.EmbeddingBag "
               "sum/mean/max/weighted loops from the TorchScript (opset <= 17) and dynamo (opset >= 18) "
-              "exporters, row gathers and scatter-reduces of message passing (Gather/GatherND, "
+              "exporters (dynamo's also with padding_idx), row gathers and scatter-reduces of message passing "
+              "(Gather/GatherND, "
               "ScatterElements/ScatterND with add, mul, max, min), and ONNX operators without subgraphs as host ops")
 
 _ELEM = {
@@ -204,6 +205,7 @@ class _Bag:
     empty: str
     out: str
     bags: Form
+    pad: int | None = None
 
 
 @dataclass
@@ -227,6 +229,18 @@ class _DynCtx:
     rows: str | None = None
     lasts: list[tuple[_Scope, str]] = field(default_factory=list)
     sizes: list[tuple[_Scope, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Pad:
+    """What the dynamo padding_idx body match finds."""
+
+    offsets: str
+    mode: str
+    rows: str
+    row: int
+    indices: str
+    wrap: int | None
 
 
 class _Importer:
@@ -537,21 +551,33 @@ class _Importer:
         pick = self.producer(bs, ins.input[1], ("If",), "the bag row")
         eq = self.producer(bs, pick.input[0], ("Equal",), "the empty-bag test")
         index = {it, k_in}
-        fits = [f for f in (self.bounds(bs, eq.input[0], eq.input[1], index),
-                            self.bounds(bs, eq.input[1], eq.input[0], index)) if f is not None]
-        _need(bool(fits), "the empty-bag test should compare offsets[k:k+1] with offsets[k+1:k+2]")
-        start, end, offsets = fits[0]
-        self.index_vector(offsets, "the offsets")
         zero = self.zero_row(self.subgraph(pick, "then_branch"), bs)
-        ctx = _DynCtx(start, end, index)
         els = self.subgraph(pick, "else_branch")
         _need(len(els.output) == 1, "the non-empty branch should produce one row")
         es = _Scope(els, bs)
-        mode = self.dyn_result(es, els.output[0].name, ctx)
-        assert ctx.rows is not None
-        table, indices, weights = self.rows_source(ctx.rows)
+        pad: _Pad | None = None
+        if any((n := bs.node(x)) is not None and n.op_type == "Size" for x in eq.input):
+            pad = self.dyn_padded(bs, eq, es, els.output[0].name, index)
+            offsets, mode, rows = pad.offsets, pad.mode, pad.rows
+            ctx = _DynCtx("", "", index)
+        else:
+            fits = [f for f in (self.bounds(bs, eq.input[0], eq.input[1], index),
+                                self.bounds(bs, eq.input[1], eq.input[0], index)) if f is not None]
+            _need(bool(fits), "the empty-bag test should compare offsets[k:k+1] with offsets[k+1:k+2]")
+            start, end, offsets = fits[0]
+            ctx = _DynCtx(start, end, index)
+            mode = self.dyn_result(es, els.output[0].name, ctx)
+            assert ctx.rows is not None
+            rows = ctx.rows
+        self.index_vector(offsets, "the offsets")
+        table, indices, weights = self.rows_source(rows)
         tab = self.float_table(table, "the gathered table")
         _need(zero == (1, tab.shape[1]), f"the empty-bag row should have shape [1, {tab.shape[1]}]")
+        if pad is not None:
+            _need(pad.indices == indices, "the padding test reads other indices than the bag gathers")
+            _need(0 <= pad.row < tab.shape[0], f"the padding index {pad.row} is not a row of the table")
+            _need(pad.wrap is None or pad.wrap == tab.shape[0],
+                  "negative indices are wrapped by a count other than the table's rows")
         _need(weights is None or mode == "sum", "per-sample weights need mode sum")
         # The loop must run once per bag: len(offsets) - 1 times.
         olen = self.len_form(self.top, offsets)
@@ -585,7 +611,86 @@ class _Importer:
         cat = users[0]
         _need(_attr(cat, "axis") == 0 and _attr(cat, "new_axis", 0) == 0,
               "the bag rows should be concatenated along axis 0")
-        return _Bag(table, indices, offsets, weights, mode, "zero", cat.output[0], nbags), cat
+        return _Bag(table, indices, offsets, weights, mode, "zero", cat.output[0], nbags,
+                    None if pad is None else pad.row), cat
+
+    def dyn_padded(self, bs: _Scope, eq: NodeProto, es: _Scope, row: str, index: set[str]) -> _Pad:
+        """padding_idx: If(Size(kept) == 0, zeros, Reduce(Gather(rows, kept))), where an inner Loop
+        collects the positions j in [start, end) whose index is not the padding row."""
+        sizes = [x for x in eq.input if (n := bs.node(x)) is not None and n.op_type == "Size"]
+        _need(len(sizes) == 1, "the empty-bag test should compare one Size with 0")
+        other = eq.input[1] if eq.input[0] == sizes[0] else eq.input[0]
+        _need(self.one_int(bs, other) == 0, "the empty-bag test should compare the number of kept lookups with 0")
+        kept = self.producer(bs, sizes[0], ("Size",), "the number of kept lookups").input[0]
+        red = self.producer(es, row, tuple(_REDUCE), "the bag reduction")
+        mode = self.reduce_mode(es, red, 1, "the bag reduction")
+        g = self.producer(es, red.input[0], ("Gather",), "the bag's rows")
+        _need(_attr(g, "axis", 0) == 0 and g.input[1] == kept, "the bag's rows should be rows[kept]")
+        _need(self.is_top(g.input[0]), "the bag's rows should be gathered before the loop")
+        loop = self.producer(bs, kept, ("Loop",), "the kept lookups")
+        body = self.subgraph(loop, "body")
+        _need(len(loop.input) == 4 and len(loop.output) == 2 and len(body.input) == 4 and len(body.output) == 3
+              and not loop.input[0], "the padding filter should be a Loop without a trip count carrying two values")
+        p = list(loop.output).index(kept)
+        q = 1 - p
+        ls = _Scope(body, bs)
+        kept_in, j_in = body.input[2 + p].name, body.input[2 + q].name
+        kept_out, j_out, cond_out = body.output[1 + p].name, body.output[1 + q].name, body.output[0].name
+        first = bs.const(loop.input[2 + p])
+        _need(first is not None and first.shape == (0,) and first.dtype.kind in "iu",
+              "the kept lookups should start as an empty integer list")
+        start = loop.input[2 + q]
+        less = self.producer(bs, loop.input[1], ("Less",), "the padding filter's first condition")
+        _need(less.input[0] == start, "the padding filter should start at the bag start")
+        end = less.input[1]
+        s, e = (self.producer(bs, x, ("Gather",), "the bag bounds") for x in (start, end))
+        _need(_attr(s, "axis", 0) == 0 and _attr(e, "axis", 0) == 0 and s.input[0] == e.input[0]
+              and s.input[1] in index and self.plus(bs, e.input[1], s.input[1], 1),
+              "the bag bounds should be offsets[k] and offsets[k + 1], k the loop counter")
+        _need(self.plus(ls, j_out, j_in, 1), "the padding filter should step by 1")
+        step = self.producer(ls, cond_out, ("Less",), "the padding filter's condition")
+        _need(step.input[0] == j_out and step.input[1] == end, "the padding filter should run while j < end")
+        keep = self.producer(ls, kept_out, ("If",), "the kept lookups")
+        neg = self.producer(ls, keep.input[0], ("Not",), "the padding test")
+        same = self.producer(ls, neg.input[0], ("Equal",), "the padding test")
+        tb, eb = self.subgraph(keep, "then_branch"), self.subgraph(keep, "else_branch")
+        _need(len(tb.output) == 1 and len(eb.output) == 1, "the padding test should produce one list")
+        ts, fs = _Scope(tb, ls), _Scope(eb, ls)
+        _need(self.producer(fs, eb.output[0].name, ("Identity",), "a padding lookup's list").input[0] == kept_in,
+              "a padding lookup should leave the list as it is")
+        cat = self.producer(ts, tb.output[0].name, ("Concat",), "a kept lookup's list")
+        _need(_attr(cat, "axis") == 0 and len(cat.input) == 2 and cat.input[0] == kept_in,
+              "a kept lookup should be appended to the list")
+        pos = self.producer(ts, cat.input[1], ("Reshape", "Unsqueeze"), "a kept lookup")
+        _need(pos.input[0] == j_in and ((pos.op_type == "Reshape" and self.ints(ts, pos.input[1]) == [-1])
+                                        or (pos.op_type == "Unsqueeze" and self.axes(ts, pos) == [0])),
+              "a kept lookup should append its position j")
+        for idx, k in ((same.input[0], same.input[1]), (same.input[1], same.input[0])):
+            row = self.one_int(ls, k)
+            if row is not None:
+                indices, wrap = self.looked_up(ls, idx, j_in)
+                return _Pad(s.input[0], mode, g.input[0], row, indices, wrap)
+        raise _Mismatch("the padding test should compare the index with a constant")
+
+    def looked_up(self, ls: _Scope, name: str, j: str) -> tuple[str, int | None]:
+        """indices[j], possibly wrapped as If(x < 0, x + n, x): returns (indices, n or None)."""
+        wrap = None
+        node = self.producer(ls, name, ("Gather", "If"), "the tested index")
+        if node.op_type == "If":
+            neg = self.producer(ls, node.input[0], ("Less",), "the negative-index test")
+            x = neg.input[0]
+            _need(self.one_int(ls, neg.input[1]) == 0, "the negative-index test should compare with 0")
+            tb, eb = self.subgraph(node, "then_branch"), self.subgraph(node, "else_branch")
+            _need(len(tb.output) == 1 and len(eb.output) == 1, "the negative-index test should produce one index")
+            add = self.producer(_Scope(tb, ls), tb.output[0].name, ("Add",), "a negative index")
+            ident = self.producer(_Scope(eb, ls), eb.output[0].name, ("Identity",), "a non-negative index")
+            _need(ident.input[0] == x and x in add.input, "the negative-index test should wrap the index")
+            wrap = self.one_int(ls, add.input[1] if add.input[0] == x else add.input[0])
+            _need(wrap is not None, "a negative index should be wrapped by a constant")
+            node = self.producer(ls, x, ("Gather",), "the tested index")
+        _need(_attr(node, "axis", 0) == 0 and node.input[1] == j, "the tested index should be indices[j]")
+        _need(self.is_top(node.input[0]), "the tested indices are computed inside the loop")
+        return node.input[0], wrap
 
     def bounds(self, scope: _Scope, start: str, end: str, index: set[str]) -> tuple[str, str, str] | None:
         """(start, end, offsets) if start = offsets[k:k+1] and end = offsets[k+1:k+2], k the counter."""
@@ -955,8 +1060,10 @@ class _Importer:
         tt = operands[0].type
         assert isinstance(tt, ShapedType) and tt.shape is not None
         n = bag.bags[1] if bag.bags[0] is None else None
-        op = new_op("emb.bag", operands, [ShapedType("tensor", (n, tt.shape[1]), tt.elem)],
-                    {"mode": bag.mode, "empty": bag.empty})
+        attrs: dict[str, Any] = {"mode": bag.mode, "empty": bag.empty}
+        if bag.pad is not None:
+            attrs["padding_idx"] = bag.pad
+        op = new_op("emb.bag", operands, [ShapedType("tensor", (n, tt.shape[1]), tt.elem)], attrs)
         op.result.name = self.fresh(bag.out)
         self.values[bag.out] = op.result
         block.add(op)
