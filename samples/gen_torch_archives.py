@@ -45,7 +45,8 @@ def check_inputs(name: str, model: torch.nn.Module, feeds: dict[str, np.ndarray]
     if stored.exists():
         old = np.load(stored)
         if sorted(old.files) != sorted(feeds) or any(not np.array_equal(old[k], v) for k, v in feeds.items()):
-            raise SystemExit(f"{stored.name} differs from gen_models.cases(); rerun gen_models.py first")
+            raise SystemExit(f"{stored.name} differs from the inputs gen_models.py makes; "
+                             "rerun gen_models.py (with --pad for the padded bags) first")
     else:
         np.savez(stored, **feeds)
 

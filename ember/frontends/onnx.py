@@ -898,7 +898,9 @@ class _Importer:
         if node.op_type in ("ScatterElements", "ScatterND"):
             reduction = _attr(node, "reduction", b"none")
             reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
-            if reduction == "none":
+            shape = self.shape(node.input[1])
+            single = shape is not None and None not in shape and int(np.prod(shape, dtype=np.int64)) <= 1
+            if reduction == "none" and not single:  # one index cannot repeat
                 self.warnings.append(f"{self.path}: warning: {_label(node)}: reduction 'none' with indices "
                                      f"that may repeat: ONNX leaves the result undefined and runtimes differ "
                                      f"(the dynamo exporter writes this for scatter_reduce(mean))")
