@@ -35,6 +35,14 @@ GRAPHS = {
 }
 GRAPH_SCALES = {"tiny": (2_000, 32), "quick": (20_000, 512)}  # nodes (rows), destination nodes simulated
 MP_FEATURES = 16
+# Knowledge-graph scoring gathers head, relation and tail rows (D = 128) for a batch of triples; the
+# per-triple score is dense host work, so the DAE part is the gather of 3 rows per triple.
+KG = {"biokg": (93_773, 51), "wikikg2": (2_500_604, 535)}  # entities, relations (ogbl-*)
+KG_SCALES = {"tiny": (500, 32), "quick": (50, 512), "paper": (1, 4_096)}  # entities divided by, triples
+# Block-sparse attention: each of the query blocks gathers k key and k value blocks; a block of
+# `block` tokens x head dim 64 is one row of block*64 floats.  Sequence 4096, block 64 at paper scale.
+SPATTN = (1, 2, 4, 8)
+SPATTN_SCALES = {"tiny": (128, 8), "quick": (512, 16), "paper": (4_096, 64)}  # sequence, block
 
 
 @dataclass(frozen=True)
@@ -59,16 +67,20 @@ class Workload:
         """One table's program at level emb: out = EmbeddingBag(sum)(table, indices, offsets)."""
         idx = Value(tensor((None,) if self.graph else (self.bags * self.pooling,), "i64"), "indices")
         off = Value(tensor((self.bags + 1,), "i64"), "offsets")
-        body = Block([idx, off])
+        gather = self.kind == "gather"
+        body = Block([idx] if gather else [idx, off])
         table = body.add(new_op("param", [], [tensor((self.rows, self.dim), "f32")], {"name": "table"})).result
         table.name = "table"
-        out = body.add(new_op("emb.bag", [table, idx, off], [tensor((None, self.dim), "f32")],
-                              {"mode": "sum", "empty": "zero"})).result
+        if gather:
+            out = body.add(new_op("emb.gather", [table, idx], [tensor((self.bags, self.dim), "f32")])).result
+        else:
+            out = body.add(new_op("emb.bag", [table, idx, off], [tensor((None, self.dim), "f32")],
+                                  {"mode": "sum", "empty": "zero"})).result
         out.name = "output"
         body.add(new_op("return", [out]))
         func = new_op("func", attrs={"sym_name": "main", "results": [out.type]}, regions=[body])
-        mod = new_op("module", attrs={"inputs": ["indices", "offsets"], "outputs": ["output"]},
-                     regions=[Block([], [func])])
+        names = ["indices"] if gather else ["indices", "offsets"]
+        mod = new_op("module", attrs={"inputs": names, "outputs": ["output"]}, regions=[Block([], [func])])
         func.parent = mod.body
         verify(mod)
         return mod
@@ -82,6 +94,8 @@ class Workload:
         rng = np.random.default_rng([self.seed, t, 2])
         if self.graph:
             return self._graph_inputs(rng)
+        if self.kind == "gather":  # one row a lookup: `bags` lookups
+            return {"indices": _zipf_rows(rng, self.rows, self.bags, self.zipf)}
         n = self.bags * self.pooling
         offsets = np.arange(0, n + 1, self.pooling, dtype=np.int64)
         return {"indices": _zipf_rows(rng, self.rows, n, self.zipf), "offsets": offsets}
@@ -105,6 +119,8 @@ class Workload:
         """numpy's answer, to check every simulated run."""
         x = self.inputs(t)
         table = self.table(t)
+        if self.kind == "gather":
+            return table[x["indices"]]
         out = np.zeros((self.bags, self.dim), dtype=np.float32)
         owner = np.repeat(np.arange(self.bags), np.diff(x["offsets"]))
         np.add.at(out, owner, table[x["indices"]])
@@ -113,7 +129,8 @@ class Workload:
     def useful_bytes(self) -> int:
         """Gathered rows + indices + offsets + output, each once (the GPU baseline's definition)."""
         lookups = self.lookups // self.tables
-        per_table = lookups * (self.dim * 4 + 8) + (self.bags + 1) * 8 + self.bags * self.dim * 4
+        offsets = 0 if self.kind == "gather" else (self.bags + 1) * 8
+        per_table = lookups * (self.dim * 4 + 8) + offsets + self.bags * self.dim * 4
         return self.tables * per_table
 
 
@@ -140,4 +157,11 @@ def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
         g_rows, g_bags = GRAPH_SCALES.get(scale, (nodes, nodes))
         degree = max(1, round(edges / nodes))
         out.append(Workload(f"MP_{graph}", "bag_sum", 1, g_rows, MP_FEATURES, degree, g_bags, 0.9, graph=graph))
+    for kg, (entities, _relations) in KG.items():
+        shrink, triples = KG_SCALES[scale]
+        out.append(Workload(f"KG_{kg}", "gather", 1, max(1_000, entities // shrink), 128, 1, 3 * triples, 0.0))
+    seq, block = SPATTN_SCALES[scale]
+    for k in SPATTN:  # rows: the key blocks, then the value blocks; each query block takes k of each
+        blocks = seq // block
+        out.append(Workload(f"SpAttn_{k}", "gather", 1, 2 * blocks, block * 64, 1, 2 * blocks * k, 0.0))
     return [w for w in out if not only or any(w.name.startswith(o) for o in only)]

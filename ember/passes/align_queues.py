@@ -2,7 +2,8 @@
 
 A callback that reads the head of loop L's induction variable gets it from a core variable
 instead.  The variable starts at lb - step (set before the nest, or by a `beg` callback of L when L
-is nested) and L's per-iteration callback adds step first thing, so every callback of iteration i
+is nested) and L's per-iteration callback adds step first thing (or, when the only reader is the end
+callback of L's only inner loop, that callback does), so every callback of iteration i
 (in L or nested in it) sees lb + i*step — exactly the value the queue would have carried, because
 callbacks run in the order the access unit fires them.  Declined, with a remark, when lb or step
 come from streams (the core does not know them).
@@ -55,6 +56,8 @@ class AlignQueues(Pass):
         # The per-iteration callback counts first, then everything reads the count.
         ite = next((o for o in loop.body.ops if o.name == "slc.callback" and o.attrs["on"] == "ite"), None)
         if ite is None:
+            ite = self.once_per_iteration(loop, heads)
+        if ite is None:
             ite = new_op("slc.callback", attrs={"on": "ite"}, regions=[Block()], loc=loop.loc)
             self.insert_callback(loop, ite, first=False)
         n_heads = sum(1 for o in ite.body.ops if o.name == "slc.head")
@@ -74,6 +77,19 @@ class AlignQueues(Pass):
             value.name = value.name or h.result.name
             block.ops.remove(h)
             self.replace_uses(f, h.result, value)
+
+    @staticmethod
+    def once_per_iteration(loop: Op, heads: list[Op]) -> Op | None:
+        """A callback that already fires exactly once per iteration of `loop` and is the only reader of
+        its index: the end callback of its only inner loop (a traversal ends once, even when empty).
+        Counting there saves a token per iteration; any other reader would see the count too late."""
+        inner = [o for o in loop.body.ops if o.name == "slc.for"]
+        holders = {id(h.parent.parent): h.parent.parent for h in heads if h.parent and h.parent.parent}
+        if len(inner) != 1 or len(holders) != 1:
+            return None
+        cb = next(iter(holders.values()))
+        ok = cb.name == "slc.callback" and cb.attrs["on"] == "end" and cb.parent is inner[0].body
+        return cb if ok else None
 
     @staticmethod
     def insert_callback(loop: Op, cb: Op, first: bool) -> None:
