@@ -37,6 +37,10 @@ GRAPH_SCALES = {"tiny": (2_000, 32), "quick": (20_000, 512)}  # nodes (rows), de
 MP_FEATURES = 16
 # Knowledge-graph scoring gathers head, relation and tail rows (D = 128) for a batch of triples; the
 # per-triple score is dense host work, so the DAE part is the gather of 3 rows per triple.
+# GNN aggregation: SpMM of a CSR adjacency with edge values by node features (F = 128), OGB shapes;
+# a weighted sum EmbeddingBag per destination node.  Quick scale keeps about 2,048 edges.
+GNN = {"arxiv": (169_343, 1_166_243), "products": (2_449_029, 61_859_140),
+       "proteins": (132_534, 39_561_252), "mag": (1_939_743, 21_111_007)}
 KG = {"biokg": (93_773, 51), "wikikg2": (2_500_604, 535)}  # entities, relations (ogbl-*)
 KG_SCALES = {"tiny": (500, 32), "quick": (50, 512), "paper": (1, 4_096)}  # entities divided by, triples
 # Block-sparse attention: each of the query blocks gathers k key and k value blocks; a block of
@@ -57,6 +61,7 @@ class Workload:
     zipf: float
     seed: int = 0
     graph: str = ""  # a SNAP graph name for message passing (bags = destination nodes, variable degree)
+    weighted: bool = False  # a value per lookup scales its row (SpMM with edge values)
 
     @property
     def lookups(self) -> int:
@@ -68,18 +73,20 @@ class Workload:
         idx = Value(tensor((None,) if self.graph else (self.bags * self.pooling,), "i64"), "indices")
         off = Value(tensor((self.bags + 1,), "i64"), "offsets")
         gather = self.kind == "gather"
-        body = Block([idx] if gather else [idx, off])
+        wts = Value(tensor((None,), "f32"), "weights")
+        body = Block([idx] if gather else [idx, off, wts] if self.weighted else [idx, off])
         table = body.add(new_op("param", [], [tensor((self.rows, self.dim), "f32")], {"name": "table"})).result
         table.name = "table"
         if gather:
             out = body.add(new_op("emb.gather", [table, idx], [tensor((self.bags, self.dim), "f32")])).result
         else:
-            out = body.add(new_op("emb.bag", [table, idx, off], [tensor((None, self.dim), "f32")],
+            operands = [table, idx, off] + ([wts] if self.weighted else [])
+            out = body.add(new_op("emb.bag", operands, [tensor((None, self.dim), "f32")],
                                   {"mode": "sum", "empty": "zero"})).result
         out.name = "output"
         body.add(new_op("return", [out]))
         func = new_op("func", attrs={"sym_name": "main", "results": [out.type]}, regions=[body])
-        names = ["indices"] if gather else ["indices", "offsets"]
+        names = [a.name or "" for a in body.args]
         mod = new_op("module", attrs={"inputs": names, "outputs": ["output"]}, regions=[Block([], [func])])
         func.parent = mod.body
         verify(mod)
@@ -113,7 +120,10 @@ class Workload:
             src = _zipf_rows(rng, self.rows, n_edges, 0.9)
         counts = np.bincount(dst, minlength=self.bags)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return {"indices": src.astype(np.int64), "offsets": offsets}
+        out = {"indices": src.astype(np.int64), "offsets": offsets}
+        if self.weighted:
+            out["weights"] = rng.standard_normal(len(src)).astype(np.float32)
+        return out
 
     def reference(self, t: int) -> np.ndarray:
         """numpy's answer, to check every simulated run."""
@@ -123,7 +133,10 @@ class Workload:
             return table[x["indices"]]
         out = np.zeros((self.bags, self.dim), dtype=np.float32)
         owner = np.repeat(np.arange(self.bags), np.diff(x["offsets"]))
-        np.add.at(out, owner, table[x["indices"]])
+        rows = table[x["indices"]]
+        if self.weighted:
+            rows = rows * x["weights"][:, None]
+        np.add.at(out, owner, rows)
         return out
 
     def useful_bytes(self) -> int:
@@ -157,6 +170,11 @@ def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
         g_rows, g_bags = GRAPH_SCALES.get(scale, (nodes, nodes))
         degree = max(1, round(edges / nodes))
         out.append(Workload(f"MP_{graph}", "bag_sum", 1, g_rows, MP_FEATURES, degree, g_bags, 0.9, graph=graph))
+    for g, (nodes, edges) in GNN.items():
+        degree = max(1, round(edges / nodes))
+        g_rows = GRAPH_SCALES.get(scale, (nodes, 0))[0]
+        g_bags = {"tiny": max(2, 256 // degree), "quick": max(4, 2_048 // degree)}.get(scale, nodes)
+        out.append(Workload(f"GNN_{g}", "bag_weighted", 1, g_rows, 128, degree, g_bags, 0.9, graph=g, weighted=True))
     for kg, (entities, _relations) in KG.items():
         shrink, triples = KG_SCALES[scale]
         out.append(Workload(f"KG_{kg}", "gather", 1, max(1_000, entities // shrink), 128, 1, 3 * triples, 0.0))

@@ -98,6 +98,12 @@ def _bufferize(loop: Op) -> None:
             for old, r in zip(h.results, new.results):
                 r.name = old.name
                 vmap[old] = r
+    row_loop = next(o for o in body.ops if o.name == "loop.for")
+    inside = {row_loop.body.args[0], *(r for o in row_loop.body.ops for r in o.results)}
+    for o in [o for o in row_loop.body.ops if o.name == "loop.splat" and o.operands[0] not in inside]:
+        row_loop.body.ops.remove(o)  # a splat of a per-row value (a weight): once, before the row loop
+        body.ops.insert(body.ops.index(row_loop), o)
+        o.parent = body
     ends = [i for i, o in enumerate(loop.body.ops) if o.name == "slc.callback" and o.attrs["on"] == "end"]
     at = ends[0] if ends else len(loop.body.ops)  # first of the loop's end callbacks: rows come first
     loop.body.ops.insert(at, new_cb)
