@@ -22,7 +22,7 @@ from ..ir.core import Block, Op, Value, new_op, unique_name, verify
 from ..ir.diagnostics import EmberError
 from ..ir.types import ShapedType, tensor
 
-__all__ = ["AtenLowering", "Unsupported", "Weight", "build_module", "open_zip", "read_member",
+__all__ = ["AtenLowering", "Unsupported", "Weight", "build_module", "has_member", "open_zip", "read_member",
            "strided_tensor"]
 
 OPSET = 17
@@ -725,6 +725,14 @@ def open_zip(path: str) -> zipfile.ZipFile:
         raise EmberError(f"cannot read the file: {e.strerror or e}", path) from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as e:
         raise EmberError(f"not a zip archive, or a truncated one ({e})", path) from None
+
+
+def has_member(zf: zipfile.ZipFile, name: str) -> bool:
+    try:
+        zf.getinfo(name)
+    except KeyError:
+        return False
+    return True
 
 
 def read_member(zf: zipfile.ZipFile, name: str, path: str) -> bytes:

@@ -26,6 +26,7 @@ from .aten import (
     Unsupported,
     Weight,
     build_module,
+    has_member,
     open_zip,
     read_member,
     strided_tensor,
@@ -88,11 +89,7 @@ class _Archive:
         self.raw: dict[str, np.ndarray] = {}
 
     def has(self, name: str) -> bool:
-        try:
-            self.zf.getinfo(self.prefix + name)
-        except KeyError:
-            return False
-        return True
+        return has_member(self.zf, self.prefix + name)
 
     def json(self, name: str) -> dict[str, Any]:
         data = read_member(self.zf, self.prefix + name, self.path)

@@ -39,6 +39,7 @@ from .aten import (
     Weight,
     _dim,
     build_module,
+    has_member,
     open_zip,
     read_member,
     strided_tensor,
@@ -195,11 +196,7 @@ class _Archive:
         self.name_tensors()
 
     def has(self, name: str) -> bool:
-        try:
-            self.zf.getinfo(self.prefix + name)
-        except KeyError:
-            return False
-        return True
+        return has_member(self.zf, self.prefix + name)
 
     def member(self, name: str) -> bytes:
         return read_member(self.zf, self.prefix + name, self.path)

@@ -34,6 +34,13 @@ def defined_in(op: Op) -> set[Value]:
     return out
 
 
+def replace_uses(root: Op, old: Value, new: Value) -> None:
+    """Make every op under `root` that reads `old` read `new` instead."""
+    for op in root.walk():
+        if old in op.operands:
+            op.operands = [new if v is old else v for v in op.operands]
+
+
 def replace_op(old: Op, new: Op) -> None:
     block = old.parent
     assert block is not None

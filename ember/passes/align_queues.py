@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.builder import Builder
-from ..ir.core import Block, Op, Value, new_op
+from ..ir.core import Block, Op, new_op
+from ..ir.rewrite import replace_uses
 from ..ir.types import INDEX, StreamType
 from .base import Pass
 
@@ -76,7 +77,7 @@ class AlignQueues(Pass):
                 value = get.result
             value.name = value.name or h.result.name
             block.ops.remove(h)
-            self.replace_uses(f, h.result, value)
+            replace_uses(f, h.result, value)
 
     @staticmethod
     def once_per_iteration(loop: Op, heads: list[Op]) -> Op | None:
@@ -99,9 +100,3 @@ class AlignQueues(Pass):
                                    and not (o.name == "slc.callback" and o.attrs["on"] == "beg")), len(ops))
         ops.insert(at, cb)
         cb.parent = loop.body
-
-    @staticmethod
-    def replace_uses(f: Op, old: Value, new: Value) -> None:
-        for op in f.walk():
-            if old in op.operands:
-                op.operands = [new if v is old else v for v in op.operands]

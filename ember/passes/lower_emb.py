@@ -6,10 +6,12 @@ nothing about embeddings: they see loads, stores, arithmetic and loops.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from ..ir.builder import Builder
 from ..ir.core import Op, Value
+from ..ir.rewrite import replace_uses
 from ..ir.types import I1, INDEX, ScalarType, ShapedType, Type
 from .base import Pass
 
@@ -49,8 +51,8 @@ class LowerEmb(Pass):
         new = fn(b, op)  # type: ignore[operator]
         old = op.result
         new.name = old.name
-        for user in block.parent.walk() if block.parent else []:
-            user.operands = [new if v is old else v for v in user.operands]
+        if block.parent is not None:
+            replace_uses(block.parent, old, new)
 
 
 def dyn_dims(b: Builder, src: Value, shape: tuple[int | None, ...], start: int = 0) -> list[Value]:
@@ -76,20 +78,19 @@ def lower_gather(b: Builder, op: Op) -> Value:
     idx_ext = dyn_dims(b, idx, it.shape)
     row_ext = [b.const(d) for d in tt.shape[1:]]  # params have static shapes
     out = alloc(b, rt, idx_ext + row_ext)
-    inner = b
-    ivs: list[Value] = []
-    for e in idx_ext:
-        ctx = inner.loop("loop.for", c0, e, c1)
-        iv, inner = ctx.__enter__()
-        ivs.append(iv)
-    row = inner.val("loop.load", [idx, *ivs], it.elem)
-    cols: list[Value] = []
-    for e in row_ext:
-        ctx = inner.loop("loop.for", c0, e, c1)
-        iv, inner = ctx.__enter__()
-        cols.append(iv)
-    v = inner.val("loop.load", [table, row, *cols], tt.elem)
-    inner.op("loop.store", [v, out, *ivs, *cols])
+    with ExitStack() as nest:  # one loop per index dimension, then one per row dimension
+        inner = b
+        ivs: list[Value] = []
+        for e in idx_ext:
+            iv, inner = nest.enter_context(inner.loop("loop.for", c0, e, c1))
+            ivs.append(iv)
+        row = inner.val("loop.load", [idx, *ivs], it.elem)
+        cols: list[Value] = []
+        for e in row_ext:
+            iv, inner = nest.enter_context(inner.loop("loop.for", c0, e, c1))
+            cols.append(iv)
+        v = inner.val("loop.load", [table, row, *cols], tt.elem)
+        inner.op("loop.store", [v, out, *ivs, *cols])
     return out
 
 

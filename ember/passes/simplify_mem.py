@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.core import Op, new_op
+from ..ir.rewrite import replace_op, replace_uses
 from .base import Pass
 
 
@@ -30,12 +31,8 @@ class SimplifyMem(Pass):
                          dict(op.attrs), loc=op.loc)
             for old, r in zip(op.results, new.results):
                 r.name = old.name
-                for user in module.walk():
-                    user.operands = [r if v is old else v for v in user.operands]
-            block = op.parent
-            assert block is not None
-            block.ops[block.ops.index(op)] = new
-            new.parent = block
+                replace_uses(module, old, r)
+            replace_op(op, new)
         for op in list(module.walk()):  # iotas nothing reads any more
             if op.name == "loop.iota" and op.parent is not None:
                 users = [u for u in module.walk() if op.result in u.operands]
