@@ -12,7 +12,7 @@ from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
 from ..ir.diagnostics import EmberError
 from ..passes import PRESETS, parse_pipeline, run_passes
-from ..sim.engine import simulate
+from ..sim.engines import simulate
 from ..sim.machine import Machine
 from .workloads import Workload
 

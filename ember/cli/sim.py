@@ -70,7 +70,7 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
     DRAM bandwidth used, and the roofline bound with the fraction of it reached.
     """
     from ..backend.binary import disassemble
-    from ..sim.engine import simulate
+    from ..sim.engines import simulate
     from ..sim.machine import load_machine
     from ..sim.stats import write_stats
 
