@@ -15,6 +15,7 @@ from ..ir.diagnostics import EmberError
 from .published import published_hand_percent, published_speedup
 from .report import LEVELS, ResultIndex
 from .run import Result
+from .sweep import show
 
 COLORS = {"O1": "#4c72b0", "O2": "#55a868", "O3": "#c44e52"}
 MARKERS = {"O1": "v", "O2": "s", "O3": "D"}
@@ -111,4 +112,55 @@ def _vs_hand(figure: Any, canvas: Any, idx: ResultIndex, caption: str) -> bytes:
     ax.set_ylabel("performance, % of hand-written")
     ax.set_title("Compiled (O3) vs hand-written (100% = parity)")
     ax.legend(fontsize=8, ncols=2, loc="upper left")
+    return _png(fig, canvas)
+
+
+def sweep_file_name(metric: str, param: str) -> str:
+    """`cycles_vs_dram.bytes_per_cycle.png`: the keys kept readable, anything unsafe in a file name replaced."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{metric}_vs_{param}")
+    return f"{safe}.png"
+
+
+def render_sweep(rows: Sequence[dict[str, Any]], metric: str, param: str, swept: Sequence[str],
+                 caption: str) -> bytes:
+    """METRIC against PARAM, one line per workload x variant x value of every other swept key, as PNG bytes.
+
+    Numbers go on a numeric axis (log-scaled when they span 8x or more, as power-of-two sweeps do); strings
+    such as variants are categories in sweep order. The metric is log-scaled when it spans 10x or more."""
+    figure, canvas = require_matplotlib()
+    xs = list(dict.fromkeys(r[param] for r in rows))
+    numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+    others = [k for k in ("workload", "variant", *swept) if k != param]
+    lines: dict[tuple[Any, ...], list[tuple[Any, float]]] = {}
+    for r in rows:
+        lines.setdefault(tuple(r[k] for k in others), []).append((r[param], r[metric]))
+    fig = figure(figsize=(7.0, 4.5))
+    ax = fig.add_subplot()
+    for ident, pts in lines.items():
+        if numeric:
+            pts = sorted(pts)
+            px = [x for x, _ in pts]
+        else:
+            px = [xs.index(x) for x, _ in pts]
+        label = " ".join(str(v) if k in ("workload", "variant") else f"{k}={show(v)}" for k, v in zip(others, ident))
+        ax.plot(px, [y for _, y in pts], marker="o", markersize=4, label=label)
+    if numeric:
+        low, high = min(xs), max(xs)
+        if low > 0 and high >= 8 * low:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(xs), [show(x) for x in sorted(xs)])
+        ax.tick_params(axis="x", which="minor", length=0, labelbottom=False)  # only the swept values are marked
+    else:
+        ax.set_xticks(range(len(xs)), [show(x) for x in xs])
+    ys = [r[metric] for r in rows]
+    if min(ys) > 0 and max(ys) >= 10 * min(ys):  # e.g. core-only next to O3: a linear axis flattens the DAE lines
+        ax.set_yscale("log")
+    ax.set_xlabel(param)
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} against {param}")
+    ax.grid(alpha=0.3)
+    ax.set_axisbelow(True)
+    if len(lines) <= 24:  # beyond that a legend hides the plot; the CSV names every line
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.text(0.01, -0.02, caption, fontsize=7, ha="left", va="top", wrap=True)
     return _png(fig, canvas)

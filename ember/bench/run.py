@@ -12,7 +12,7 @@ from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
 from ..ir.diagnostics import EmberError
 from ..passes import PRESETS, parse_pipeline, run_passes
-from ..sim.engines import simulate
+from ..sim.engines import DEFAULT_ENGINE, simulate
 from ..sim.machine import Machine
 from .workloads import Workload
 
@@ -21,6 +21,9 @@ SUMMED = ("cycles", "tokens", "operands", "callbacks", "access.elements", "execu
           "execute.starved_cycles", "execute.load_stall_cycles", "execute.pop_stall_cycles", "access.stall_cycles",
           "dram_bytes", "roofline.access_cycles", "roofline.dram_cycles", "roofline.execute_cycles",
           "execute.instructions", "host_seconds")
+DERIVED = ("roofline.bound_cycles", "roofline_fraction", "dram_bandwidth_fraction", "useful_bandwidth_fraction",
+           "lookups_per_kcycle")
+STATS = SUMMED + DERIVED  # every statistic `run` reports, so a sweep can check a plotted metric before it runs
 
 
 @dataclass
@@ -50,8 +53,8 @@ def compile_variant(w: Workload, variant: str) -> Program:
     return program
 
 
-def run(w: Workload, variant: str, machine: Machine) -> Result:
-    """Simulate every table of `w`; outputs are checked against numpy, statistics summed."""
+def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGINE) -> Result:
+    """Simulate every table of `w` with `engine`; outputs are checked against numpy, statistics summed."""
     program = compile_variant(w, variant)
     res = Result(w.name, variant)
     t0 = time.perf_counter()
@@ -59,7 +62,7 @@ def run(w: Workload, variant: str, machine: Machine) -> Result:
         for n, s in enumerate(program.symbols):
             if s.kind == "param":
                 program.data[n] = w.table(t)
-        out, st = simulate(program, w.inputs(t), machine)
+        out, st = simulate(program, w.inputs(t), machine, engine=engine)
         got = next(iter(out.values()))
         if not np.allclose(got, w.reference(t), rtol=1e-4, atol=1e-4):
             raise EmberError(f"{w.name} {variant}: simulated output differs from numpy's")

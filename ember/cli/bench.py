@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..ir.diagnostics import EmberError
+from ..sim.engines import DEFAULT_ENGINE, ENGINES
 from .common import guarded, write_output
 
 if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
+    from rich.progress import Progress
+
     from ..bench.run import Result
     from ..bench.workloads import Workload
     from ..sim.machine import Machine
@@ -58,12 +61,33 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 @click.option("--json", "json_path", metavar="FILE", help="write the machine and one row per workload x variant "
                                                           "with every statistic as JSON ('-' for stdout)")
 @click.option("--csv", "csv_path", metavar="FILE", help="write the same rows as CSV ('-' for stdout)")
-@click.option("--plot", "plot_dir", metavar="DIR", help="write speedup.png and vs_handwritten.png here "
-                                                        "(needs matplotlib: pip install 'ember[plot]')")
+@click.option("--plot", "plot_dir", metavar="DIR",
+              help="write speedup.png and vs_handwritten.png here, or with --sweep the --plot-sweep figures "
+                   "(needs matplotlib: pip install 'ember[plot]')")
+@click.option("--engine", default=DEFAULT_ENGINE, show_default=True, metavar="|".join(ENGINES),
+              help="simulator engine: fast (compiled kernels) or reference (the event-by-event oracle); both give "
+                   "the same statistics")
+@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2,...",
+              help="sweep mode: run every point of the cartesian product of these values (repeatable). KEY is any "
+                   "--set key, 'variant' (replaces --variants) or 'engine', e.g. --sweep dram.bytes_per_cycle=8,16,32")
+@click.option("--sweep-out", "sweep_out", metavar="FILE.jsonl",
+              help="with --sweep: append one JSON row per point as it finishes; rerunning the same command skips "
+                   "the points already in FILE, so a killed sweep resumes")
+@click.option("--jobs", "-j", type=int, metavar="N",
+              help="with --sweep: points run in N local processes at once (default: one per CPU; 1 runs inline)")
+@click.option("--scheduler", metavar="tcp://HOST:PORT",
+              help="with --sweep: run the points on this Dask distributed scheduler instead of local processes "
+                   "(pip install 'ember[dask]'; its workers need ember installed)")
+@click.option("--plot-sweep", "plot_sweeps", multiple=True, metavar="METRIC:PARAM",
+              help="with --sweep and --plot DIR: draw statistic METRIC against swept PARAM, one line per workload "
+                   "x variant x other swept values (repeatable; default cycles against each swept key)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress bar and no tables (errors are still printed)")
+@click.pass_context
 @guarded("ember-bench")
-def main(scale: str, only: str | None, variants: str, machine: str, overrides: tuple[str, ...],
-         json_path: str | None, csv_path: str | None, plot_dir: str | None, quiet: bool) -> None:
+def main(ctx: click.Context, scale: str, only: str | None, variants: str, machine: str, overrides: tuple[str, ...],
+         json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, sweeps: tuple[str, ...],
+         sweep_out: str | None, jobs: int | None, scheduler: str | None, plot_sweeps: tuple[str, ...],
+         quiet: bool) -> None:
     """Run the benchmark suite (WORKLOADS.md) on the simulated DAE machine and compare with published figures.
 
     Every workload is compiled at each variant, simulated, checked against numpy, and measured.
@@ -77,6 +101,17 @@ def main(scale: str, only: str | None, variants: str, machine: str, overrides: t
     The paper suite (8 tables x 1M rows, 512 bags) needs hours with the reference engine; use
     tiny or quick for a first look.  Any error (e.g. a missing hand-written baseline: leave out
     'hand' from --variants) is one line on stderr with exit status 1.
+
+    Sweeps (--sweep) run every workload x variant at every combination of the swept values, in
+    parallel, for example:
+
+    \b
+      ember-bench --suite tiny --only RM1_L0 --sweep variant=O0,O3 \\
+          --sweep dram.bytes_per_cycle=8,16,32 --sweep-out sweep.jsonl \\
+          --csv sweep.csv --plot figs --plot-sweep cycles:dram.bytes_per_cycle
+
+    Each row holds the workload, the variant, every swept value and every statistic.  Rerun
+    the same command after an interruption and only the points missing from --sweep-out run.
     """
     from ..bench.run import VARIANTS
     from ..bench.workloads import suite
@@ -92,13 +127,29 @@ def main(scale: str, only: str | None, variants: str, machine: str, overrides: t
         raise EmberError(f"no workload matches --only {only} (workloads: {names})")
     if json_path == "-" and csv_path == "-":
         raise EmberError("--json and --csv cannot both write to stdout")
+    if engine not in ENGINES:
+        raise EmberError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
     m = load_machine(machine).with_overrides(overrides)
+    if not sweeps:
+        for name, given in (("--sweep-out", sweep_out), ("--jobs", jobs), ("--scheduler", scheduler),
+                            ("--plot-sweep", plot_sweeps)):
+            if given:
+                raise EmberError(f"{name} applies to sweeps only (add --sweep KEY=V1,V2,...)")
     if plot_dir:  # a missing extra or an unusable directory should stop the run before the simulations
         from ..bench.plot import require_matplotlib
 
         require_matplotlib()
+    if sweeps:
+        swept = {item.partition("=")[0].strip() for item in sweeps}
+        for param, key in (("variants", "variant"), ("engine", "engine")):
+            if key in swept and ctx.get_parameter_source(param) is not click.core.ParameterSource.DEFAULT:
+                raise EmberError(f"--{param} and --sweep {key}=... both given (keep one)")
+        _sweep(scale, workloads, chosen, m, overrides, engine, sweeps, sweep_out, jobs, scheduler, plot_sweeps,
+               plot_dir, json_path, csv_path, quiet)
+        return
+    if plot_dir:
         _make_dir(plot_dir)
-    results = _run_all(workloads, chosen, m, quiet)
+    results = _run_all(workloads, chosen, m, quiet, engine)
 
     from ..bench import report
 
@@ -126,26 +177,111 @@ def main(scale: str, only: str | None, variants: str, machine: str, overrides: t
         console.print(f"{report.caption(m, overrides, scale)} {report.published_note()}", highlight=False)
 
 
-def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: bool) -> list[Result]:
-    """Every workload x variant, with a progress bar on stderr naming the item being simulated."""
+def _progress(quiet: bool) -> Progress:
+    """The progress bar on stderr (stdout may carry --csv -), gone once the run ends, off under -q or when stderr
+    is not a terminal."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..bench.run import handwritten, run
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    # off where stderr is no terminal: there it would draw nothing but leave a stray blank line before errors
+    return Progress(*columns, console=console, transient=True, disable=quiet or not console.is_terminal)
 
-    if "hand" in variants:  # fail before hours of simulation, not after
+
+def _check_handwritten(workloads: list[Workload], variants: list[str]) -> None:
+    """Fail before hours of simulation, not after, when a hand-written baseline is missing."""
+    from ..bench.run import handwritten
+
+    if "hand" in variants:
         for kind in dict.fromkeys(w.kind for w in workloads):
             handwritten(kind)
+
+
+def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: bool, engine: str) -> list[Result]:
+    """Every workload x variant, with a progress bar on stderr naming the item being simulated."""
+    from ..bench.run import run
+
+    _check_handwritten(workloads, variants)
     results: list[Result] = []
-    columns = (TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True, disable=quiet) as progress:
+    with _progress(quiet) as progress:
         task = progress.add_task("", total=len(workloads) * len(variants))
         for w in workloads:
             for v in variants:
                 progress.update(task, description=f"{w.name} {v}")
-                results.append(run(w, v, m))
+                results.append(run(w, v, m, engine=engine))
                 progress.advance(task)
     return results
+
+
+def _sweep(scale: str, workloads: list[Workload], variants: list[str], m: Machine, overrides: tuple[str, ...],
+           engine: str, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None, scheduler: str | None,
+           plot_sweeps: tuple[str, ...], plot_dir: str | None, json_path: str | None, csv_path: str | None,
+           quiet: bool) -> None:
+    """--sweep: check everything, skip the points --sweep-out already holds, run the rest, write rows and plots."""
+    from ..bench import sweep as sw
+
+    if jobs is not None and jobs < 1:
+        raise EmberError(f"--jobs must be at least 1, got {jobs}")
+    if jobs is not None and scheduler:
+        raise EmberError("--jobs and --scheduler both given (the Dask cluster decides how many points run at once)")
+    if sweep_out == "-":
+        raise EmberError("--sweep-out needs a file (it is read back to resume a sweep)")
+    fixed = [item.partition("=")[0].strip() for item in overrides]
+    plan = sw.Sweep(scale, workloads, variants, sw.parse_axes(sweeps, m, fixed), m, overrides, engine)
+    plots = sw.parse_plots(plot_sweeps, plan) if plot_sweeps else sw.default_plots(plan) if plot_dir else []
+    if plot_sweeps and not plot_dir:
+        raise EmberError("--plot-sweep needs --plot DIR (the directory the figures go to)")
+    _check_handwritten(workloads, plan.variants)
+    if plot_dir:
+        _make_dir(plot_dir)
+
+    done = sw.load_finished(sweep_out, plan) if sweep_out else {}
+    pending = [p for p in plan.points if p.key() not in done]
+    if done and not quiet:
+        skipped = len(plan.points) - len(pending)
+        click.echo(f"ember-bench: {skipped} of {len(plan.points)} points already in {sweep_out}, skipped", err=True)
+    client = sw.connect(scheduler) if scheduler and pending else None
+    out = sw.Appender(sweep_out)
+    try:
+        with _progress(quiet) as progress:
+            bar = progress.add_task(pending[0].label() if pending else "", total=len(pending))
+
+            def started(p: sw.Point) -> None:
+                progress.update(bar, description=p.label())
+
+            def finished(p: sw.Point) -> None:
+                progress.update(bar, advance=1, description=p.label())
+
+            done.update(sw.run_sweep(plan, pending, out, jobs or sw.cpu_count(), client, started, finished))
+    finally:
+        out.close()
+        if client is not None:
+            client.close()
+
+    rows = [done[p.key()] for p in plan.points]
+    if json_path:
+        doc = {"suite": scale, "machine": {"name": m.name, "overrides": list(overrides),
+                                           "parameters": {k: v for k, v, _ in m.describe()}},
+               "sweep": {"variant": plan.variants, **{a.key: a.values for a in plan.axes}},
+               "rows": rows}
+        write_output(json_path, json.dumps(doc, indent=1) + "\n")
+    if csv_path:
+        write_output(csv_path, to_csv(rows))
+    if plot_dir:
+        from ..bench.plot import render_sweep, sweep_file_name
+
+        for metric, param in plots:
+            image = render_sweep(rows, metric, param, plan.keys, sw.caption(plan))
+            write_output(str(Path(plot_dir) / sweep_file_name(metric, param)), image)
+    if not quiet:
+        from rich.console import Console
+
+        console = Console(stderr="-" in (json_path, csv_path))
+        if not console.is_terminal:
+            console.width = 120
+        console.print(sw.table(rows, plan))
+        console.print(sw.caption(plan), highlight=False)
 
 
 def _make_dir(directory: str) -> None:

@@ -82,6 +82,7 @@ class AccessUnit:
         self.tokens = 0
         self.operands = 0
         self.operand_bytes = 0
+        self.lookups = 0
         self.stream_of: dict[int, int | None] = {}
         self.active: dict[int, int] = {}  # vector TU -> lanes on in its current head
         self.watchers: dict[Reg, list[Reg]] = {}  # vector stream -> buffers collecting its heads
@@ -176,6 +177,8 @@ class AccessUnit:
         done = self.mem.access(self.t.addr(m.sym, flat), when, False, self.level)
         self.window.append(done)
         self.requests += 1
+        if idx and idx[-1] == 0 and self.t.is_table(m.sym):
+            self.lookups += 1
         arr = self.t.get(m.sym)
         self.vals[dst] = arr.flat[flat].item()
         self.ready[dst] = done
@@ -214,6 +217,8 @@ class AccessUnit:
             self.window.append(d)
             self.requests += 1
             done = max(done, d)
+        if n and idx[-1] == 0 and self.t.is_table(m.sym):
+            self.lookups += 1
         self.vals[dst] = out
         self.ready[dst] = done
         for b in self.watchers.get(dst, ()):

@@ -33,7 +33,8 @@ class _Run:
         self.core = Core(program, self.t, self.mem, machine)
         self.core.run_hook = self.run_access
         self.queue = OutputQueue(machine.access.queue_total_bytes)
-        self.access_totals = {"elements": 0, "requests": 0, "tokens": 0, "operands": 0, "operand_bytes": 0}
+        self.access_totals = {"elements": 0, "requests": 0, "tokens": 0, "operands": 0, "operand_bytes": 0,
+                              "lookups": 0}
         self.starved = 0.0
         self.access_busy = 0.0
         self.callbacks = 0
@@ -48,7 +49,7 @@ class _Run:
             raise EmberError(f"access program {name} takes {acc.params} parameters, 'run' passes {len(params)}")
         core = self.core
         unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, core.clock)
-        start = core.clock
+        start, stall0 = core.clock, self.queue.stall
         for msg in unit.run():
             core.pops.extend(msg.operands[:-1] if msg.token is not None else msg.operands)
             if msg.token is None:
@@ -69,7 +70,7 @@ class _Run:
         if core.pops:
             raise EmberError(f"{len(core.pops)} operands pushed by {name} were never popped")
         core.clock = max(core.clock, unit.clock)
-        self.access_busy += unit.clock - start - self.queue.stall
+        self.access_busy += unit.clock - start - (self.queue.stall - stall0)
         for k in self.access_totals:
             self.access_totals[k] += getattr(unit, k)
 
@@ -103,6 +104,10 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     st.set("host_seconds", host_seconds, "wall-clock time the simulation took", "Second")
     st.set("sim_cycles_per_host_second", cycles / host_seconds if host_seconds else 0.0,
            "simulation speed", "Cycle/Second")
+    lookups = acc["lookups"] + core.lookups
+    st.set("lookups", lookups, "table rows read: loads of column 0 of a rank>=2 input or param", "Count")
+    st.set("lookups_per_host_second", lookups / host_seconds if host_seconds else 0.0, "simulation speed",
+           "Count/Second")
     st.set("tokens", acc["tokens"], "control tokens pushed by the access unit", "Count")
     st.set("operands", acc["operands"], "operands pushed by the access unit", "Count")
     st.set("operand_bytes", acc["operand_bytes"], "bytes of operands pushed", "Byte")

@@ -76,5 +76,10 @@ class Tensors:
             flat = flat * d + i
         return flat
 
+    def is_table(self, n: int) -> bool:
+        """A model input or param of rank >= 2: a load of its column 0 counts as one row lookup."""
+        s = self.syms[n]
+        return s.kind in ("param", "input") and len(s.shape) >= 2
+
     def addr(self, n: int, flat: int) -> int:
         return self.base[n] + flat * self.get(n).itemsize

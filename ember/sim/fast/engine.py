@@ -1,0 +1,317 @@
+"""The fast engine: compile the program to C (codegen.py), run it, report exactly as the reference does.
+
+The C compiler is the system's (`$CC`, else cc, gcc or clang), called with the flags that keep
+Python's rounding (no fast-math, no FP contraction).  Why C and not numba: numba needed 10-20 s
+to compile one generated program, the C compiler about 0.3 s, and a program runs once per
+workload and variant.  Compiled programs are cached on disk by the hash of their source
+($EMBER_CACHE_DIR, default ~/.cache/ember/fast); the source holds no shapes and no machine
+numbers, so one compilation serves every scale and every point of a sweep.  A program the
+generator does not handle, a machine without a C compiler, or a run that stops on an error is run
+by the reference engine instead: the reference words every error, and its results are the definition.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from ...backend.dae import Program
+from ...ir.diagnostics import EmberError
+from .. import engine as reference
+from ..cache import MemorySystem
+from ..host import host_cost, run_host
+from ..machine import Machine
+from ..queue import OutputQueue
+from ..stats import Stats
+from ..tensors import ALIGN, Tensors, dtype_of
+from .codegen import COSTS, FS_NAMES, IS_NAMES, MAX_CYCLES, OK, OP_NAMES, Unsupported, generate
+
+CFLAGS = ["-O2", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
+DRAM_SLOTS = 1 << 16  # booked DRAM intervals kept; older ones are pruned (they can never matter again)
+HOST_FN = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64)
+_P = ctypes.c_void_p
+_loaded: dict[str, ctypes.CDLL] = {}
+notes: list[str] = []  # why the last run used the reference engine, for the CLI to print
+
+
+class _Mem(ctypes.Structure):
+    _fields_ = [("nlev", ctypes.c_int64), ("lv", _P), ("lat", _P), ("tags", _P), ("rdy", _P), ("fill", _P),
+                ("cst", _P), ("ds", _P), ("de", _P), ("dn", _P), ("dcap", ctypes.c_int64), ("dst", _P),
+                ("dpar", _P)]
+
+
+class _Queue(ctypes.Structure):
+    _fields_ = [("head", ctypes.c_int64), ("tail", ctypes.c_int64), ("held", ctypes.c_int64),
+                ("max_bytes", ctypes.c_int64), ("max_entries", ctypes.c_int64), ("cap", ctypes.c_int64),
+                ("mask", ctypes.c_int64), ("bytes", _P), ("hist", _P), ("pop", _P), ("stall", ctypes.c_double)]
+
+
+def compiler() -> str | None:
+    """The C compiler to use, or None."""
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def cache_dir() -> Path:
+    for d in (Path(os.environ.get("EMBER_CACHE_DIR") or Path.home() / ".cache" / "ember" / "fast"),
+              Path(tempfile.gettempdir()) / "ember-fast"):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            return d
+        except OSError:
+            continue
+    raise EmberError("no writable directory for the fast engine's compiled programs (set EMBER_CACHE_DIR)")
+
+
+def load(source: str) -> ctypes.CDLL:
+    """The compiled library of a generated source, from the disk cache or compiled now."""
+    cc = compiler()
+    if cc is None:
+        raise Unsupported("machines without a C compiler (set CC, or install cc, gcc or clang)")
+    key = hashlib.sha1((source + " ".join([cc, *CFLAGS])).encode()).hexdigest()[:24]
+    lib = _loaded.get(key)
+    if lib is not None:
+        return lib
+    so = cache_dir() / f"ember_{key}.so"
+    if not so.exists():
+        c_file = so.with_suffix(f".{os.getpid()}.c")
+        tmp = so.with_suffix(f".{os.getpid()}.tmp")
+        c_file.write_text(source)
+        done = subprocess.run([cc, *CFLAGS, str(c_file), "-o", str(tmp)], capture_output=True, text=True)
+        c_file.unlink(missing_ok=True)
+        if done.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            raise EmberError(f"internal error: the C compiler rejected a generated program: {done.stderr[:400]}")
+        os.replace(tmp, so)
+    lib = ctypes.CDLL(str(so))
+    lib.simulate.restype = ctypes.c_int64
+    lib.simulate.argtypes = [_P] * 9 + [_P] * 6 + [HOST_FN, _P]
+    lib.simulate.argtypes[2] = ctypes.c_int64
+    lib.release.argtypes = [_P, _P, ctypes.c_int64]
+    _loaded[key] = lib
+    return lib
+
+
+def virtual_symbols(program: Program) -> frozenset[int]:
+    """Timing-only mode: float params (the tables) become address ranges with no data."""
+    return frozenset(n for n, s in enumerate(program.symbols)
+                     if s.kind == "param" and s.dtype.startswith(("f", "bf")) and None not in s.shape)
+
+
+def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None,
+             timing_only: bool) -> tuple[dict[str, np.ndarray], Stats]:
+    """Run `program`; the same results and statistics as ember.sim.engine.simulate."""
+    t0 = time.perf_counter()
+    notes.clear()
+    virtual = virtual_symbols(program) if timing_only else frozenset()
+    try:
+        lib = load(generate(program, virtual))
+    except Unsupported as e:
+        if timing_only:
+            raise EmberError(f"--timing-only: the fast engine cannot run this program ({e})") from None
+        notes.append(f"the fast engine does not handle {e}; the reference engine ran it")
+        return reference.simulate(program, inputs, machine, max_cycles)
+    state = _State(program, inputs, machine, max_cycles, virtual)
+    try:
+        status = state.run(lib)
+        if status == OK:
+            outputs = state.outputs()
+    finally:
+        lib.release(state.ptrs.ctypes.data, state.own.ctypes.data, len(program.symbols))
+    if status == MAX_CYCLES:
+        raise EmberError(f"simulation exceeded --max-cycles={max_cycles:g}")
+    if status != OK:
+        if timing_only:
+            raise EmberError("--timing-only: the simulation stopped on an error; run it with data (without "
+                             "--timing-only) to see which")
+        reference.simulate(program, inputs, machine, max_cycles)  # raises the error, worded
+        raise EmberError("internal error: the fast engine stopped where the reference engine did not "
+                         "(please report it; --engine reference runs this program)")
+    return outputs, state.statistics(time.perf_counter() - t0)
+
+
+class _State:
+    """The memory the generated function reads and writes, laid out as the reference lays out its objects."""
+
+    def __init__(self, program: Program, inputs: dict[str, np.ndarray], machine: Machine,
+                 max_cycles: float | None, virtual: frozenset[int]):
+        self.p, self.m = program, machine
+        syms = program.symbols
+        t = Tensors(program)
+        n_syms = len(syms)
+        self.shapes = np.zeros((n_syms, max([len(s.shape) for s in syms] + [1])), dtype=np.int64)
+        self.ok = np.zeros(n_syms, dtype=np.int64)
+        self.own = np.zeros(n_syms, dtype=np.int64)
+        self.ptrs = np.zeros(n_syms, dtype=np.uint64)
+        self.keep: list[np.ndarray] = []  # arrays the C code points into
+        self.orphans: list[int] = []  # C allocations a host op replaced, freed after the run
+        for n, s in enumerate(syms):  # the reference's order, so base addresses agree
+            if s.kind == "input":
+                if s.name not in inputs:
+                    have = ", ".join(sorted(inputs)) or "nothing"
+                    raise EmberError(f"input '{s.name}' is missing (the inputs hold: {have})")
+                t.set(n, np.asarray(inputs[s.name]), f"input '{s.name}'")
+            elif s.kind == "param" and n in virtual:
+                nbytes = int(np.prod(s.shape, dtype=np.int64)) * dtype_of(s.dtype).itemsize
+                t.base[n] = t.next_addr
+                t.next_addr += (nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
+                self.shapes[n, :len(s.shape)] = s.shape
+                self.ok[n] = 1
+            elif s.kind == "param":
+                if n not in program.data:
+                    raise EmberError(f"param '{s.name}' has no data in the program")
+                t.set(n, program.data[n], f"param '{s.name}'")
+        for n, a in enumerate(t.arrays):
+            if a is not None:
+                self.point(n, a)
+        self.bases = np.array(t.base, dtype=np.int64)
+        self.next_addr = np.array([t.next_addr], dtype=np.int64)
+
+        levels = machine.caches
+        names = [c.name for c in levels]
+        MemorySystem.from_machine(machine)  # validates the levels as the reference does
+        self.lv = np.zeros((len(levels), 5), dtype=np.int64)
+        row = slot = 0
+        for k, c in enumerate(levels):
+            self.lv[k] = (c.sets, c.ways, slot, c.line_bytes, row)
+            row += c.sets
+            slot += c.sets * c.ways
+        self.lat = np.array([float(c.latency) for c in levels])
+        self.tags = np.zeros(slot, dtype=np.int64)
+        self.rdy = np.zeros(slot)
+        self.fill = np.zeros(row, dtype=np.int64)
+        self.cst = np.zeros((len(levels), 3), dtype=np.int64)
+        self.ds, self.de = np.zeros(DRAM_SLOTS), np.zeros(DRAM_SLOTS)
+        self.dn = np.zeros(1, dtype=np.int64)
+        self.dst = np.zeros(3)
+        self.dpar = np.array([float(machine.dram.latency), levels[0].line_bytes / machine.dram.bytes_per_cycle])
+        self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.fill,
+                                                               self.cst, self.ds, self.de, self.dn)),
+                        DRAM_SLOTS, self.dst.ctypes.data, self.dpar.ctypes.data)
+        for name in (machine.access.cache_level, "l1"):
+            if name not in names:
+                raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(names)})")
+        self.levels = np.array([names.index(machine.access.cache_level), names.index("l1")], dtype=np.int64)
+
+        cap = machine.access.queue_total_bytes
+        ring = 1 << max(10, (cap + 2).bit_length())
+        self.qb, self.qp = np.zeros(ring, dtype=np.int64), np.zeros(ring)
+        self.qh = np.zeros(cap + 1, dtype=np.int64)
+        self.queue = _Queue(0, 0, 0, 0, 0, cap, ring - 1, self.qb.ctypes.data, self.qh.ctypes.data,
+                            self.qp.ctypes.data, 0.0)
+
+        from ..execute import COST_CLASS
+
+        ex = machine.execute
+        self.co = np.array([0.0 if op == "host" else ex.cost(COST_CLASS.get(op, op)) for op in COSTS])
+        self.cnt = np.zeros(len(OP_NAMES), dtype=np.int64)
+        self.fs = np.zeros(len(FS_NAMES))
+        self.is_ = np.zeros(len(IS_NAMES), dtype=np.int64)
+        self.mp = np.array([1.0 / machine.access.issue_per_cycle, ex.hidden_load_latency,
+                            np.inf if max_cycles is None else float(max_cycles), float(machine.access.outstanding)])
+        self.hc = np.zeros(3)
+
+    def point(self, n: int, a: np.ndarray) -> None:
+        """Let symbol n's C pointer see array `a` (kept alive until the run ends)."""
+        a = np.ascontiguousarray(a)
+        self.keep.append(a)
+        if self.own[n]:
+            self.orphans.append(int(self.ptrs[n]))
+            self.own[n] = 0
+        self.ptrs[n] = a.ctypes.data
+        self.shapes[n, :a.ndim] = a.shape
+        self.ok[n] = 1
+
+    def array(self, n: int) -> np.ndarray:
+        """A copy of symbol n's current value, shaped."""
+        s = self.p.symbols[n]
+        shape = tuple(int(d) for d in self.shapes[n, :len(s.shape)])
+        dt = dtype_of(s.dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        if count == 0 or not self.ptrs[n]:
+            return np.zeros(shape, dtype=dt)
+        buf = (ctypes.c_char * (count * dt.itemsize)).from_address(int(self.ptrs[n]))
+        return np.frombuffer(buf, dtype=dt, count=count).reshape(shape).copy()
+
+    def host(self, index: int) -> float:
+        """A host op, called from C: run it with onnx.reference, give its outputs addresses, charge its cost."""
+        try:
+            op_type, in_syms, out_syms, attrs = self.p.code[index].args
+            if not all(self.ok[s.n] for s in in_syms):
+                return -1.0
+            arrays = [self.array(s.n) for s in in_syms]
+            outs = run_host(op_type, arrays, len(out_syms), attrs, self.p.opset)
+            for s, o in zip(out_syms, outs):
+                sym = self.p.symbols[s.n]
+                want = dtype_of(sym.dtype)
+                o = o.astype(want, copy=False) if o.dtype != want else o
+                if o.ndim != len(sym.shape) or any(d is not None and d != x for d, x in zip(sym.shape, o.shape)):
+                    return -1.0
+                self.point(s.n, o)
+                self.bases[s.n] = self.next_addr[0]
+                self.next_addr[0] += (o.nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
+            self.hc[:] = host_cost(op_type, arrays, outs, self.m.execute.host_flops_per_cycle,
+                                   self.m.dram.bytes_per_cycle)
+            return 0.0
+        except Exception:  # the reference engine reruns the program and words the error
+            return -1.0
+
+    def run(self, lib: ctypes.CDLL) -> int:
+        callback = HOST_FN(self.host)
+        d = [a.ctypes.data for a in (self.ptrs, self.shapes, self.bases, self.ok, self.own, self.next_addr)]
+        status = lib.simulate(d[0], d[1], self.shapes.shape[1], d[2], d[3], d[4], d[5],
+                              ctypes.addressof(self.mem), ctypes.addressof(self.queue),
+                              *(a.ctypes.data for a in (self.co, self.cnt, self.fs, self.is_, self.mp, self.levels)),
+                              callback, self.hc.ctypes.data)
+        if self.orphans:
+            free = ctypes.CDLL(None).free
+            free.argtypes = [_P]
+            for ptr in self.orphans:
+                free(ptr)
+        return int(status)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        out = {}
+        for n, s in enumerate(self.p.symbols):
+            if s.kind == "output":
+                if not self.ok[n]:
+                    raise EmberError(f"output '{s.name}' is read before it has been given a value")
+                out[s.name] = self.array(n)
+        return out
+
+    def statistics(self, host_seconds: float) -> Stats:
+        """The reference's statistics function, fed from the arrays (so names and order cannot drift)."""
+        m = self.m
+        fs = dict(zip(FS_NAMES, self.fs.tolist()))
+        is_ = dict(zip(IS_NAMES, self.is_.tolist()))
+        counts = {op: int(c) for op, c in zip(OP_NAMES, self.cnt) if c}
+        core = SimpleNamespace(clock=fs["clock"], busy=fs["busy"], counts=counts, lookups=0,
+                               load_stall=fs["load_stall"], pop_stall=fs["pop_stall"],
+                               host_cycles=fs["host_cycles"], host_flops=fs["host_flops"])
+        q = OutputQueue(m.access.queue_total_bytes)
+        q.stall = float(self.queue.stall)
+        q.max_bytes = int(self.queue.max_bytes)
+        q.max_entries = int(self.queue.max_entries)
+        for value in np.flatnonzero(self.qh):
+            q.hist.add(int(value), int(self.qh[value]))
+        mem = MemorySystem.from_machine(m)
+        for lv, (hits, misses, nbytes) in zip(mem.levels, self.cst.tolist()):
+            lv.hits, lv.misses, lv.bytes = hits, misses, nbytes
+        mem.dram_requests = int(self.dst[0])
+        mem.dram_bytes = int(self.dst[1])
+        mem.dram_busy = float(self.dst[2])
+        totals = {k: is_[k] for k in ("elements", "requests", "tokens", "operands", "operand_bytes", "lookups")}
+        run = SimpleNamespace(m=m, core=core, access_totals=totals, queue=q, starved=fs["starved"],
+                              access_busy=fs["access_busy"], callbacks=is_["callbacks"], mem=mem)
+        return reference.statistics(run, host_seconds)  # type: ignore[arg-type]
