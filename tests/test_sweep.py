@@ -18,6 +18,7 @@ from ember.bench import sweep as sw
 from ember.bench.run import STATS, run
 from ember.bench.workloads import Workload, suite
 from ember.ir.diagnostics import EmberError
+from ember.sim.engines import DEFAULT_ENGINE
 from ember.sim.machine import load_machine
 
 ONE = ("--suite", "tiny", "--only", "RM1_L0")
@@ -95,7 +96,7 @@ def test_rows_hold_the_point_and_every_statistic(serial: Path) -> None:
     rows = doc["rows"]
     assert [(r["variant"], r["dram.bytes_per_cycle"]) for r in rows] == POINTS
     for r in rows:
-        assert r["workload"] == "RM1_L0" and r["engine"] == "reference" and r["machine"] == "default"
+        assert r["workload"] == "RM1_L0" and r["engine"] == DEFAULT_ENGINE and r["machine"] == "default"
         assert r["suite"] == "tiny" and r["overrides"] == ""
         assert all(k in r for k in STATS), [k for k in STATS if k not in r]
         assert r["dram_bandwidth_fraction"] == pytest.approx(r["dram_bytes"] / (r["cycles"] * r[

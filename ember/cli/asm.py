@@ -11,8 +11,10 @@ from .common import base_dir, display_name, guarded, read_text, write_output
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("input", default="-")
 @click.option("-o", "--output", default="-", show_default=True, help="output .bin file ('-' for stdout)")
+@click.option("--no-tables", is_flag=True, help="leave out the data of float params (the embedding tables): "
+              "a small .bin for `ember-sim --timing-only`, which needs only their shapes")
 @guarded("ember-asm")
-def main(input: str, output: str) -> None:
+def main(input: str, output: str, no_tables: bool) -> None:
     """Assemble INPUT (.dae, '-' for stdin) into a versioned, checksummed binary.
 
     Param tensors are read by name from the file named by `.weights` (relative to the .dae) and
@@ -24,6 +26,10 @@ def main(input: str, output: str) -> None:
 
     program = parse_dae(read_text(input), display_name(input))
     params = [(n, s) for n, s in enumerate(program.symbols) if s.kind == "param"]
+    if no_tables:
+        from ..sim.fast.engine import virtual_symbols
+
+        params = [(n, s) for n, s in params if n not in virtual_symbols(program)]
     if params:
         if not program.weights:
             raise EmberError("the program has params but no .weights file", display_name(input))

@@ -58,25 +58,43 @@ def check_outputs(got: dict[str, np.ndarray], want: dict[str, np.ndarray], path:
 @click.option("--machine", default="default", show_default=True, help="machine preset name or .toml file")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a machine parameter")
 @click.option("--max-cycles", type=float, help="stop with an error after this many simulated cycles")
+@click.option("--engine", default=None, metavar="fast|reference",
+              help="fast: the program compiled to C (needs a C compiler; the default); reference: the "
+                   "event-by-event definition, about 100x slower. Both give the same statistics.")
+@click.option("--timing-only", is_flag=True, help="tables are address ranges with no data (fast engine): "
+              "statistics only, no outputs; the program's param data may be absent")
 @click.option("--check", "check_path", help="compare the outputs with this .npz (rtol 1e-5, atol 1e-6)")
 @click.option("-q", "--quiet", is_flag=True, help="do not print the summary table")
 @guarded("ember-sim")
 def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: str | None, machine: str,
-         overrides: tuple[str, ...], max_cycles: float | None, check_path: str | None, quiet: bool) -> None:
+         overrides: tuple[str, ...], max_cycles: float | None, engine: str | None, timing_only: bool,
+         check_path: str | None, quiet: bool) -> None:
     """Simulate PROGRAM (.bin, '-' for stdin) on a DAE machine.
 
-    Inputs and outputs are named after the model's inputs and outputs.  Statistics (DESIGN.md §4):
+    Inputs and outputs are named after the model's inputs and outputs.  The fast engine (default)
+    compiles the program to C once (cached in ~/.cache/ember/fast) and gives the same statistics as
+    the reference engine; --timing-only simulates tables of any size without their data.  Statistics (DESIGN.md §4):
     cycles, tokens and operands marshaled, queue occupancy, cache and DRAM traffic, the fraction of
     DRAM bandwidth used, and the roofline bound with the fraction of it reached.
     """
     from ..backend.binary import disassemble
-    from ..sim.engines import simulate
+    from ..sim.engines import DEFAULT_ENGINE, ENGINES, simulate
     from ..sim.machine import load_machine
     from ..sim.stats import write_stats
 
+    engine = engine or DEFAULT_ENGINE
+    if engine not in ENGINES:
+        raise EmberError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
+    if timing_only and (outputs_path or check_path):
+        raise EmberError("--timing-only computes no outputs: leave out --outputs and --check")
     prog = disassemble(read_bytes(program), display_name(program))
     m = load_machine(machine).with_overrides(overrides)
-    outputs, stats = simulate(prog, load_inputs(inputs_path), m, max_cycles)
+    outputs, stats = simulate(prog, load_inputs(inputs_path), m, max_cycles, engine=engine, timing_only=timing_only)
+    if engine == "fast":
+        from ..sim.fast.engine import notes
+
+        for note in notes:
+            click.echo(f"ember-sim: note: {note}", err=True)
     if outputs_path:
         save_outputs(outputs_path, outputs)
     if check_path:

@@ -15,7 +15,7 @@ from .machine import Machine
 from .stats import Stats
 
 ENGINES = ("fast", "reference")
-DEFAULT_ENGINE = "reference"  # becomes "fast" once it agrees with the reference on every test
+DEFAULT_ENGINE = "fast"
 
 
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None = None,
@@ -29,11 +29,6 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
         from .engine import simulate as reference
 
         return reference(program, inputs, machine, max_cycles)
-    try:
-        from .fast.engine import simulate as fast
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("ember"):
-            raise EmberError("the fast engine is not built yet; use --engine reference") from None
-        raise
+    from .fast.engine import simulate as fast
 
     return fast(program, inputs, machine, max_cycles, timing_only)

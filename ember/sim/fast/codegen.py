@@ -22,10 +22,10 @@ import numpy as np
 from ...backend.dae import Access, Instr, Label, Mem, Program, Reg
 from ..execute import COST_CLASS
 
-CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "i32": "int32_t", "i16": "int16_t", "i8": "int8_t",
-         "u8": "uint8_t", "bool": "uint8_t"}
-NPTYPE = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
-          "u8": np.uint8, "bool": np.bool_}
+CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", "i32": "int32_t", "i16": "int16_t",
+         "i8": "int8_t", "i1": "uint8_t", "bool": "uint8_t"}  # "bool": masks (v registers, mask streams)
+NPTYPE = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "index": np.int64, "i32": np.int32,
+          "i16": np.int16, "i8": np.int8, "i1": np.bool_, "bool": np.bool_}
 FLOAT_OPS = {"fadd": "({a} + {b})", "fsub": "({a} - {b})", "fmul": "({a} * {b})", "fdiv": "({a} / {b})",
              "fmax": "fmax_py({a}, {b})", "fmin": "fmin_py({a}, {b})"}
 INT_OPS = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "min": "mini({a}, {b})",
@@ -765,8 +765,8 @@ class Generator:
         self(f"RS{pre}{dst} = {dn};")
 
     def window_append(self, done: str) -> None:
-        self(f"if (wn == outst) {{ win[wh] = {done}; wh = (wh + 1) % outst; }} "
-             f"else {{ win[(wh + wn) % outst] = {done}; wn += 1; }}")
+        self(f"if (wn == outst) {{ win[wh] = {done}; wh = wh + 1 == outst ? 0 : wh + 1; }} "
+             f"else {{ win[wh + wn < outst ? wh + wn : wh + wn - outst] = {done}; wn += 1; }}")
 
     def issue_vector(self, ins: Instr, t: int, k: int) -> None:
         """access.AccessUnit.issue_vector: one slot per lane on, one request per line covered."""

@@ -52,20 +52,30 @@ static double book(Mem *m, double now, double watermark) {
     return t;
 }
 
+/* Set index of a line at level k: a mask when the set count is a power of two (lv[k * 5] - 1 & sets). */
+static inline int64_t set_of(const int64_t *lv, int64_t k, int64_t line) {
+    int64_t sets = lv[k * 5];
+    return (sets & (sets - 1)) == 0 ? (line & (sets - 1)) : line % sets;
+}
+
 static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double watermark) {
     int64_t nlev = m->nlev, *lv = m->lv;
-    int64_t line = addr / lv[3];
+    int64_t line = lv[3] == 64 ? addr >> 6 : addr / lv[3];
     double now = t, done = 0.0;
     int64_t last = nlev;
     for (int64_t k = first; k < nlev; k++) {
         now = now + m->lat[k];
-        int64_t ways = lv[k * 5 + 1], s = line % lv[k * 5], b = lv[k * 5 + 2] + s * ways, row = lv[k * 5 + 4] + s;
+        int64_t ways = lv[k * 5 + 1], s = set_of(lv, k, line), b = lv[k * 5 + 2] + s * ways, row = lv[k * 5 + 4] + s;
         int64_t n = m->fill[row], pos = -1;
-        for (int64_t j = 0; j < n; j++) if (m->tags[b + j] == line) { pos = j; break; }
+        if (n > 0 && m->tags[b + n - 1] == line) pos = n - 1;  /* most recently used: nothing moves */
+        else for (int64_t j = n - 2; j >= 0; j--) if (m->tags[b + j] == line) { pos = j; break; }
         if (pos >= 0) {
             double r = m->rdy[b + pos];
-            for (int64_t j = pos; j < n - 1; j++) { m->tags[b + j] = m->tags[b + j + 1]; m->rdy[b + j] = m->rdy[b + j + 1]; }
-            m->tags[b + n - 1] = line; m->rdy[b + n - 1] = r;
+            if (pos != n - 1) {
+                memmove(m->tags + b + pos, m->tags + b + pos + 1, (size_t)(n - 1 - pos) * sizeof(int64_t));
+                memmove(m->rdy + b + pos, m->rdy + b + pos + 1, (size_t)(n - 1 - pos) * sizeof(double));
+                m->tags[b + n - 1] = line; m->rdy[b + n - 1] = r;
+            }
             m->cst[k * 3] += 1;
             done = r > now ? r : now;
             last = k;
@@ -81,10 +91,11 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double w
     }
     for (int64_t k = first; k < last; k++) {
         m->cst[k * 3 + 2] += lv[k * 5 + 3];
-        int64_t ways = lv[k * 5 + 1], s = line % lv[k * 5], b = lv[k * 5 + 2] + s * ways, row = lv[k * 5 + 4] + s;
+        int64_t ways = lv[k * 5 + 1], s = set_of(lv, k, line), b = lv[k * 5 + 2] + s * ways, row = lv[k * 5 + 4] + s;
         int64_t n = m->fill[row];
         if (n >= ways) {
-            for (int64_t j = 0; j < n - 1; j++) { m->tags[b + j] = m->tags[b + j + 1]; m->rdy[b + j] = m->rdy[b + j + 1]; }
+            memmove(m->tags + b, m->tags + b + 1, (size_t)(n - 1) * sizeof(int64_t));
+            memmove(m->rdy + b, m->rdy + b + 1, (size_t)(n - 1) * sizeof(double));
             n--;
         }
         m->tags[b + n] = line; m->rdy[b + n] = done;
