@@ -101,6 +101,31 @@ class CacheLevel:
         return self.hits / n if n else 0.0
 
 
+class SharedMemory:
+    """The last cache level and the DRAM bookings, carried from one core's run to the next (multicore.py).
+
+    Each core gets its private levels fresh; `attach` swaps in the shared ones and zeroes the shared
+    level's counters, so every core's statistics count its own hits and misses.  The lines an earlier
+    core left count as present from cycle 0 (their ready times become 0): the cores run at the same
+    time, and a line must not look in flight until a time the earlier core reached only later.
+    """
+
+    def __init__(self) -> None:
+        self.level: CacheLevel | None = None
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+
+    def attach(self, mem: MemorySystem) -> None:
+        if self.level is None:
+            self.level = mem.levels[-1]
+        mem.levels[-1] = self.level
+        mem.busy_starts, mem.busy_ends = self.starts, self.ends
+        self.level.hits = self.level.misses = self.level.bytes = 0
+        for lines in self.level.sets:
+            for line in lines:
+                lines[line] = 0.0
+
+
 class MemorySystem:
     """Cache levels (core outward) plus DRAM; `access` is the whole model (see module docstring)."""
 

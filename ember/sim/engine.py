@@ -15,7 +15,7 @@ import numpy as np
 from ..backend.dae import Instr, Program
 from ..ir.diagnostics import EmberError
 from .access import AccessUnit
-from .cache import MemorySystem
+from .cache import MemorySystem, SharedMemory
 from .execute import Core
 from .machine import Machine
 from .queue import OutputQueue
@@ -24,12 +24,14 @@ from .tensors import Tensors
 
 
 class _Run:
-    def __init__(self, program: Program, machine: Machine, max_cycles: float | None):
+    def __init__(self, program: Program, machine: Machine, max_cycles: float | None, shared: SharedMemory | None):
         self.p = program
         self.m = machine
         self.max_cycles = max_cycles
         self.t = Tensors(program)
         self.mem = MemorySystem.from_machine(machine)
+        if shared is not None:
+            shared.attach(self.mem)
         self.core = Core(program, self.t, self.mem, machine)
         self.core.run_hook = self.run_access
         self.queue = OutputQueue(machine.access.queue_total_bytes)
@@ -76,10 +78,12 @@ class _Run:
 
 
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
-             max_cycles: float | None = None) -> tuple[dict[str, np.ndarray], Stats]:
-    """Run `program`; inputs and outputs are keyed by their names in the model."""
+             max_cycles: float | None = None, shared: SharedMemory | None = None
+             ) -> tuple[dict[str, np.ndarray], Stats]:
+    """Run `program`; inputs and outputs are keyed by their names in the model.  `shared` carries the
+    last cache level and DRAM from the previous core's run (multicore.py)."""
     t0 = time.perf_counter()
-    r = _Run(program, machine, max_cycles)
+    r = _Run(program, machine, max_cycles, shared)
     for n, s in enumerate(program.symbols):
         if s.kind == "input":
             if s.name not in inputs:

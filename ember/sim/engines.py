@@ -23,6 +23,9 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     """Run `program` on `inputs` with the named engine; returns (outputs by name, statistics)."""
     if engine not in ENGINES:
         raise EmberError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
+    if machine.cores > 1:
+        raise EmberError(f"the machine has {machine.cores} cores: a multi-core run splits a batch across them, which "
+                         "ember-bench does for its workloads (--set cores=N); one program run uses one core")
     if engine == "reference":
         if timing_only:
             raise EmberError("--timing-only needs the fast engine (the reference engine always moves data)")

@@ -46,7 +46,15 @@ notes: list[str] = []  # why the last run used the reference engine, for the CLI
 class _Mem(ctypes.Structure):
     _fields_ = [("nlev", ctypes.c_int64), ("lv", _P), ("lat", _P), ("tags", _P), ("rdy", _P), ("fill", _P),
                 ("cst", _P), ("ds", _P), ("de", _P), ("dn", _P), ("dcap", ctypes.c_int64), ("dst", _P),
-                ("dpar", _P)]
+                ("dpar", _P), ("floor", ctypes.c_double)]
+
+
+class SharedArrays:
+    """The last cache level's state and the DRAM bookings, carried from one core's run to the next."""
+
+    def __init__(self) -> None:
+        self.level: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # tags, ready times, fill
+        self.dram: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, count
 
 
 class _Queue(ctypes.Structure):
@@ -109,26 +117,36 @@ def virtual_symbols(program: Program) -> frozenset[int]:
                      if s.kind == "param" and s.dtype.startswith(("f", "bf")) and None not in s.shape)
 
 
+def prepare(program: Program, timing_only: bool) -> ctypes.CDLL:
+    """The compiled program; raises Unsupported (with the reason) when the reference engine must run it."""
+    return load(generate(program, virtual_symbols(program) if timing_only else frozenset()))
+
+
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None,
-             timing_only: bool) -> tuple[dict[str, np.ndarray], Stats]:
-    """Run `program`; the same results and statistics as ember.sim.engine.simulate."""
-    t0 = time.perf_counter()
+             timing_only: bool, shared: SharedArrays | None = None) -> tuple[dict[str, np.ndarray], Stats]:
+    """Run `program`; the same results and statistics as ember.sim.engine.simulate.  `host_seconds`
+    leaves out the one-off compilation of a program not yet in the cache."""
     notes.clear()
     virtual = virtual_symbols(program) if timing_only else frozenset()
     try:
-        lib = load(generate(program, virtual))
+        lib = prepare(program, timing_only)
     except Unsupported as e:
         if timing_only:
             raise EmberError(f"--timing-only: the fast engine cannot run this program ({e})") from None
+        if shared is not None:
+            raise
         notes.append(f"the fast engine does not handle {e}; the reference engine ran it")
         return reference.simulate(program, inputs, machine, max_cycles)
-    state = _State(program, inputs, machine, max_cycles, virtual)
+    t0 = time.perf_counter()
+    state = _State(program, inputs, machine, max_cycles, virtual, shared)
     try:
         status = state.run(lib)
         if status == OK:
             outputs = state.outputs()
     finally:
         lib.release(state.ptrs.ctypes.data, state.own.ctypes.data, len(program.symbols))
+    if status == OK and shared is not None:
+        state.share(shared)
     if status == MAX_CYCLES:
         raise EmberError(f"simulation exceeded --max-cycles={max_cycles:g}")
     if status != OK:
@@ -145,7 +163,7 @@ class _State:
     """The memory the generated function reads and writes, laid out as the reference lays out its objects."""
 
     def __init__(self, program: Program, inputs: dict[str, np.ndarray], machine: Machine,
-                 max_cycles: float | None, virtual: frozenset[int]):
+                 max_cycles: float | None, virtual: frozenset[int], shared: SharedArrays | None):
         self.p, self.m = program, machine
         syms = program.symbols
         t = Tensors(program)
@@ -192,13 +210,22 @@ class _State:
         self.rdy = np.zeros(slot)
         self.fill = np.zeros(row, dtype=np.int64)
         self.cst = np.zeros((len(levels), 3), dtype=np.int64)
-        self.ds, self.de = np.zeros(DRAM_SLOTS), np.zeros(DRAM_SLOTS)
+        slots = DRAM_SLOTS if shared is None else 16 * DRAM_SLOTS  # later cores may book before this one's times
+        self.ds, self.de = np.zeros(slots), np.zeros(slots)
         self.dn = np.zeros(1, dtype=np.int64)
+        k = len(levels) - 1
+        self.llc = (slice(int(self.lv[k, 2]), int(self.lv[k, 2] + self.lv[k, 0] * self.lv[k, 1])),
+                    slice(int(self.lv[k, 4]), int(self.lv[k, 4] + self.lv[k, 0])))
+        if shared is not None and shared.level is not None and shared.dram is not None:
+            self.tags[self.llc[0]], self.fill[self.llc[1]] = shared.level[0], shared.level[2]
+            self.rdy[self.llc[0]] = 0.0  # present from cycle 0 (cache.SharedMemory)
+            count = int(shared.dram[2][0])
+            self.ds[:count], self.de[:count], self.dn[:] = shared.dram[0][:count], shared.dram[1][:count], count
         self.dst = np.zeros(3)
         self.dpar = np.array([float(machine.dram.latency), levels[0].line_bytes / machine.dram.bytes_per_cycle])
         self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.fill,
                                                                self.cst, self.ds, self.de, self.dn)),
-                        DRAM_SLOTS, self.dst.ctypes.data, self.dpar.ctypes.data)
+                        slots, self.dst.ctypes.data, self.dpar.ctypes.data, np.inf if shared is None else 0.0)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
                 raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(names)})")
@@ -221,6 +248,12 @@ class _State:
         self.mp = np.array([1.0 / machine.access.issue_per_cycle, ex.hidden_load_latency,
                             np.inf if max_cycles is None else float(max_cycles), float(machine.access.outstanding)])
         self.hc = np.zeros(3)
+
+    def share(self, shared: SharedArrays) -> None:
+        """Hand the last level and the DRAM bookings on to the next core."""
+        shared.level = (self.tags[self.llc[0]].copy(), self.rdy[self.llc[0]].copy(), self.fill[self.llc[1]].copy())
+        count = int(self.dn[0])
+        shared.dram = (self.ds[:count].copy(), self.de[:count].copy(), self.dn.copy())
 
     def point(self, n: int, a: np.ndarray) -> None:
         """Let symbol n's C pointer see array `a` (kept alive until the run ends)."""

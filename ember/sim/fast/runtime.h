@@ -15,11 +15,13 @@ typedef struct {
     int64_t *fill, *cst;         /* lines held per set; per level hits, misses, bytes filled */
     double *ds, *de; int64_t *dn, dcap;  /* booked DRAM transfers: sorted disjoint intervals */
     double *dst, *dpar;          /* DRAM requests, bytes, busy cycles; DRAM latency, transfer time */
+    double floor;                /* never prune bookings ending after this (a later core starts at 0) */
 } Mem;
 
 static double book(Mem *m, double now, double watermark) {
     double x = m->dpar[1], *ds = m->ds, *de = m->de;
     int64_t n = m->dn[0];
+    if (watermark > m->floor) watermark = m->floor;
     if (n + 2 > m->dcap) {  /* intervals ending before any future request starts can never matter again */
         int64_t keep = 0;
         for (int64_t k = 0; k < n; k++)

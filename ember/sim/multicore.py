@@ -1,0 +1,118 @@
+"""Multi-core runs: the batch split across cores, each with its own access unit, queue and private caches.
+
+Definition (both engines): every core runs the whole program on its own slice of the batch, from
+cycle 0.  Private levels (all but the last) start cold on every core; the last cache level and the
+DRAM bandwidth are shared: core k starts with the last level as core k-1 left it (its lines present
+from cycle 0) and books DRAM
+transfers into the gaps the earlier cores left (DRAM is booked by simulated time, cache.py, so a
+later core's request at an earlier time still waits only for transfers that overlap it).  The
+cores are simulated in order, which makes the shared level's contents an approximation of truly
+interleaved execution, but a deterministic one.  Cycles are those of the slowest core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..backend.dae import Program
+from ..ir.diagnostics import EmberError
+from .cache import SharedMemory
+from .machine import Machine
+from .stats import Stats
+
+SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access.elements", "access.requests",
+          "access.stall_cycles", "execute.instructions", "execute.busy_cycles", "execute.starved_cycles",
+          "host.cycles", "dram.requests", "dram.busy_cycles", "dram_bytes")
+
+
+def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.ndarray]], machine: Machine,
+                   max_cycles: float | None = None, engine: str = "fast", timing_only: bool = False
+                   ) -> tuple[list[dict[str, np.ndarray]], Stats]:
+    """One run per core of its program (the same operation, compiled for its slice's shapes) on its slice;
+    returns each core's outputs and the totals followed by every core's statistics as `core<k>.<name>`."""
+    from . import engine as reference
+    from .fast import engine as fast
+    from .fast.codegen import Unsupported
+
+    if not len(slices) == len(programs) == machine.cores:
+        raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices")
+    if engine == "fast":
+        try:
+            for program in programs:
+                fast.prepare(program, timing_only)
+        except Unsupported as e:
+            if timing_only:
+                raise EmberError(f"--timing-only: the fast engine cannot run this program ({e})") from None
+            engine = "reference"
+    if timing_only and engine != "fast":
+        raise EmberError("--timing-only needs the fast engine (the reference engine always moves data)")
+    outputs, per_core = [], []
+    shared_ref, shared_fast = SharedMemory(), fast.SharedArrays()
+    for program, inputs in zip(programs, slices):
+        if engine == "fast":
+            out, st = fast.simulate(program, inputs, machine, max_cycles, timing_only, shared_fast)
+        else:
+            out, st = reference.simulate(program, inputs, machine, max_cycles, shared_ref)
+        outputs.append(out)
+        per_core.append(st)
+    return outputs, combine(per_core, machine)
+
+
+def combine(per_core: list[Stats], machine: Machine) -> Stats:
+    """Totals over the cores (cycles: the slowest core), then every core's own statistics."""
+    st = Stats()
+    cycles = max(s["cycles"] for s in per_core)
+    host = sum(s["host_seconds"] for s in per_core)
+    st.set("cores", len(per_core), "cores the batch was split across", "Count")
+    st.set("cycles", cycles, "simulated cycles until the slowest core halts", "Cycle")
+    st.set("sim_seconds", machine.seconds(cycles), "simulated time at the machine's clock", "Second")
+    st.set("host_seconds", host, "wall-clock time the simulations took", "Second")
+    st.set("sim_cycles_per_host_second", cycles / host if host else 0.0, "simulation speed", "Cycle/Second")
+    lookups = sum(s["lookups"] for s in per_core)
+    st.set("lookups_per_host_second", lookups / host if host else 0.0, "simulation speed", "Count/Second")
+    for name in SUMMED:
+        first = per_core[0].get(name)
+        if first is not None:
+            st.set(name, sum(s[name] for s in per_core), f"{first.description} (all cores)", first.unit)
+    for name, _ in per_core[0].items():
+        if name.startswith("cache.") and name.endswith((".hits", ".misses", ".bytes")):
+            first = per_core[0].get(name)
+            assert first is not None
+            st.set(name, sum(s[name] for s in per_core), f"{first.description} (all cores)", first.unit)
+    st.set("dram_bandwidth_fraction", st["dram_bytes"] / (cycles * machine.dram.bytes_per_cycle) if cycles else 0.0,
+           "achieved DRAM bandwidth / peak, all cores", "Ratio")
+    for k, s in enumerate(per_core):
+        st.update(s, f"core{k}.")
+    return st
+
+
+def split_bags(inputs: dict[str, np.ndarray], cores: int, per_lookup: Sequence[str] = ("indices", "weights")
+               ) -> list[dict[str, np.ndarray]]:
+    """Split a bag batch (include-last `offsets`, lookups in `indices`, optional per-lookup `weights`)
+    into `cores` contiguous slices of bags, each with rebased offsets."""
+    offsets = inputs["offsets"]
+    bags = len(offsets) - 1
+    if cores > max(bags, 1):
+        raise EmberError(f"cannot split {bags} bags across {cores} cores")
+    cuts = [bags * k // cores for k in range(cores + 1)]
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        lo, hi = int(offsets[a]), int(offsets[b])
+        part = dict(inputs)
+        part["offsets"] = offsets[a:b + 1] - offsets[a]
+        for name in per_lookup:
+            if name in inputs:
+                part[name] = inputs[name][lo:hi]
+        out.append(part)
+    return out
+
+
+def split_rows(inputs: dict[str, np.ndarray], cores: int, name: str = "indices") -> list[dict[str, np.ndarray]]:
+    """Split a gather batch (one output row per entry of `name`) into `cores` contiguous slices."""
+    n = len(inputs[name])
+    if cores > max(n, 1):
+        raise EmberError(f"cannot split {n} lookups across {cores} cores")
+    cuts = [n * k // cores for k in range(cores + 1)]
+    return [{**inputs, name: inputs[name][a:b]} for a, b in zip(cuts, cuts[1:])]

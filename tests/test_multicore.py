@@ -1,0 +1,86 @@
+"""Multi-core runs: the batch split across cores, the last cache level and DRAM shared."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ember.bench.run import compile_variant
+from ember.bench.workloads import Workload, suite
+from ember.ir.diagnostics import EmberError
+from ember.sim.engines import simulate
+from ember.sim.machine import load_machine
+from ember.sim.multicore import simulate_cores, split_bags, split_rows
+
+HOST_TIME = ("host_seconds", "sim_cycles_per_host_second", "lookups_per_host_second")
+
+
+def programs_for(w: Workload, slices: list[dict[str, np.ndarray]], variant: str) -> list:
+    out = []
+    for part in slices:
+        sub = dataclasses.replace(w, bags=len(part["offsets"]) - 1)
+        p = compile_variant(sub, variant)
+        for n, s in enumerate(p.symbols):
+            if s.kind == "param":
+                p.data[n] = w.table(0)
+        out.append(p)
+    return out
+
+
+@pytest.mark.parametrize(("cores", "variant"), [(2, "O3"), (3, "O0"), (2, "hand"), (4, "core")])
+def test_cores_split_the_batch_and_both_engines_agree(cores: int, variant: str) -> None:
+    w = suite("tiny", ["RM2_L1"])[0]
+    m1 = load_machine("default")
+    m = m1.with_overrides([f"cores={cores}"])
+    inputs = w.inputs(0)
+    slices = split_bags(inputs, cores)
+    programs = programs_for(w, slices, variant)
+    ref_outs, ref = simulate_cores(programs, slices, m, engine="reference")
+    outs, st = simulate_cores(programs, slices, m, engine="fast")
+    assert list(st) == list(ref)
+    assert {k: st[k] for k in st if not k.endswith(HOST_TIME)} == {k: ref[k] for k in ref if not k.endswith(HOST_TIME)}
+    whole = np.concatenate([o["output"] for o in outs])
+    np.testing.assert_allclose(whole, w.reference(0), rtol=1e-4, atol=1e-4)
+    single = programs_for(w, [inputs], variant)[0]
+    _, one = simulate(single, inputs, m1)
+    assert st["cores"] == cores
+    assert st["cycles"] == max(st[f"core{k}.cycles"] for k in range(cores)) < one["cycles"]
+    assert st["lookups"] == sum(st[f"core{k}.lookups"] for k in range(cores)) == one["lookups"]
+    assert st["core1.cache.llc.hits"] > 0  # the second core finds rows the first one brought in
+
+
+def test_a_shared_dram_limits_the_gain() -> None:
+    w = suite("tiny", ["RM3_L0"])[0]
+    inputs = w.inputs(0)
+    slices = split_bags(inputs, 2)
+    programs = programs_for(w, slices, "O3")
+    gains = []
+    for bandwidth in ("64", "0.5"):
+        m1 = load_machine("default").with_overrides([f"dram.bytes_per_cycle={bandwidth}"])
+        m2 = m1.with_overrides(["cores=2"])
+        _, one = simulate(programs_for(w, [inputs], "O3")[0], inputs, m1)
+        _, two = simulate_cores(programs, slices, m2)
+        gains.append(one["cycles"] / two["cycles"])
+    assert gains[0] > 1.3 and gains[1] < 1.15, gains
+
+
+def test_splits() -> None:
+    inputs = {"indices": np.arange(10), "offsets": np.array([0, 3, 3, 7, 10]), "weights": np.arange(10.0)}
+    parts = split_bags(inputs, 2)
+    assert [list(p["offsets"]) for p in parts] == [[0, 3, 3], [0, 4, 7]]
+    assert [list(p["indices"]) for p in parts] == [[0, 1, 2], [3, 4, 5, 6, 7, 8, 9]]
+    assert list(parts[1]["weights"]) == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+    assert [list(p["indices"]) for p in split_rows({"indices": np.arange(5)}, 2)] == [[0, 1], [2, 3, 4]]
+    with pytest.raises(EmberError, match="cannot split 4 bags across 5 cores"):
+        split_bags(inputs, 5)
+
+
+def test_a_single_run_refuses_a_multicore_machine() -> None:
+    w = suite("tiny", ["RM1_L0"])[0]
+    p = programs_for(w, [w.inputs(0)], "O3")[0]
+    with pytest.raises(EmberError, match="2 cores"):
+        simulate(p, w.inputs(0), load_machine("default").with_overrides(["cores=2"]))
+    with pytest.raises(EmberError, match="split into 1 slices"):
+        simulate_cores([p], [w.inputs(0)], load_machine("default").with_overrides(["cores=2"]))
