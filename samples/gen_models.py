@@ -176,6 +176,51 @@ def graph_cases() -> dict[str, tuple[nn.Module, dict[str, np.ndarray], tuple[str
     }
 
 
+class MessagePassingInPlace(nn.Module):
+    """Sum aggregation into a buffer updated in place: new_zeros, view(-1, 1).expand(-1, F), scatter_add_."""
+
+    def forward(self, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        msg = x.index_select(0, src)
+        out = x.new_zeros(x.shape)
+        out.scatter_add_(0, dst.view(-1, 1).expand(-1, x.size(1)), msg)
+        return out
+
+
+class MessagePassingMeanInPlace(nn.Module):
+    """PyG's mean written with index_add_: messages and per-node counts (a 1-D scatter), clamp(min=1)."""
+
+    def forward(self, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(x.size(0), x.size(1), dtype=x.dtype)
+        out.index_add_(0, dst, x[src])
+        count = x.new_zeros(x.size(0))
+        count.index_add_(0, dst, torch.ones_like(dst, dtype=x.dtype))
+        return out / count.clamp(min=1).unsqueeze(-1)
+
+
+def inplace_cases() -> dict[str, tuple[nn.Module, dict[str, np.ndarray]]]:
+    """In-place forms of the graph models, on the inputs of mp_sum (saved as torch archives only)."""
+    feeds = graph_cases()["mp_sum"][1]
+    return {"mp_sum_inplace": (MessagePassingInPlace(), dict(feeds)),
+            "mp_mean_inplace": (MessagePassingMeanInPlace(), dict(feeds))}
+
+
+class GatedBag(nn.Module):
+    """A bag whose forward branches on a flag and loops: scripted, its code keeps that control flow."""
+
+    def __init__(self, scale: bool) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(ROWS, DIM, mode="mean")
+        self.scale = scale
+
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        y = self.bag(indices, offsets)
+        if self.scale:
+            y = y * 0.5
+        for _ in range(2):
+            y = torch.tanh(y) + y
+        return y
+
+
 def bag_inputs(rng: np.random.Generator, rows: int, lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
     indices = rng.integers(0, rows, size=sum(lengths), dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)

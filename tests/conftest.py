@@ -25,9 +25,10 @@ def tool(name: str) -> list[str]:
     return [sys.executable, "-c", f"from ember.cli.{module} import main; main()"]
 
 
-def run_tool(name: str, *args: str, stdin: bytes | None = None, cwd: Path | None = None
-             ) -> subprocess.CompletedProcess[bytes]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def run_tool(name: str, *args: str, stdin: bytes | None = None, cwd: Path | None = None,
+             path: list[Path] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run a tool; `path` puts directories before Ember on PYTHONPATH (e.g. a stand-in package)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*(str(p) for p in path or []), str(ROOT)]))
     return subprocess.run([*tool(name), *args], input=stdin, capture_output=True, cwd=cwd, env=env, timeout=300)
 
 

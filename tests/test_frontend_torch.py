@@ -32,7 +32,9 @@ from ember.sim.engine import simulate
 from ember.sim.machine import load_machine
 
 MODELS = Path(__file__).resolve().parent.parent / "samples" / "models"
-NAMES = ["embedding", "bag_sum", "bag_mean", "bag_max", "bag_last", "bag_weighted", "dlrm"]
+BAGS = ["embedding", "bag_sum", "bag_mean", "bag_max", "bag_last", "bag_weighted", "dlrm"]
+GRAPHS = ["mp_sum", "mp_mean", "spmm", "kg_transe", "spattn", "mp_sum_inplace", "mp_mean_inplace"]
+NAMES = BAGS + GRAPHS
 ARCHIVES = [f"{n}.traced.pt" for n in NAMES] + [f"{n}.pt2" for n in NAMES]
 
 
@@ -108,6 +110,27 @@ def test_embedding_ops_are_raised_with_pytorch_semantics(suffix: str) -> None:
     ops = _ops(dlrm)
     assert ops["emb.bag"] == 3 and ops["Gemm"] == 4 and ops["MatMul"] == 1 and ops["GatherND"] == 1
     assert all(op.attrs.get("transB") == 1 for op in dlrm.walk() if op.attrs.get("op") == "Gemm")
+
+
+@pytest.mark.parametrize("suffix", [".traced.pt", ".pt2"])
+def test_graph_ops_are_raised(suffix: str) -> None:
+    """Row gathers and row scatters become emb ops (they stream); the index plumbing around them goes."""
+    want = {
+        "mp_sum": {"emb.gather": 1, "emb.scatter_rows": 1},
+        "mp_sum_inplace": {"emb.gather": 1, "emb.scatter_rows": 1},
+        "mp_mean": {"emb.gather": 1, "emb.scatter_rows": 2, "Max": 1, "Div": 1},  # counts are 1-wide rows
+        "mp_mean_inplace": {"emb.gather": 1, "emb.scatter_rows": 1, "ScatterND": 1, "Max": 1},  # 1-D counts
+        "spmm": {"emb.gather": 1, "emb.scatter_rows": 1, "Mul": 1},
+        "kg_transe": {"emb.gather": 3, "ReduceSum": 1},
+        "spattn": {"emb.gather": 2, "Softmax": 1, "MatMul": 2},
+    }
+    for name, counts in want.items():
+        ops = _ops(_import(MODELS / f"{name}{suffix}"))
+        assert {k: ops[k] for k in counts} == counts, name
+        # the index of a row scatter is used as is: no Unsqueeze/Expand of it survives, no host scatter
+        assert ops["ScatterElements"] == 0 and ops["Gather"] == 0 and ops["Expand"] <= 3, name
+    scatter = next(op for op in _import(MODELS / f"mp_sum{suffix}").walk() if op.name == "emb.scatter_rows")
+    assert scatter.attrs == {"reduction": "add"} and scatter.operands[1].name == "dst"
 
 
 @pytest.mark.parametrize("archive", ARCHIVES)
@@ -316,10 +339,14 @@ def test_unsupported_call_names_the_call_and_file(tmp_path: Path) -> None:
     msg = str(err.value)
     assert "'torch.erfinv(...)'" in msg and "code/__torch__/torch/nn/modules/sparse.py:" in msg
     assert ".pt2" in msg and ".onnx" in msg and str(bad) in msg
-    inplace = _rewrite(MODELS / "dlrm.traced.pt", tmp_path / "inplace.pt",
+    inplace = _rewrite(MODELS / "dlrm.traced.pt", tmp_path / "inplace.pt",  # nn.ReLU(inplace=True)
                        {"activation.py": ("torch.relu(", "torch.relu_(")})
-    with pytest.raises(EmberError, match=r"torch\.relu_.*in-place"):
-        import_torchscript(str(inplace), "w")
+    assert print_module(import_torchscript(str(inplace), "w")) == print_module(
+        import_torchscript(str(MODELS / "dlrm.traced.pt"), "w"))  # each relu_ updates a fresh Linear output
+    on_weight = _rewrite(MODELS / "dlrm.traced.pt", tmp_path / "on_weight.pt",
+                         {"linear.py": ("torch.linear(dense, weight, bias)", "torch.relu_(weight)")})
+    with pytest.raises(EmberError, match=r"torch\.relu_.*in-place operators are supported only"):
+        import_torchscript(str(on_weight), "w")
     padded = _rewrite(MODELS / "bag_sum.traced.pt", tmp_path / "padded.pt",
                       {"sparse.py": ("False, None, False, None)", "False, None, False, 40)")})
     with pytest.raises(EmberError, match="padding_idx must be within"):  # 40 rows: PyTorch refuses it too
@@ -487,3 +514,107 @@ def test_pt2_type_promotion_is_refused(tmp_path: Path) -> None:
     path = write_pt2(tmp_path / "promote.pt2", {"idx": idx}, {}, nodes, "output")
     with pytest.raises(EmberError, match=r"node 'output' \(torch\.ops\.aten\.mul\.Tensor\).*type promotion"):
         import_pt2(str(path), "w")
+
+
+def test_pt2_scatters_and_factories(tmp_path: Path) -> None:
+    """scatter_reduce of rows, a scatter_add that is not one (host ScatterElements over the index's
+    extent), index_add along dimension 1 with alpha, clamp, and the tensor factories."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    y = rng.standard_normal((5, 4)).astype(np.float32)
+    src = np.array([0, 4, 4, 1, 2, 3, 0], dtype=np.int64)
+    dst = np.array([1, 1, 3, 0, 1, 4, 3], dtype=np.int64)
+    cells = np.array([[0, 4], [2, 2], [0, 1], [3, 0]], dtype=np.int64)
+    cols = np.array([2, 0, 2, 1], dtype=np.int64)
+    a = "torch.ops.aten."
+    f32 = {"as_scalar_type": 7}
+    nodes = [
+        (a + "index_select.default", {"self": T("x"), "dim": I(0), "index": T("src")}, ["msg"]),
+        (a + "unsqueeze.default", {"self": T("dst"), "dim": I(1)}, ["col"]),
+        (a + "expand.default", {"self": T("col"), "size": {"as_ints": [-1, 3]}}, ["idx"]),
+        (a + "full.default", {"size": {"as_ints": [5, 3]}, "fill_value": {"as_float": -100.0}}, ["low"]),
+        (a + "scatter_reduce.two", {"self": T("low"), "dim": I(0), "index": T("idx"), "src": T("msg"),
+                                    "reduce": {"as_string": "amax"}, "include_self": {"as_bool": True}}, ["mx"]),
+        (a + "zeros_like.default", {"self": T("x"), "dtype": f32}, ["z"]),
+        (a + "scatter_add.default", {"self": T("z"), "dim": I(0), "index": T("p_0"), "src": T("msg")}, ["sa"]),
+        (a + "clamp.default", {"self": T("sa"), "max": {"as_float": 0.5}}, ["cl"]),
+        (a + "ones.default", {"size": {"as_ints": [5, 3]}, "dtype": f32}, ["one"]),
+        (a + "index_add.default", {"self": T("one"), "dim": I(1), "index": T("p_1"), "source": T("y"),
+                                   "alpha": {"as_float": 2.0}}, ["ia"]),
+        (a + "add.Tensor", {"self": T("mx"), "other": T("cl")}, ["s1"]),
+        (a + "add.Tensor", {"self": T("s1"), "other": T("ia")}, ["output"]),
+    ]
+    feeds = {"x": x, "y": y, "src": src, "dst": dst}
+    path = write_pt2(tmp_path / "scatters.pt2", feeds, {"cells": cells, "cols": cols}, nodes, "output")
+    msg = x[src]
+    mx = np.full((5, 3), -100.0, np.float32)
+    for e, d in enumerate(dst):
+        mx[d] = np.maximum(mx[d], msg[e])
+    sa = np.zeros((5, 3), np.float32)
+    for i in range(cells.shape[0]):
+        for j in range(cells.shape[1]):
+            sa[cells[i, j], j] += msg[i, j]
+    ia = np.ones((5, 3), np.float32)
+    for i, c in enumerate(cols):
+        ia[:, c] += 2.0 * y[:, i]
+    module = _check_graph(path, feeds, mx + np.minimum(sa, 0.5) + ia)
+    ops = _ops(module)
+    assert ops["emb.scatter_rows"] == 1 and ops["ScatterElements"] == 1 and ops["ScatterND"] == 1
+    assert next(op for op in module.walk() if op.name == "emb.scatter_rows").attrs["reduction"] == "max"
+
+
+def _in_place_graph(tmp_path: Path, nodes: list[tuple[str, dict[str, Any], list[str]]]) -> tuple[Path, dict]:
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((4, 2)).astype(np.float32), "dst": np.array([3, 0, 3], dtype=np.int64),
+             "src": np.array([1, 1, 2], dtype=np.int64)}
+    a = "torch.ops.aten."
+    head = [(a + "index_select.default", {"self": T("x"), "dim": I(0), "index": T("src")}, ["msg"]),
+            (a + "new_zeros.default", {"self": T("x"), "size": {"as_ints": [4, 2]}}, ["z"])]
+    return write_pt2(tmp_path / "inplace.pt2", feeds, {}, head + nodes, "output"), feeds
+
+
+def test_pt2_in_place_updates_of_new_tensors(tmp_path: Path) -> None:
+    """Two index_add_ in a row on a tensor just allocated: exact, raised to row scatters."""
+    a = "torch.ops.aten."
+    nodes = [(a + "index_add_.default", {"self": T("z"), "dim": I(0), "index": T("dst"), "source": T("msg")}, ["u"]),
+             (a + "index_add_.default", {"self": T("u"), "dim": I(0), "index": T("src"), "source": T("msg")},
+              ["output"])]
+    path, feeds = _in_place_graph(tmp_path, nodes)
+    want = np.zeros((4, 2), np.float32)
+    msg = feeds["x"][feeds["src"]]
+    np.add.at(want, feeds["dst"], msg)
+    np.add.at(want, feeds["src"], msg)
+    assert _ops(_check_graph(path, feeds, want))["emb.scatter_rows"] == 2
+
+
+@pytest.mark.parametrize("nodes, error", [
+    ([("index_add_.default", {"self": T("x"), "dim": I(0), "index": T("dst"), "source": T("msg")}, ["output"])],
+     r"node 'output' \(torch\.ops\.aten\.index_add_\.default\): in-place operators are supported only on a tensor "
+     r"the model computed itself \(not an input"),
+    ([("view.default", {"self": T("z"), "size": {"as_ints": [8]}}, ["flat"]),
+      ("index_add_.default", {"self": T("z"), "dim": I(0), "index": T("dst"), "source": T("msg")}, ["output"])],
+     "did not read before the update"),  # the view would see the update; Ember's values would not
+    ([("view.default", {"self": T("z"), "size": {"as_ints": [8]}}, ["flat"]),
+      ("add_.Tensor", {"self": T("flat"), "other": {"as_float": 1.0}}, ["output"])],
+     "not an input, a weight or a view"),  # updating the view would update z too
+    ([("index_add_.default", {"self": T("z"), "dim": I(0), "index": T("dst"), "source": T("msg")}, ["u"]),
+      ("add.Tensor", {"self": T("z"), "other": T("u")}, ["output"])],
+     r"node 'output' \(torch\.ops\.aten\.add\.Tensor\): the first operand is a tensor an earlier in-place "
+     "operator updated"),
+])
+def test_pt2_in_place_updates_that_could_be_observed_are_refused(tmp_path: Path, nodes: list[Any],
+                                                                  error: str) -> None:
+    path, _ = _in_place_graph(tmp_path, [("torch.ops.aten." + t, args, outs) for t, args, outs in nodes])
+    with pytest.raises(EmberError, match=error):
+        import_pt2(str(path), "w")
+
+
+def test_traced_in_place_updates_that_could_be_observed_are_refused(tmp_path: Path) -> None:
+    on_input = _rewrite(MODELS / "mp_sum_inplace.traced.pt", tmp_path / "on_input.pt",
+                        {".py": ("torch.scatter_add_(out, 0,", "torch.scatter_add_(x, 0,")})
+    with pytest.raises(EmberError, match=r"'torch\.scatter_add_\(\.\.\.\)' at code/__torch__/.*in-place operators"):
+        import_torchscript(str(on_input), "w")
+    stale = _rewrite(MODELS / "mp_mean_inplace.traced.pt", tmp_path / "stale.pt",
+                     {".py": ("return torch.div(out0, _6)", "return torch.div(out, _6)")})
+    with pytest.raises(EmberError, match=r"'torch\.div\(\.\.\.\)' at .*in-place operator updated"):
+        import_torchscript(str(stale), "w")

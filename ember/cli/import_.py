@@ -1,32 +1,79 @@
-"""ember-import: a model (ONNX) -> `.eir` at level `emb`."""
+"""ember-import: a model (ONNX, TorchScript, torch.export) -> `.eir` at level `emb`."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from ..ir.core import Op
+from ..ir.diagnostics import EmberError
 from ..ir.printer import print_module
 from .common import base_dir, guarded, write_output
+
+if TYPE_CHECKING:
+    from ..frontends import NeedsTorch
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", default="-", show_default=True, help="output .eir file ('-' for stdout)")
+@click.option("--example-inputs", "example_inputs", metavar="IN.npz",
+              help="for a scripted .pt (torch.jit.script): one array per parameter of forward, by name; only "
+                   "their shapes and dtypes are used")
+@click.option("--export-to", "export_to", metavar="FILE.pt2",
+              help="for a scripted .pt: where to write the torch.export archive the .eir takes its weights "
+                   "from [default: OUTPUT with the suffix .scripted.pt2, or MODEL's name in the current "
+                   "directory for stdout]")
 @guarded("ember-import")
-def main(model: str, output: str) -> None:
+def main(model: str, output: str, example_inputs: str | None, export_to: str | None) -> None:
     """Import MODEL as Ember IR at level `emb`: an .onnx file from either PyTorch exporter, a traced
     TorchScript archive (.pt, from torch.jit.trace + torch.jit.save) or a torch.export archive (.pt2).
-    Neither PyTorch format needs torch installed.
+    None of these needs torch installed.
+
+    A scripted TorchScript archive (torch.jit.script), whose code has control flow, needs torch
+    (pip install 'ember[torch]'): torch loads it, torch.export traces it into a .pt2 file written
+    beside the output (--export-to), and that file is imported.  Give its input shapes with
+    --example-inputs unless the archive records them.
 
     Embedding lookups become emb.gather, EmbeddingBags emb.bag, message-passing scatters
     emb.scatter_rows; every other operator becomes a host.onnx op.  Weights stay in the model: the
     .eir names the model file (relative to the .eir) and the tools that need the data read it there.
     """
-    from ..frontends import import_model
+    from ..frontends import NeedsTorch, import_model
 
     ref = os.path.relpath(os.path.abspath(model), base_dir(output))
-    module = import_model(model, ref)
+    try:
+        module = import_model(model, ref)
+    except NeedsTorch as need:
+        module = _import_scripted(model, output, need, example_inputs, export_to)
     for w in getattr(module, "warnings", []):
         click.echo(f"ember-import: {w}", err=True)
     write_output(output, print_module(module))
+
+
+def _import_scripted(model: str, output: str, need: NeedsTorch, example_inputs: str | None,
+                     export_to: str | None) -> Op:
+    """Convert with torch to a .pt2 (moved into place only once it imports), then import that."""
+    from ..frontends.pt2 import import_pt2
+    from ..frontends.scripted import export_scripted
+    from .sim import load_inputs
+
+    feeds = load_inputs(example_inputs) if example_inputs is not None else None
+    if export_to is None:
+        stem = Path(model).name.removesuffix(".pt") if output == "-" else Path(output).stem
+        export_to = str(base_dir(output) / f"{stem}.scripted.pt2")
+    target = Path(export_to)
+    if target.suffix.lower() != ".pt2":
+        raise EmberError("--export-to must name a .pt2 file (the .eir's weights are read from it by suffix)",
+                         export_to)
+    tmp = target.with_name(f".{target.stem}.tmp.pt2")
+    try:
+        export_scripted(model, need, feeds, str(tmp))
+        module = import_pt2(str(tmp), os.path.relpath(target.resolve(), base_dir(output)))
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return module

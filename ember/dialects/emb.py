@@ -2,6 +2,9 @@
 
     %y = emb.gather %table, %idx : tensor<4x3x8xf32>
         y[i..., :] = table[idx[i...], :]                      (nn.Embedding)
+        With `negative = "wrap"`, an index k in [-rows, 0) names row rows + k, as ONNX Gather and
+        PyTorch's x[idx] count from the end; without it (nn.Embedding, index_select) an index is a
+        row number, and anything outside [0, rows) is out of range either way.
     %y = emb.bag %table, %indices, %offsets [, %weights] {mode = "sum", empty = "zero"} : tensor<?x8xf32>
         bag b covers indices[offsets[b] : offsets[b+1]], so `offsets` has one more entry than there
         are bags (PyTorch's include_last_offset form; frontends build it); rows are scaled by
@@ -47,6 +50,7 @@ def _gather(op: Op) -> None:
     assert table.shape is not None and idx.shape is not None
     want = ShapedType("tensor", idx.shape + table.shape[1:], table.elem)
     check(isinstance(out, ShapedType) and _compatible(out, want), op, f"result must be {want}, got {out}")
+    check(op.attrs.get("negative", "wrap") == "wrap", op, 'negative must be "wrap" when given')
 
 
 @define("emb.bag", operands=(3, 4), results=1, attrs=("mode", "empty"))

@@ -4,8 +4,9 @@
     .pt     ember.frontends.torchscript  (torch.jit.trace + torch.jit.save)
     .pt2    ember.frontends.pt2          (torch.export.save)
 
-None of them needs torch.  The readers are imported lazily so that, say, reading a `.pt2` does not
-pay for loading `onnx`.
+None of them needs torch.  A scripted `.pt` (torch.jit.script) raises `NeedsTorch`: ember-import then
+converts it with torch (ember.frontends.scripted, the optional `ember[torch]` extra) to a `.pt2`.
+The readers are imported lazily so that, say, reading a `.pt2` does not pay for loading `onnx`.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..ir.diagnostics import EmberError
+from .torchscript import NeedsTorch
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ..ir.core import Op
 
-__all__ = ["SUFFIXES", "import_model", "load_weights_any"]
+__all__ = ["SUFFIXES", "NeedsTorch", "import_model", "load_weights_any"]
 
 SUFFIXES = (".onnx", ".pt", ".pt2")
 

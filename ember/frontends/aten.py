@@ -3,7 +3,9 @@
 Both formats name PyTorch's aten operators (`embedding`, `embedding_bag`, `linear`, `bmm`, ...), the
 first positionally in TorchScript source, the second with named arguments in JSON; `AtenLowering`
 turns each call into IR: `embedding` becomes emb.gather, `embedding_bag` emb.bag with PyTorch's
-semantics (an empty bag gives 0 in every mode), and the dense operators `host.onnx` ops at opset 17.
+semantics (an empty bag gives 0 in every mode), row gathers (`index_select`, `x[idx]`) emb.gather,
+row scatters (`scatter_add`, `scatter_reduce`, `index_add`, also in place) emb.scatter_rows, and the
+dense operators `host.onnx` ops at opset 17.
 The zip helpers read either archive with one clear error per way a file can be damaged.
 """
 
@@ -57,6 +59,18 @@ class Weight:
 
 
 @dataclass(frozen=True)
+class TorchDType:
+    """A `dtype=` argument as the `.pt2` JSON gives it (TorchScript source writes c10's number instead)."""
+
+    name: str  # numpy's name, or PyTorch's for the types numpy lacks (bfloat16, complex32, ...)
+
+
+_C10_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
+               8: "complex32", 9: "complex64", 10: "complex128", 11: "bool", 15: "bfloat16"}
+"""c10::ScalarType, the numbering of `dtype=6` in TorchScript source."""
+
+
+@dataclass(frozen=True)
 class _Unusable:
     """An operator result Ember does not compute (embedding_bag's bookkeeping outputs)."""
 
@@ -106,6 +120,8 @@ Schema = tuple[str | tuple[str, Any], ...]
 
 _BAG: Schema = ("weight", "indices", "offsets", ("scale_grad_by_freq", False), ("mode", 0), ("sparse", False),
                 ("per_sample_weights", None), ("include_last_offset", False), ("padding_idx", None))
+_FACTORY: Schema = (("dtype", None), ("layout", None), ("device", None), ("pin_memory", None))
+"""The keyword arguments of aten's tensor factories; Ember keeps the dtype and ignores the rest."""
 _SCHEMAS: dict[str, Schema] = {
     "embedding": ("weight", "indices", ("padding_idx", -1), ("scale_grad_by_freq", False), ("sparse", False)),
     "embedding_bag": _BAG,
@@ -143,15 +159,38 @@ _SCHEMAS: dict[str, Schema] = {
     "detach": ("self",),
     "alias": ("self",),
     "dropout": ("input", "p", "train"),
+    "expand": ("self", "size", ("implicit", False)),
+    "expand_as": ("self", "other"),
+    "clamp": ("self", ("min", None), ("max", None)),
+    "clamp_min": ("self", "min"),
+    "clamp_max": ("self", "max"),
+    "scatter_add": ("self", "dim", "index", "src"),
+    "scatter_reduce": ("self", "dim", "index", "src", "reduce", ("include_self", True)),
+    "index_add": ("self", "dim", "index", "source", ("alpha", 1)),
+    "zeros": ("size", *_FACTORY),
+    "ones": ("size", *_FACTORY),
+    "full": ("size", "fill_value", *_FACTORY),
+    "zeros_like": ("self", *_FACTORY, ("memory_format", None)),
+    "ones_like": ("self", *_FACTORY, ("memory_format", None)),
+    "full_like": ("self", "fill_value", *_FACTORY, ("memory_format", None)),
+    "new_zeros": ("self", "size", *_FACTORY),
+    "new_ones": ("self", "size", *_FACTORY),
+    "new_full": ("self", "size", "fill_value", *_FACTORY),
 }
 _UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "neg": "Neg",
           "abs": "Abs", "sqrt": "Sqrt"}
 for _name in _UNARY:
     _SCHEMAS[_name] = ("self",)
 _BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}
+_FILL = {"zeros": 0, "ones": 1, "zeros_like": 0, "ones_like": 1, "new_zeros": 0, "new_ones": 1}
+_SCATTER_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+_FLOATS = ("f16", "f32", "f64")
+_VIEWS = ("Reshape", "Transpose", "Unsqueeze", "Squeeze", "Expand", "Slice")
+"""Host ops the lowering emits for PyTorch operators that return views of their input."""
 
 SUPPORTED = tuple(sorted(_SCHEMAS))
-"""The aten operator names `AtenLowering` translates (overload names are ignored)."""
+"""The aten operator names `AtenLowering` translates (overload names are ignored; `<name>_`, the in-place
+form, is accepted on a tensor no other value can see, see `in_place`)."""
 
 Shape = tuple[int | None, ...]
 
@@ -228,6 +267,14 @@ class AtenLowering:
         self.weights: dict[str, np.ndarray] = {}
         self._consts: dict[tuple[str, tuple[int, ...], bytes], str] = {}
         self.used_names: set[str] = set()
+        # Row scatters are recognised by where their index came from: `rows_of[v] = idx` when v is
+        # Unsqueeze(idx, 1) of a 1-D index, or that expanded along dimension 1 (index_select + scatter_add).
+        self.rows_of: dict[Value, Value] = {}
+        # In-place updates are translated as new values; that is exact only for a tensor nothing else
+        # can see: one the model computed into its own storage (not an input, a weight or a view of
+        # another tensor) and has not read yet.
+        self.owned: set[Value] = set()
+        self.stale: set[Value] = set()
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -242,6 +289,8 @@ class AtenLowering:
     def value(self, x: Any, what: str) -> Value:
         """The IR value of a tensor argument, emitting the `param` of a stored tensor on first use."""
         if isinstance(x, Value):
+            _need(x not in self.stale, f"{what} is a tensor an earlier in-place operator updated; Ember follows "
+                  "such an update only through the operator's result")
             return x
         if isinstance(x, Weight):
             if x.name not in self.params:
@@ -270,6 +319,8 @@ class AtenLowering:
         op = new_op("host.onnx", operands, [tensor(shape, elem)], {"op": op_type, **(attrs or {})})
         op.result.name = self.fresh(hint or op_type.lower())
         self.block.add(op)
+        if op_type not in _VIEWS:
+            self.owned.add(op.result)
         return op.result
 
     @staticmethod
@@ -298,6 +349,8 @@ class AtenLowering:
 
     def lower(self, op: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """Translate `aten::<op>(*args, **kwargs)`; raises Unsupported with the reason when it cannot."""
+        if op.endswith("_") and not op.startswith("_") and op[:-1] in _SCHEMAS:
+            return self.in_place(op[:-1], args, kwargs)
         if op not in _SCHEMAS:
             raise Unsupported(f"this operator is not supported (Ember translates {', '.join(SUPPORTED)})")
         a = self.bind(op, args, kwargs)
@@ -310,6 +363,30 @@ class AtenLowering:
             return self._embedding_bag(a, private=True)
         handler: Callable[[dict[str, Any]], Any] = getattr(self, "_" + op.lstrip("_"))
         return handler(a)
+
+    def in_place(self, op: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """`op_(self, ...)` as `op(self, ...)`, when no other value can observe the update.
+
+        Both traced archives pass the updated tensor on as the operator's result, so the new value
+        replaces the old one exactly when nothing read or aliased the old one before; any later use
+        of the old value is refused (`value`)."""
+        first = _SCHEMAS[op][0]
+        target = args[0] if args else kwargs.get(first if isinstance(first, str) else first[0])
+        _need(isinstance(target, Value) and target in self.owned and not self.readers(target),
+              "in-place operators are supported only on a tensor the model computed itself (not an input, a "
+              "weight or a view of another tensor) and did not read before the update")
+        assert isinstance(target, Value)
+        result = self.lower(op, args, kwargs)
+        _need(isinstance(result, Value) and self.shape(result) == self.shape(target)
+              and self.elem(result) == self.elem(target),
+              f"the in-place {op}_ would change the type of {target.type}")
+        self.stale.add(target)
+        self.owned.discard(target)
+        self.owned.add(result)
+        return result
+
+    def readers(self, v: Value) -> bool:
+        return any(v in op.operands for op in self.block.ops)
 
     @staticmethod
     def bind(op: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -332,16 +409,26 @@ class AtenLowering:
 
     def _embedding(self, a: dict[str, Any]) -> Value:
         idx = self.tensor_arg(a["indices"], "the indices", "int")
-        table = a["weight"]
-        w = self.tensor_arg(table, "the embedding table", "float")
-        tshape = self.shape(w)
-        _need(len(tshape) >= 1, "the embedding table must have rank >= 1")
-        shape = self.shape(idx) + tshape[1:]
-        if not isinstance(table, Weight):  # a computed table is dense work, not an embedding lookup
-            return self.host("Gather", [w, idx], shape, self.elem(w), {"axis": 0}, hint="gather")
-        op = new_op("emb.gather", [w, idx], [tensor(shape, self.elem(w))])
-        op.result.name = self.fresh("embedding")
+        w = self.tensor_arg(a["weight"], "the embedding table", "float")
+        _need(len(self.shape(w)) >= 1, "the embedding table must have rank >= 1")
+        return self.gather_rows(a["weight"], idx, "embedding")
+
+    def gather_rows(self, table: Any, idx: Value, hint: str, wrap: bool = False) -> Value:
+        """table[idx] along dimension 0: `emb.gather` for rows of floats, as the ONNX frontend raises
+        Gather, so message passing and block gathers stream; a host Gather for anything else.
+
+        `wrap`: negative indices count from the end (x[idx]); embedding and index_select refuse them."""
+        x = self.tensor_arg(table, "the indexed tensor")
+        s = self.shape(x)
+        _need(len(s) >= 1, "cannot index a 0-d tensor")
+        shape = self.shape(idx) + s[1:]
+        rows = isinstance(table, Weight) or (len(s) >= 2 and None not in s[1:])
+        if self.elem(x) not in _FLOATS or not rows:
+            return self.host("Gather", [x, idx], shape, self.elem(x), {"axis": 0}, hint=hint)
+        op = new_op("emb.gather", [x, idx], [tensor(shape, self.elem(x))], {"negative": "wrap"} if wrap else {})
+        op.result.name = self.fresh(hint)
         self.block.add(op)
+        self.owned.add(op.result)
         return op.result
 
     @staticmethod
@@ -406,6 +493,7 @@ class AtenLowering:
         op = new_op("emb.bag", operands, [tensor((bags, self.shape(table)[1]), self.elem(table))], attrs)
         op.result.name = self.fresh("embedding_bag")
         self.block.add(op)
+        self.owned.add(op.result)
         return (op.result, _Unusable("offset2bag"), _Unusable("bag_size"), _Unusable("max_indices"))
 
     # -- dense algebra --------------------------------------------------------------------------
@@ -455,12 +543,7 @@ class AtenLowering:
                   f"{op} with a number as its first operand")
         xv = self.tensor_arg(x, "the first operand")
         elem = self.elem(xv)
-        if isinstance(y, bool | int | float):
-            _need(elem[0] == "f" or isinstance(y, int), f"{op} of an integer tensor and a float (type promotion)")
-            yv = self.const(np.array(y, dtype=_numpy(elem)))
-        else:
-            yv = self.tensor_arg(y, "the second operand")
-            _need(self.elem(yv) == elem, f"{op} of {xv.type} and {yv.type} (type promotion is not supported)")
+        yv = self.operand(y, elem, op)
         _need(op != "div" or (elem[0] == "f" and a["rounding_mode"] is None),
               "div must be a true division of floats")
         alpha = a.get("alpha", 1)
@@ -470,6 +553,16 @@ class AtenLowering:
             yv = self.host("Mul", [yv, self.const(np.array(alpha, dtype=_numpy(elem)))], self.shape(yv), elem,
                            hint="scaled")
         return self.host(_BINARY[op], [xv, yv], _broadcast(self.shape(xv), self.shape(yv)), elem, hint=op)
+
+    def operand(self, y: Any, elem: str, op: str) -> Value:
+        """The second operand of an elementwise op on a tensor of `elem`: a number becomes a constant of
+        that type, a tensor must already have it (PyTorch's type promotion is not modelled)."""
+        if isinstance(y, bool | int | float):
+            _need(elem[0] == "f" or isinstance(y, int), f"{op} of an integer tensor and a float (type promotion)")
+            return self.const(np.array(y, dtype=_numpy(elem)))
+        yv = self.tensor_arg(y, "the second operand")
+        _need(self.elem(yv) == elem, f"{op} of a tensor of {elem} and {yv.type} (type promotion is not supported)")
+        return yv
 
     # -- shapes and layout ----------------------------------------------------------------------
 
@@ -505,7 +598,15 @@ class AtenLowering:
     def unsqueeze(self, x: Value, axis: int) -> Value:
         s = list(self.shape(x))
         s.insert(axis, 1)
-        return self.host("Unsqueeze", [x, self.const([axis])], tuple(s), self.elem(x), hint="unsqueeze")
+        out = self.host("Unsqueeze", [x, self.const([axis])], tuple(s), self.elem(x), hint="unsqueeze")
+        self.note_rows(x, out)
+        return out
+
+    def note_rows(self, idx: Value, column: Value) -> None:
+        """Remember that `column` is the 1-D integer index `idx` as an [n, 1] column."""
+        if len(self.shape(idx)) == 1 and self.elem(idx) in ("i32", "i64") and len(self.shape(column)) == 2 \
+                and self.shape(column)[1] == 1:
+            self.rows_of[column] = idx
 
     def _stack(self, a: dict[str, Any]) -> Value:
         vals = self.tensors(a["tensors"], "the tensors")
@@ -571,7 +672,9 @@ class AtenLowering:
         if tuple(out) == self.shape(x):
             return x
         attrs = {"allowzero": 1} if 0 in target else {}
-        return self.host("Reshape", [x, self.const(target)], tuple(out), self.elem(x), attrs, hint="reshape")
+        r = self.host("Reshape", [x, self.const(target)], tuple(out), self.elem(x), attrs, hint="reshape")
+        self.note_rows(x, r)  # idx.view(-1, 1)
+        return r
 
     def _reshape(self, a: dict[str, Any]) -> Value:
         return self.reshape(self.tensor_arg(a["self"], "the operand"), _ints(a["shape"], "the shape"))
@@ -611,9 +714,13 @@ class AtenLowering:
         x = self.tensor_arg(a["self"], "the operand")
         idx = self.tensor_arg(a["index"], "the index", "int")
         _need(len(self.shape(idx)) <= 1, "index_select needs a 1-D index")
+        if not self.shape(idx):  # PyTorch keeps the dimension for a 0-d index
+            idx = self.reshape(idx, [1])
         s = self.shape(x)
         d = _dim(a["dim"], len(s))
-        shape = s[:d] + self.shape(idx)[:1] + s[d + 1:]
+        if d == 0:
+            return self.gather_rows(a["self"], idx, "index_select")
+        shape = s[:d] + self.shape(idx) + s[d + 1:]
         return self.host("Gather", [x, idx], shape, self.elem(x), {"axis": d}, hint="index_select")
 
     def _index(self, a: dict[str, Any]) -> Value:
@@ -633,6 +740,8 @@ class AtenLowering:
             stacked = self.const(np.stack([a.astype(np.int64) for a in arrays], axis=-1))
             return self.gather_nd(x, ks, bshape, stacked)
         vals = [self.tensor_arg(idx[k], f"index {k}", "int") for k in ks]
+        if ks == [0]:
+            return self.gather_rows(a["self"], vals[0], "index", wrap=True)
         if len(ks) == 1:
             k = ks[0]
             return self.host("Gather", [x, vals[0]], s[:k] + self.shape(vals[0]) + s[k + 1:], self.elem(x),
@@ -656,7 +765,217 @@ class AtenLowering:
         perm = [*range(nb, nb + k0), *range(nb), *range(nb + k0, nb + len(rest))]
         return self.transpose(got, perm)
 
+    def expand(self, x: Value, size: list[int]) -> Value:
+        """PyTorch's expand: -1 keeps a dimension, new dimensions go in front, only 1s stretch."""
+        s = self.shape(x)
+        lead = len(size) - len(s)
+        _need(lead >= 0, f"cannot expand {x.type} to fewer dimensions {size}")
+        out: list[int | None] = []
+        for i, t in enumerate(size):
+            d = s[i - lead] if i >= lead else None
+            if t == -1:
+                _need(i >= lead, f"expand to {size}: -1 is not allowed for a new dimension")
+                out.append(d)
+            else:
+                _need(t >= 0 and (i < lead or d is None or d in (1, t)), f"cannot expand {x.type} to {size}")
+                out.append(t)
+        if tuple(out) == s:
+            return x
+        onnx_shape = [1 if t == -1 else t for t in size]  # ONNX broadcasting keeps a dimension against 1
+        r = self.host("Expand", [x, self.const(onnx_shape)], tuple(out), self.elem(x), hint="expand")
+        if x in self.rows_of and lead == 0:
+            self.rows_of[r] = self.rows_of[x]
+        return r
+
+    def _expand(self, a: dict[str, Any]) -> Value:
+        return self.expand(self.tensor_arg(a["self"], "the operand"), _ints(a["size"], "the size"))
+
+    def _expand_as(self, a: dict[str, Any]) -> Value:
+        x = self.tensor_arg(a["self"], "the operand")
+        like = self.tensor_arg(a["other"], "the tensor to expand as")
+        target = self.shape(like)
+        if None not in target:
+            return self.expand(x, [int(d) for d in target if d is not None])
+        _need(len(target) >= len(self.shape(x)), f"cannot expand {x.type} as {like.type}")
+        dims = self.host("Shape", [like], (len(target),), "i64", hint="shape")
+        r = self.host("Expand", [x, dims], target, self.elem(x), hint="expand")
+        if x in self.rows_of and len(target) == len(self.shape(x)):
+            self.rows_of[r] = self.rows_of[x]
+        return r
+
+    # -- tensor factories -----------------------------------------------------------------------
+
+    @staticmethod
+    def dtype(v: Any, default: str) -> str:
+        """The IR element type of a `dtype=` argument: c10's number (TorchScript) or a TorchDType (.pt2)."""
+        if v is None:
+            return default
+        if isinstance(v, TorchDType):
+            name = v.name
+        elif isinstance(v, int) and not isinstance(v, bool):
+            name = _C10_DTYPES.get(v, f"number {v}")
+        else:
+            raise Unsupported(f"dtype must be a type, got {v!r}")
+        elem = _ELEM.get(name)
+        _need(elem is not None, f"element type {name} is not supported")
+        assert elem is not None
+        return elem
+
+    def filled(self, shape: Shape, value: Any, elem: str, like: Value | None, hint: str) -> Value:
+        """A new tensor of `shape` holding `value`: Expand of a scalar, with Shape(like) for unknown extents."""
+        _need(isinstance(value, bool | int | float), f"the fill value must be a number, got {value!r}")
+        _need(elem[0] == "f" or not isinstance(value, float) or float(value).is_integer(),
+              f"cannot fill a tensor of {elem} with {value!r}")
+        scalar = self.const(np.array(value, dtype=_numpy(elem)))
+        if None in shape:
+            assert like is not None
+            dims = self.host("Shape", [like], (len(shape),), "i64", hint="shape")
+        else:
+            dims = self.const([int(d) for d in shape if d is not None])
+        # `const` stores a number as a 1-element vector; Reshape makes a 0-d tensor 0-d again
+        out = self.host("Reshape" if shape == () else "Expand", [scalar, dims], shape, elem, hint=hint)
+        self.owned.add(out)  # a new tensor, though Expand and Reshape are views elsewhere
+        return out
+
+    @staticmethod
+    def size_arg(v: Any) -> Shape:
+        dims = _ints(v, "the size")
+        _need(all(d >= 0 for d in dims), f"invalid size {dims}")
+        return tuple(dims)
+
+    @staticmethod
+    def fill_elem(value: Any) -> str:
+        """What `torch.full` infers from its fill value when no dtype is given."""
+        return "i1" if isinstance(value, bool) else "i64" if isinstance(value, int) else "f32"
+
+    def _zeros(self, a: dict[str, Any], op: str = "zeros") -> Value:
+        return self.filled(self.size_arg(a["size"]), _FILL.get(op, 0), self.dtype(a["dtype"], "f32"), None, op)
+
+    def _ones(self, a: dict[str, Any]) -> Value:
+        return self._zeros(a, "ones")
+
+    def _full(self, a: dict[str, Any]) -> Value:
+        v = a["fill_value"]
+        return self.filled(self.size_arg(a["size"]), v, self.dtype(a["dtype"], self.fill_elem(v)), None, "full")
+
+    def _zeros_like(self, a: dict[str, Any], op: str = "zeros_like") -> Value:
+        like = self.tensor_arg(a["self"], "the model tensor")
+        v = a["fill_value"] if op == "full_like" else _FILL[op]
+        return self.filled(self.shape(like), v, self.dtype(a["dtype"], self.elem(like)), like, op)
+
+    def _ones_like(self, a: dict[str, Any]) -> Value:
+        return self._zeros_like(a, "ones_like")
+
+    def _full_like(self, a: dict[str, Any]) -> Value:
+        return self._zeros_like(a, "full_like")
+
+    def _new_zeros(self, a: dict[str, Any], op: str = "new_zeros") -> Value:
+        like = self.tensor_arg(a["self"], "the model tensor")
+        v = a["fill_value"] if op == "new_full" else _FILL[op]
+        return self.filled(self.size_arg(a["size"]), v, self.dtype(a["dtype"], self.elem(like)), None, op)
+
+    def _new_ones(self, a: dict[str, Any]) -> Value:
+        return self._new_zeros(a, "new_ones")
+
+    def _new_full(self, a: dict[str, Any]) -> Value:
+        return self._new_zeros(a, "new_full")
+
+    # -- scatters -------------------------------------------------------------------------------
+
+    def scatter_rows(self, data: Value, rows: Value, updates: Value, reduction: str) -> Value:
+        op = new_op("emb.scatter_rows", [data, rows, updates], [tensor(self.shape(data), self.elem(data))],
+                    {"reduction": reduction})
+        op.result.name = self.fresh("scatter")
+        self.block.add(op)
+        self.owned.add(op.result)
+        return op.result
+
+    def scatter(self, a: dict[str, Any], reduction: str) -> Value:
+        """scatter_add / scatter_reduce: out[index[i][j]][j] = reduce(out[...], src[i][j]) (dim 0, 2-D).
+
+        When the index is a 1-D index expanded over the columns, every update is a whole row and the
+        scatter is `emb.scatter_rows`; otherwise a host ScatterElements over the index's extent."""
+        data = self.tensor_arg(a["self"], "the tensor scattered into")
+        idx = self.tensor_arg(a["index"], "the index", "int")
+        src = self.tensor_arg(a["src"], "the source")
+        ds, is_, ss = self.shape(data), self.shape(idx), self.shape(src)
+        _need(len(ds) == len(is_) == len(ss) >= 1, "self, index and src must have the same number of dimensions")
+        _need(self.elem(src) == self.elem(data), f"scatter of {src.type} into {data.type}")
+        d = _dim(a["dim"], len(ds))
+        rows = self.rows_of.get(idx)
+        if (rows is not None and d == 0 and len(ds) == 2 and self.elem(data) in _FLOATS and is_ == ss
+                and None not in is_ and is_[1] == ds[1]):
+            return self.scatter_rows(data, rows, src, reduction)
+        _need(reduction in ("add", "mul"), f"a scatter with reduction {reduction} of anything but whole rows "
+              "needs ONNX opset 18 (Ember's host ops are opset 17)")
+        _need(None not in is_ and None not in ss, "scatter with indices of unknown extent")
+        if is_ != ss:  # only the index's extent of src takes part
+            _need(all(i is not None and s is not None and i <= s for i, s in zip(is_, ss)),
+                  f"index {idx.type} is larger than src {src.type}")
+            r = len(is_)
+            src = self.host("Slice", [src, self.const([0] * r), self.const([int(i or 0) for i in is_]),
+                                      self.const(list(range(r)))], is_, self.elem(src), hint="src")
+        return self.host("ScatterElements", [data, idx, src], ds, self.elem(data),
+                         {"axis": d, "reduction": reduction}, hint="scatter")
+
+    def _scatter_add(self, a: dict[str, Any]) -> Value:
+        return self.scatter(a, "add")
+
+    def _scatter_reduce(self, a: dict[str, Any]) -> Value:
+        reduce = a["reduce"]
+        _need(reduce in _SCATTER_REDUCE, f"scatter_reduce with reduce={reduce!r} is not supported "
+              f"(Ember translates {', '.join(_SCATTER_REDUCE)})")
+        _need(a["include_self"] is True, "scatter_reduce with include_self=False is not supported")
+        return self.scatter(a, _SCATTER_REDUCE[reduce])
+
+    def _index_add(self, a: dict[str, Any]) -> Value:
+        """out[index[i]] += alpha * source[i] along `dim`: emb.scatter_rows for rows, else a host ScatterND."""
+        data = self.tensor_arg(a["self"], "the tensor added into")
+        idx = self.tensor_arg(a["index"], "the index", "int")
+        src = self.tensor_arg(a["source"], "the source")
+        ds, ss = self.shape(data), self.shape(src)
+        _need(len(self.shape(idx)) <= 1, "index_add needs a 1-D index")
+        if not self.shape(idx):
+            idx = self.reshape(idx, [1])
+        _need(len(ds) >= 1 and len(ss) == len(ds), f"index_add of {src.type} into {data.type}")
+        _need(self.elem(src) == self.elem(data), f"index_add of {src.type} into {data.type}")
+        d = _dim(a["dim"], len(ds))
+        _need(all(x is None or y is None or x == y for k, (x, y) in enumerate(zip(ds, ss)) if k != d),
+              f"index_add of {src.type} into {data.type} along dimension {d}")
+        alpha = a["alpha"]
+        if alpha != 1:
+            _need(isinstance(alpha, int | float) and not isinstance(alpha, bool), f"alpha must be a number, got "
+                  f"{alpha!r}")
+            src = self.host("Mul", [src, self.operand(alpha, self.elem(src), "index_add")], ss, self.elem(src),
+                            hint="scaled")
+        if d == 0 and len(ds) == 2 and self.elem(data) in _FLOATS and ds[1] is not None:
+            return self.scatter_rows(data, idx, src, "add")
+        perm = [d, *(k for k in range(len(ds)) if k != d)]
+        inv = [perm.index(k) for k in range(len(ds))]
+        front = self.transpose(data, perm)
+        col = self.unsqueeze(idx, 1)
+        got = self.host("ScatterND", [front, col, self.transpose(src, perm)], self.shape(front), self.elem(data),
+                        {"reduction": "add"}, hint="index_add")
+        return self.transpose(got, inv)
+
     # -- reductions and the rest ----------------------------------------------------------------
+
+    def _clamp(self, a: dict[str, Any]) -> Value:
+        x = self.tensor_arg(a["self"], "the operand")
+        lo, hi = a.get("min"), a.get("max")
+        _need(lo is not None or hi is not None, "clamp needs a min or a max")
+        y = x
+        for bound, onnx_op in ((lo, "Max"), (hi, "Min")):
+            if bound is not None:
+                b = self.operand(bound, self.elem(x), "clamp")
+                y = self.host(onnx_op, [y, b], _broadcast(self.shape(y), self.shape(b)), self.elem(x), hint="clamp")
+        return y
+
+    def _clamp_min(self, a: dict[str, Any]) -> Value:
+        return self._clamp(a)
+
+    def _clamp_max(self, a: dict[str, Any]) -> Value:
+        return self._clamp(a)
 
     def reduce(self, a: dict[str, Any], onnx_op: str) -> Value:
         x = self.tensor_arg(a["self"], "the operand", "float")
@@ -698,10 +1017,23 @@ def _numpy(elem: str) -> np.dtype:
     return np.dtype({v: k for k, v in _ELEM.items()}[elem])
 
 
+def _prune(block: Block, results: list[Value]) -> None:
+    """Drop ops whose results nothing uses (e.g. the Unsqueeze/Expand of an index a row scatter
+    replaced): every op the lowering emits is pure, and a dead host op would still be charged."""
+    live = set(results)
+    kept: list[Op] = []
+    for op in reversed(block.ops):
+        if any(r in live for r in op.results):
+            kept.append(op)
+            live.update(op.operands)
+    block.ops = kept[::-1]
+
+
 def build_module(lowering: AtenLowering, inputs: list[str], results: list[Value], weights_ref: str,
                  path: str) -> Op:
     """Wrap the lowered block as a verified `module` carrying the attributes every frontend sets."""
     block = lowering.block
+    _prune(block, results)
     block.add(new_op("return", results))
     func = Op("func", attrs={"sym_name": "main", "results": [r.type for r in results]}, regions=[block])
     outputs = ["output"] if len(results) == 1 else [f"output{i}" for i in range(len(results))]

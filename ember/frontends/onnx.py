@@ -1022,7 +1022,7 @@ class _Importer:
             assert isinstance(table.type, ShapedType) and isinstance(idx.type, ShapedType)
             assert table.type.shape is not None and idx.type.shape is not None
             rt = ShapedType("tensor", idx.type.shape + table.type.shape[1:], table.type.elem)
-            op = new_op("emb.gather", [table, idx], [rt])
+            op = new_op("emb.gather", [table, idx], [rt], {"negative": "wrap"})  # ONNX counts [-n, 0) from the end
         else:
             operands, absent = [], []
             ins = list(node.input)

@@ -23,6 +23,7 @@ from ..ir.diagnostics import EmberError
 from ..ir.types import tensor
 from .aten import (
     AtenLowering,
+    TorchDType,
     Unsupported,
     Weight,
     build_module,
@@ -187,7 +188,9 @@ class _Importer:
             return v["as_int"]
         if kind == "as_sym_ints" and all(isinstance(x, dict) and "as_int" in x for x in v):
             return [x["as_int"] for x in v]
-        if kind in ("as_scalar_type", "as_memory_format", "as_layout", "as_device"):
+        if kind == "as_scalar_type":
+            return TorchDType(_DTYPES.get(v, f"number {v}") if isinstance(v, int) else str(v))
+        if kind in ("as_memory_format", "as_layout", "as_device"):
             return (kind, v)  # only ever checked for presence by the lowering
         raise EmberError(f"{where}: arguments of kind '{kind}' (symbolic shapes, graphs, custom objects) "
                          f"are not supported; {_HINT}", self.path)

@@ -1,14 +1,18 @@
 """TorchScript frontend: import a traced `.pt` archive (torch.jit.trace + torch.jit.save) without torch.
 
 A TorchScript archive is a zip holding the module tree as a pickle (`data.pkl`), the raw tensor
-storages (`data/<key>`) and the module's code as Python-syntax source (`code/__torch__/...`); see
-notes/ecosystem.md §2.  Unpickling a user's file with `pickle.load` would run whatever callables it
-names, so `_RestrictedUnpickler` accepts only the handful of globals such an archive uses and refuses
-everything else by name.  The code is never executed either: it is parsed with `ast` and the traced
-`forward` is walked symbolically, inlining submodule calls, and each `torch.<op>(...)` call goes to
-`AtenLowering` (ember/frontends/aten.py), shared with the `.pt2` frontend (which sees the same aten operators
-with named arguments): `embedding` becomes emb.gather, `embedding_bag` becomes emb.bag with PyTorch's
-semantics, and the dense operators become `host.onnx` ops at opset 17.
+storages (`data/<key>`, and `constants/<key>` for `constants.pkl`) and the module's code as
+Python-syntax source (`code/__torch__/...`); see notes/ecosystem.md §2.  Unpickling a user's file
+with `pickle.load` would run whatever callables it names, so `_RestrictedUnpickler` accepts only the
+handful of globals such an archive uses and refuses everything else by name.  The code is never
+executed either: it is parsed with `ast` and the traced `forward` is walked symbolically, inlining
+submodule calls, and each `torch.<op>(...)` call goes to `AtenLowering` (ember/frontends/aten.py),
+shared with the `.pt2` frontend (which sees the same aten operators with named arguments):
+`embedding` becomes emb.gather, `embedding_bag` becomes emb.bag with PyTorch's semantics, and the
+dense operators become `host.onnx` ops at opset 17.
+
+A scripted module (control flow in its code, or no recorded input shapes) raises `NeedsTorch`:
+ember-import then reads it with torch when installed (ember/frontends/scripted.py).
 
 Weights stay in the archive: a module tensor becomes a `param` named by its attribute path (as in
 `state_dict`), and the few constants the translation needs (ONNX axes inputs, stacked index tables)
@@ -20,6 +24,7 @@ from __future__ import annotations
 import ast
 import collections
 import io
+import operator
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +50,21 @@ from .aten import (
     strided_tensor,
 )
 
-__all__ = ["import_torchscript", "load_weights_torchscript"]
+__all__ = ["NeedsTorch", "import_torchscript", "load_weights_torchscript"]
+
+
+class NeedsTorch(EmberError):
+    """The archive holds TorchScript this reader cannot follow: a scripted module (no traced inputs,
+    control flow).  `ember-import` then reads it with torch (ember.frontends.scripted), when installed.
+
+    `reason` says what was met; `inputs` maps forward's parameters to the (shape, dtype) they were
+    traced with, when the archive records them (a traced model that calls scripted code)."""
+
+    def __init__(self, reason: str, path: str, inputs: dict[str, tuple[tuple[int, ...], str]] | None = None):
+        super().__init__(f"{reason}; Ember reads such archives with torch: install it with "
+                         "pip install 'ember[torch]' and run ember-import", path)
+        self.reason = reason
+        self.inputs = inputs
 
 # ---------------------------------------------------------------------------------------------
 # The restricted unpickler
@@ -184,13 +203,13 @@ class _Archive:
         self.order = "<" if order == "little" else ">"
         self.storages: dict[str, np.ndarray] = {}
         self.sources: dict[str, ast.Module] = {}
-        self.root = _unpickle(self.member("data.pkl"), self.storage, path, "data.pkl")
+        self.root = _unpickle(self.member("data.pkl"), self.loader("data"), path, "data.pkl")
         if not isinstance(self.root, _TorchObject):
             raise EmberError("data.pkl does not hold a TorchScript module (saved with torch.save? use "
                              "torch.jit.trace and torch.jit.save)", path)
         self.constants: tuple[Any, ...] = ()
         if self.has("constants.pkl"):
-            c = _unpickle(self.member("constants.pkl"), self.storage, path, "constants.pkl")
+            c = _unpickle(self.member("constants.pkl"), self.loader("constants"), path, "constants.pkl")
             self.constants = tuple(c) if isinstance(c, tuple | list) else ()
         self.tensors: dict[str, np.ndarray] = {}
         self.name_tensors()
@@ -201,16 +220,20 @@ class _Archive:
     def member(self, name: str) -> bytes:
         return read_member(self.zf, self.prefix + name, self.path)
 
-    def storage(self, key: str, kind: _StorageType, numel: int) -> np.ndarray:
-        if key not in self.storages:
+    def loader(self, folder: str) -> Callable[[str, _StorageType, int], np.ndarray]:
+        """Reads the storages of one pickle: data.pkl's live in data/, constants.pkl's in constants/."""
+        return lambda key, kind, numel: self.storage(f"{folder}/{key}", kind, numel)
+
+    def storage(self, name: str, kind: _StorageType, numel: int) -> np.ndarray:
+        if name not in self.storages:
             assert kind.dtype is not None
-            raw = self.member(f"data/{key}")
+            raw = self.member(name)
             dt = np.dtype(kind.dtype).newbyteorder(self.order)
             if len(raw) < numel * dt.itemsize or numel < 0:
-                raise EmberError(f"storage data/{key} holds {len(raw)} bytes, fewer than {numel} "
+                raise EmberError(f"storage {name} holds {len(raw)} bytes, fewer than {numel} "
                                  f"{kind.dtype} elements", self.path)
-            self.storages[key] = np.frombuffer(raw, dtype=dt, count=numel).astype(dt.newbyteorder("="))
-        return self.storages[key]
+            self.storages[name] = np.frombuffer(raw, dtype=dt, count=numel).astype(dt.newbyteorder("="))
+        return self.storages[name]
 
     def name_tensors(self) -> None:
         """Replace module tensors by `Weight`s named by attribute path (tied tensors keep the first name)."""
@@ -241,9 +264,8 @@ class _Archive:
             if isinstance(c, Weight):
                 self.tensors[c.name] = c.array
 
-    def method(self, qualname: str, name: str) -> tuple[ast.FunctionDef, str]:
-        """The `ast` of `<class>.<name>` and the archive-relative file it is in."""
-        module, _, cls = qualname.rpartition(".")
+    def source(self, module: str) -> tuple[ast.Module, str]:
+        """The parsed `code/` file of a `__torch__...` module and its archive-relative name."""
         rel = "code/" + module.replace(".", "/") + ".py"
         if rel not in self.sources:
             text = self.member(rel).decode("utf-8", "replace")
@@ -251,18 +273,33 @@ class _Archive:
                 self.sources[rel] = ast.parse(text, filename=rel)
             except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
                 raise EmberError(f"{rel} is not valid TorchScript source ({type(e).__name__})", self.path) from None
-        for node in self.sources[rel].body:
+        return self.sources[rel], rel
+
+    def method(self, qualname: str, name: str) -> tuple[ast.FunctionDef, str]:
+        """The `ast` of `<class>.<name>` and the archive-relative file it is in."""
+        module, _, cls = qualname.rpartition(".")
+        tree, rel = self.source(module)
+        for node in tree.body:
             if isinstance(node, ast.ClassDef) and node.name == cls:
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef) and item.name == name:
                         return item, rel
         raise EmberError(f"{rel} has no method {cls}.{name}", self.path)
 
+    def function(self, qualname: str) -> tuple[ast.FunctionDef, str]:
+        """A scripted free function a traced module calls (`__torch__.<module>.<name>`)."""
+        module, _, name = qualname.rpartition(".")
+        tree, rel = self.source(module)
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return node, rel
+        raise EmberError(f"{rel} has no function {name}", self.path)
+
     def example_inputs(self) -> list[_TensorMeta]:
         """Shapes and types of the inputs the module was traced with (traced_inputs.pkl)."""
         if not self.has("traced_inputs.pkl"):
-            raise EmberError("the archive does not record the inputs it was traced with (traced_inputs.pkl); "
-                             "save it from torch.jit.trace with torch >= 2.0, or use torch.export (.pt2)", self.path)
+            raise NeedsTorch("a scripted module (torch.jit.script, or a trace older than torch 2.0): the archive "
+                             "does not record the shapes of its inputs", self.path)
         got = _unpickle(self.member("traced_inputs.pkl"), None, self.path, "traced_inputs.pkl")
         forward = got.get("forward") if isinstance(got, dict) else None
         if not isinstance(forward, list | tuple) or not all(isinstance(t, _TensorMeta) for t in forward):
@@ -286,12 +323,48 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Device:
+    """`torch.device("cpu")` in traced source."""
+
+    name: str
+
+
+_SIZE_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "floor_divide": operator.floordiv,
+    "remainder": operator.mod, "div": operator.truediv, "pow": operator.pow,
+}
+
+
+def _fold_sizes(op: str, args: list[Any], kwargs: dict[str, Any]) -> int | float | None:
+    """Size arithmetic of a trace, e.g. `torch.floor_divide(n, CONSTANTS.c0)` with n from
+    `ops.prim.NumToTensor(torch.size(q, 0))`: computed here when one operand is such a number and the
+    other a number or a 0-d constant; None for anything else (a real tensor operation)."""
+    if op not in _SIZE_OPS or kwargs or len(args) != 2:
+        return None
+    vals: list[int | float] = []
+    for x in args:
+        if isinstance(x, Weight) and x.array.shape == () and x.array.dtype.kind in "iuf":
+            x = x.array.item()
+        if not isinstance(x, int | float) or isinstance(x, bool):
+            return None
+        vals.append(x)
+    if not any(isinstance(x, int | float) and not isinstance(x, bool) for x in args):
+        return None  # two constants: leave them to the lowering as tensors
+    a, b = vals
+    if op in ("floor_divide", "remainder", "div") and b == 0:
+        return None
+    return _SIZE_OPS[op](a, b)
+
+
 class _Interpreter:
     """Walks TorchScript source with symbolic values; no part of the archive is executed."""
 
-    def __init__(self, archive: _Archive, lowering: AtenLowering):
+    def __init__(self, archive: _Archive, lowering: AtenLowering,
+                 traced: dict[str, tuple[tuple[int, ...], str]] | None = None):
         self.ar = archive
         self.low = lowering
+        self.traced = traced
 
     def fail(self, why: str, file: str, node: ast.AST, call: str | None = None) -> EmberError:
         at = f"{file}:{getattr(node, 'lineno', 0)}"
@@ -302,7 +375,16 @@ class _Interpreter:
         if depth > _MAX_DEPTH:
             raise EmberError(f"module calls nest more than {_MAX_DEPTH} deep", self.ar.path)
         fn, file = self.ar.method(obj.qualname, name)
-        env = self.bind(fn, file, [obj, *args], kwargs)
+        return self.run(fn, file, self.bind(fn, file, [obj, *args], kwargs), depth)
+
+    def call_function(self, qualname: str, args: list[Any], kwargs: dict[str, Any], depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            raise EmberError(f"function calls nest more than {_MAX_DEPTH} deep", self.ar.path)
+        fn, file = self.ar.function(qualname)
+        return self.run(fn, file, self.bind(fn, file, args, kwargs), depth)
+
+    def run(self, fn: ast.FunctionDef, file: str, env: dict[str, Any], depth: int) -> Any:
+        """A method or function body: straight-line code only; control flow needs torch."""
         for stmt in fn.body:
             if isinstance(stmt, ast.Return):
                 return None if stmt.value is None else self.eval(stmt.value, env, file, depth)
@@ -315,8 +397,8 @@ class _Interpreter:
                     self.eval(stmt.value, env, file, depth)
             elif not isinstance(stmt, ast.Pass):
                 kind = type(stmt).__name__.lower()
-                raise self.fail(f"'{kind}' statements (control flow of a scripted module) are not supported",
-                                file, stmt)
+                raise NeedsTorch(f"{file}:{stmt.lineno}: '{kind}' statements (control flow of scripted code) "
+                                 "cannot be read without torch", self.ar.path, self.traced)
         return None
 
     def bind(self, fn: ast.FunctionDef, file: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -408,16 +490,21 @@ class _Interpreter:
             return args[0]  # a traced size; it only feeds int() or other size arithmetic
         if name == "torch.size" and len(args) == 2 and isinstance(args[1], int):
             return self.size(args[0], args[1], file, node)
+        if name == "torch.device" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
+            return _Device(args[0])  # only passed on to factories, which ignore it
         if name is not None and name.startswith("torch.") and name.count(".") == 1:
             op = name[len("torch."):]
-            if op.endswith("_") and not op.startswith("_"):
-                raise self.fail("in-place operators are not supported", file, node, f"{text}(...)")
+            folded = _fold_sizes(op, args, kwargs)
+            if folded is not None:
+                return folded
             try:
                 return self.low.lower(op, args, kwargs)
             except Unsupported as e:
                 raise self.fail(str(e), file, node, f"{text}(...)") from None
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:  # arguments of odd types
                 raise self.fail(f"invalid arguments ({type(e).__name__}: {e})", file, node, f"{text}(...)") from None
+        if name is not None and name.startswith("__torch__.") and "__torch__" not in env:
+            return self.call_function(name, args, kwargs, depth + 1)
         if isinstance(node.func, ast.Attribute):
             obj = self.eval(node.func.value, env, file, depth)
             if isinstance(obj, _TorchObject):
@@ -451,8 +538,9 @@ def _translate(path: str, weights_ref: str) -> tuple[Op, dict[str, np.ndarray]]:
         if elem is None:
             raise EmberError(f"input '{name}' has element type {meta.dtype}, which Ember does not support", path)
         args.append(lowering.input(name, tensor(tuple(meta.shape), elem)))
+    traced = {name: (tuple(meta.shape), str(meta.dtype)) for name, meta in zip(params, examples)}
     try:
-        result = _Interpreter(archive, lowering).call_method(archive.root, "forward", args, {}, 0)
+        result = _Interpreter(archive, lowering, traced).call_method(archive.root, "forward", args, {}, 0)
     except RecursionError:
         raise EmberError(f"{file}: expressions nest too deeply", path) from None
     values = list(result) if isinstance(result, tuple | list) else [result]

@@ -78,6 +78,10 @@ def lower_gather(b: Builder, op: Op) -> Value:
     idx_ext = dyn_dims(b, idx, it.shape)
     row_ext = [b.const(d) for d in tt.shape[1:]]  # params have static shapes
     out = alloc(b, rt, idx_ext + row_ext)
+    wrap = None
+    if op.attrs.get("negative") == "wrap":
+        rows = b.const(tt.shape[0]) if tt.shape[0] is not None else b.val("loop.dim", [table], INDEX, axis=0)
+        wrap = (rows, b.const(-1))
     with ExitStack() as nest:  # one loop per index dimension, then one per row dimension
         inner = b
         ivs: list[Value] = []
@@ -85,6 +89,10 @@ def lower_gather(b: Builder, op: Op) -> Value:
             iv, inner = nest.enter_context(inner.loop("loop.for", c0, e, c1))
             ivs.append(iv)
         row = inner.val("loop.load", [idx, *ivs], it.elem)
+        if wrap is not None:  # k in [-rows, 0) -> rows + k, with only the ALU ops streams have
+            rows, m1 = wrap
+            sign = inner.val("loop.maxi", [inner.val("loop.mini", [row, c0], it.elem), m1], it.elem)  # -1 or 0
+            row = inner.val("loop.subi", [row, inner.val("loop.muli", [rows, sign], it.elem)], it.elem)
         cols: list[Value] = []
         for e in row_ext:
             iv, inner = nest.enter_context(inner.loop("loop.for", c0, e, c1))
