@@ -44,7 +44,7 @@ notes: list[str] = []  # why the last run used the reference engine, for the CLI
 
 
 class _Mem(ctypes.Structure):
-    _fields_ = [("nlev", ctypes.c_int64), ("lv", _P), ("lat", _P), ("tags", _P), ("rdy", _P), ("fill", _P),
+    _fields_ = [("nlev", ctypes.c_int64), ("lv", _P), ("lat", _P), ("tags", _P), ("rdy", _P),
                 ("cst", _P), ("ds", _P), ("de", _P), ("dn", _P), ("dcap", ctypes.c_int64), ("dst", _P),
                 ("dpar", _P), ("floor", ctypes.c_double)]
 
@@ -53,7 +53,7 @@ class SharedArrays:
     """The last cache level's state and the DRAM bookings, carried from one core's run to the next."""
 
     def __init__(self) -> None:
-        self.level: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # tags, ready times, fill
+        self.level: tuple[np.ndarray, np.ndarray] | None = None  # tags (with counts), ready times
         self.dram: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, count
 
 
@@ -206,32 +206,31 @@ class _State:
 
         levels = machine.caches
         names = [c.name for c in levels]
-        self.lv = np.zeros((len(levels), 5), dtype=np.int64)
-        row = slot = 0
+        self.lv = np.zeros((len(levels), 5), dtype=np.int64)  # see Mem in runtime.h
+        tag_slot = slot = 0
         for k, c in enumerate(levels):
-            self.lv[k] = (c.sets, c.ways, slot, c.line_bytes, row)
-            row += c.sets
+            self.lv[k] = (c.sets, c.ways, tag_slot, c.line_bytes, slot)
+            tag_slot += c.sets * (c.ways + 1)
             slot += c.sets * c.ways
         self.lat = np.array([float(c.latency) for c in levels])
-        self.tags = np.zeros(slot, dtype=np.int64)
+        self.tags = np.zeros(tag_slot, dtype=np.int64)
         self.rdy = np.zeros(slot)
-        self.fill = np.zeros(row, dtype=np.int64)
         self.cst = np.zeros((len(levels), 3), dtype=np.int64)
         slots = DRAM_SLOTS if shared is None else 16 * DRAM_SLOTS  # later cores may book before this one's times
         self.ds, self.de = np.zeros(slots), np.zeros(slots)
         self.dn = np.zeros(1, dtype=np.int64)
         k = len(levels) - 1
-        self.llc = (slice(int(self.lv[k, 2]), int(self.lv[k, 2] + self.lv[k, 0] * self.lv[k, 1])),
-                    slice(int(self.lv[k, 4]), int(self.lv[k, 4] + self.lv[k, 0])))
+        self.llc = (slice(int(self.lv[k, 2]), int(self.lv[k, 2] + self.lv[k, 0] * (self.lv[k, 1] + 1))),
+                    slice(int(self.lv[k, 4]), int(self.lv[k, 4] + self.lv[k, 0] * self.lv[k, 1])))
         if shared is not None and shared.level is not None and shared.dram is not None:
-            self.tags[self.llc[0]], self.fill[self.llc[1]] = shared.level[0], shared.level[2]
-            self.rdy[self.llc[0]] = 0.0  # present from cycle 0 (cache.SharedMemory)
+            self.tags[self.llc[0]] = shared.level[0]
+            self.rdy[self.llc[1]] = 0.0  # present from cycle 0 (cache.SharedMemory)
             count = int(shared.dram[2][0])
             self.ds[:count], self.de[:count], self.dn[:] = shared.dram[0][:count], shared.dram[1][:count], count
         self.dst = np.zeros(3)
         self.dpar = np.array([float(machine.dram.latency), levels[0].line_bytes / machine.dram.bytes_per_cycle])
-        self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.fill,
-                                                               self.cst, self.ds, self.de, self.dn)),
+        self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.cst,
+                                                               self.ds, self.de, self.dn)),
                         slots, self.dst.ctypes.data, self.dpar.ctypes.data, np.inf if shared is None else 0.0)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
@@ -258,7 +257,7 @@ class _State:
 
     def share(self, shared: SharedArrays) -> None:
         """Hand the last level and the DRAM bookings on to the next core."""
-        shared.level = (self.tags[self.llc[0]].copy(), self.rdy[self.llc[0]].copy(), self.fill[self.llc[1]].copy())
+        shared.level = (self.tags[self.llc[0]].copy(), self.rdy[self.llc[1]].copy())
         count = int(self.dn[0])
         shared.dram = (self.ds[:count].copy(), self.de[:count].copy(), self.dn.copy())
 

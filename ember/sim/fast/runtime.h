@@ -9,10 +9,10 @@
 #include <string.h>
 
 typedef struct {
-    int64_t nlev, *lv;           /* per level: sets, ways, first slot in tags, line bytes, first row in fill */
+    int64_t nlev, *lv;           /* per level: sets, ways, first slot in tags, line bytes, first slot in rdy */
     double *lat;                 /* latency each level adds */
-    int64_t *tags; double *rdy;  /* lines of each set, least recently used first, and their arrival times */
-    int64_t *fill, *cst;         /* lines held per set; per level hits, misses, bytes filled */
+    int64_t *tags; double *rdy;  /* per set: count, then lines most recent first; their arrival times */
+    int64_t *cst;                /* per level: hits, misses, bytes filled */
     double *ds, *de; int64_t *dn, dcap;  /* booked DRAM transfers: sorted disjoint intervals */
     double *dst, *dpar;          /* DRAM requests, bytes, busy cycles; DRAM latency, transfer time */
     double floor;                /* never prune bookings ending after this (a later core starts at 0) */
@@ -54,12 +54,15 @@ static double book(Mem *m, double now, double watermark) {
     return t;
 }
 
-/* Set index of a line at level k: a mask when the set count is a power of two (lv[k * 5] - 1 & sets). */
+/* Set index of a line at level k: a mask when the set count is a power of two. */
 static inline int64_t set_of(const int64_t *lv, int64_t k, int64_t line) {
     int64_t sets = lv[k * 5];
     return (sets & (sets - 1)) == 0 ? (line & (sets - 1)) : line % sets;
 }
 
+/* Set s of level k keeps, in `tags` from slot lv[k*5+2] + s*(ways+1): the number of lines held, then
+ * the lines most recently used first; `rdy` (from lv[k*5+4] + s*ways) their arrival times.  The count
+ * and the most recent line share a host cache line, so a repeated access touches one. */
 static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double watermark) {
     int64_t nlev = m->nlev, *lv = m->lv;
     int64_t line = lv[3] == 64 ? addr >> 6 : addr / lv[3];
@@ -67,16 +70,17 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double w
     int64_t last = nlev;
     for (int64_t k = first; k < nlev; k++) {
         now = now + m->lat[k];
-        int64_t ways = lv[k * 5 + 1], s = set_of(lv, k, line), b = lv[k * 5 + 2] + s * ways, row = lv[k * 5 + 4] + s;
-        int64_t n = m->fill[row], pos = -1;
-        if (n > 0 && m->tags[b + n - 1] == line) pos = n - 1;  /* most recently used: nothing moves */
-        else for (int64_t j = n - 2; j >= 0; j--) if (m->tags[b + j] == line) { pos = j; break; }
+        int64_t ways = lv[k * 5 + 1], s = set_of(lv, k, line);
+        int64_t *tg = m->tags + lv[k * 5 + 2] + s * (ways + 1);
+        double *rd = m->rdy + lv[k * 5 + 4] + s * ways;
+        int64_t n = tg[0], pos = -1;
+        for (int64_t j = 0; j < n; j++) if (tg[1 + j] == line) { pos = j; break; }
         if (pos >= 0) {
-            double r = m->rdy[b + pos];
-            if (pos != n - 1) {
-                memmove(m->tags + b + pos, m->tags + b + pos + 1, (size_t)(n - 1 - pos) * sizeof(int64_t));
-                memmove(m->rdy + b + pos, m->rdy + b + pos + 1, (size_t)(n - 1 - pos) * sizeof(double));
-                m->tags[b + n - 1] = line; m->rdy[b + n - 1] = r;
+            double r = rd[pos];
+            if (pos > 0) {
+                memmove(tg + 2, tg + 1, (size_t)pos * sizeof(int64_t));
+                memmove(rd + 1, rd, (size_t)pos * sizeof(double));
+                tg[1] = line; rd[0] = r;
             }
             m->cst[k * 3] += 1;
             done = r > now ? r : now;
@@ -93,15 +97,14 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double w
     }
     for (int64_t k = first; k < last; k++) {
         m->cst[k * 3 + 2] += lv[k * 5 + 3];
-        int64_t ways = lv[k * 5 + 1], s = set_of(lv, k, line), b = lv[k * 5 + 2] + s * ways, row = lv[k * 5 + 4] + s;
-        int64_t n = m->fill[row];
-        if (n >= ways) {
-            memmove(m->tags + b, m->tags + b + 1, (size_t)(n - 1) * sizeof(int64_t));
-            memmove(m->rdy + b, m->rdy + b + 1, (size_t)(n - 1) * sizeof(double));
-            n--;
-        }
-        m->tags[b + n] = line; m->rdy[b + n] = done;
-        m->fill[row] = n + 1;
+        int64_t ways = lv[k * 5 + 1], s = set_of(lv, k, line);
+        int64_t *tg = m->tags + lv[k * 5 + 2] + s * (ways + 1);
+        double *rd = m->rdy + lv[k * 5 + 4] + s * ways;
+        int64_t n = tg[0] < ways ? tg[0] : ways - 1;  /* a full set drops its least recently used line */
+        memmove(tg + 2, tg + 1, (size_t)n * sizeof(int64_t));
+        memmove(rd + 1, rd, (size_t)n * sizeof(double));
+        tg[1] = line; rd[0] = done;
+        tg[0] = n + 1;
     }
     return done;
 }
