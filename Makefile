@@ -31,6 +31,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 	$(BIN)/ember-bench --suite quick
+	$(BIN)/ember-bench --suite huge --timing-only --speed
 
 # Regenerate samples/levels: each sample model at every level (tests check they stay in sync).
 LEVEL_MODELS := embedding.ts bag_sum.ts bag_mean.dynamo dlrm.dynamo

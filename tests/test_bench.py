@@ -51,8 +51,11 @@ def test_json_rows_have_every_stat_and_consistent_speedups(
     for r in rows.values():
         assert r["workload"] == "RM1_L0"
         for key in ("cycles", "tokens", "operands", "dram_bandwidth_fraction", "roofline_fraction",
-                    "useful_bandwidth_fraction", "host_seconds", "speedup_vs_O0", "percent_of_hand"):
+                    "useful_bandwidth_fraction", "host_seconds", "speedup_vs_O0", "percent_of_hand",
+                    "lookups_per_host_second", "sim_cycles_per_host_second"):
             assert key in r, key
+        assert r["host_seconds"] > 0 and r["sim_cycles_per_host_second"] > 0
+        assert math.isclose(r["lookups_per_host_second"], r["lookups"] / r["host_seconds"])
     assert math.isclose(rows["O1"]["speedup_vs_O0"], rows["O0"]["cycles"] / rows["O1"]["cycles"])
     assert math.isclose(rows["O3"]["percent_of_hand"], 100 * rows["hand"]["cycles"] / rows["O3"]["cycles"])
     assert rows["O1"]["published_speedup_vs_O0"] == 3.96
@@ -97,7 +100,7 @@ def test_plot_writes_two_pngs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     ((*ONE, "--variants", "O0,O4"), "unknown variant 'O4'"),
-    (("--suite", "huge", "--only", "RM1_L0"), "unknown suite 'huge'"),
+    (("--suite", "huger", "--only", "RM1_L0"), "unknown suite 'huger'"),
     (("--suite", "tiny", "--only", "RM9"), "no workload matches --only RM9"),
     ((*ONE, "--set", "dram.nope=1"), "dram.nope"),
 ])

@@ -20,7 +20,7 @@ from .published import (
     published_hand_percent,
     published_speedup,
 )
-from .run import Result
+from .run import HOST_TIME, Result
 from .workloads import Workload
 
 LEVELS = ("O1", "O2", "O3")
@@ -246,6 +246,91 @@ def tables(results: Sequence[Result], workloads: Sequence[Workload]) -> list[Tab
     idx = ResultIndex(results)
     built = [speedup_table(idx), hand_table(idx), core_table(idx), bandwidth_table(idx, workloads)]
     return [t for t in built if t is not None]
+
+
+def _speed(v: float | None) -> str:
+    """A rate per host second in millions, or thousands below a million, so columns stay readable."""
+    if v is None:
+        return DASH
+    return f"{v / 1e6:,.2f} M" if v >= 1e6 else f"{v / 1e3:,.1f} k" if v >= 1e3 else f"{v:,.0f}"
+
+
+def _seconds(v: float | None) -> str:
+    return DASH if v is None else f"{v:,.3f}"
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far (ru_maxrss counts KiB on Linux, bytes on macOS)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def memory_note() -> str:
+    return f"Peak resident memory of this process: {peak_rss_bytes() / 2**20:,.0f} MiB."
+
+
+HOST_NOTE = "Host time is the simulations' own: not generating data, compiling the workload or checking outputs."
+
+
+def speed_table(results: Sequence[Result], engine: str, timing_only: bool) -> Table:
+    """How fast the simulator ran each workload x variant (`--speed`): host seconds and rates per host second."""
+    mode = ", timing only" if timing_only else ", with data"
+    t = _table(f"Simulation speed ({engine} engine{mode})")
+    t.add_column("variant")
+    for col in ("host s", "lookups / host s", "sim cycles / host s"):
+        t.add_column(col, justify="right")
+    for r in results:
+        s = r.stats
+        t.add_row(r.workload, r.variant, _seconds(s.get("host_seconds")), _speed(s.get("lookups_per_host_second")),
+                  _speed(s.get("sim_cycles_per_host_second")))
+    total = sum(r.stats.get("host_seconds", 0.0) for r in results)
+    t.add_section()
+    t.add_row("total", "", _seconds(total), "", "", style="bold")
+    t.caption = f"{HOST_NOTE} {memory_note()}"
+    return t
+
+
+def compare_table(pairs: Sequence[tuple[Result, Result]]) -> Table:
+    """`--compare-engines`: the same points on the reference and the fast engine, which agreed on every
+    simulated statistic; what is left to compare is how long each took."""
+    t = _table("Engines: reference vs fast (identical statistics)")
+    t.add_column("variant")
+    for col in ("reference host s", "fast host s", "speedup", "reference lookups / host s",
+                "fast lookups / host s"):
+        t.add_column(col, justify="right")
+    for ref, fast in pairs:
+        a, b = ref.stats, fast.stats
+        t.add_row(ref.workload, ref.variant, _seconds(a["host_seconds"]), _seconds(b["host_seconds"]),
+                  _x(engine_speedup(ref, fast)), _speed(a["lookups_per_host_second"]),
+                  _speed(b["lookups_per_host_second"]))
+    t.add_section()
+    t.add_row("geomean", "", "", "", _x(geomean(engine_speedup(r, f) for r, f in pairs)), "", "", style="bold")
+    t.caption = HOST_NOTE
+    return t
+
+
+def engine_speedup(ref: Result, fast: Result) -> float | None:
+    """Reference host seconds / fast host seconds."""
+    a, b = ref.stats.get("host_seconds"), fast.stats.get("host_seconds")
+    return a / b if a and b else None
+
+
+def compare_rows(pairs: Sequence[tuple[Result, Result]], machine: Machine,
+                 overrides: Sequence[str]) -> list[dict[str, Any]]:
+    """`--compare-engines` rows: the simulated statistics once (they agree), each engine's host-time figures."""
+    out: list[dict[str, Any]] = []
+    for ref, fast in pairs:
+        row: dict[str, Any] = {"workload": ref.workload, "variant": ref.variant, "machine": machine.name,
+                               "overrides": " ".join(overrides)}
+        row.update((k, v) for k, v in fast.stats.items() if k not in HOST_TIME)
+        for name, r in (("reference", ref), ("fast", fast)):
+            row.update((f"{name}.{k}", r.stats[k]) for k in HOST_TIME)
+        row["engine_speedup"] = engine_speedup(ref, fast)
+        out.append(row)
+    return out
 
 
 def published_note(where: str = "In parentheses") -> str:

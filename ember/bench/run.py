@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -22,8 +21,9 @@ SUMMED = ("cycles", "tokens", "operands", "callbacks", "access.elements", "execu
           "dram_bytes", "roofline.access_cycles", "roofline.dram_cycles", "roofline.execute_cycles",
           "execute.instructions", "host_seconds")
 DERIVED = ("roofline.bound_cycles", "roofline_fraction", "dram_bandwidth_fraction", "useful_bandwidth_fraction",
-           "lookups_per_kcycle")
+           "lookups_per_kcycle", "lookups_per_host_second", "sim_cycles_per_host_second")
 STATS = SUMMED + DERIVED  # every statistic `run` reports, so a sweep can check a plotted metric before it runs
+HOST_TIME = ("host_seconds", "lookups_per_host_second", "sim_cycles_per_host_second")  # vary run to run
 
 
 @dataclass
@@ -31,6 +31,7 @@ class Result:
     workload: str
     variant: str
     stats: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # e.g. the fast engine handing a program to the reference
 
 
 def handwritten(kind: str) -> Program:
@@ -53,27 +54,66 @@ def compile_variant(w: Workload, variant: str) -> Program:
     return program
 
 
-def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGINE) -> Result:
-    """Simulate every table of `w` with `engine`; outputs are checked against numpy, statistics summed."""
+def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGINE,
+        timing_only: bool = False) -> Result:
+    """Simulate every table of `w` with `engine` and sum the statistics.  With data, every output is checked
+    against numpy.  `timing_only` gives the tables no data (the fast engine treats them as address ranges):
+    the statistics are the same, the outputs are zeros and go unchecked, and no table is generated.
+
+    `host_seconds` is the simulations' own time, so the speeds derived from it measure the simulator, not
+    the benchmark's set-up around it (generating data, compiling the workload, checking outputs)."""
+    if w.virtual and not timing_only:
+        raise EmberError(f"{w.name}: its table ({w.table_bytes / 1e9:.1f} GB) holds no data; "
+                         "it is simulated only with --timing-only")
     program = compile_variant(w, variant)
+    params = [n for n, s in enumerate(program.symbols) if s.kind == "param"]
+    if timing_only:  # a hand-written program leaves the table's shape to its data, which it now has none of
+        for n in params:
+            program.symbols[n].shape = (w.rows, w.dim)
     res = Result(w.name, variant)
-    t0 = time.perf_counter()
     for t in range(w.tables):
-        for n, s in enumerate(program.symbols):
-            if s.kind == "param":
-                program.data[n] = w.table(t)
-        out, st = simulate(program, w.inputs(t), machine, engine=engine)
-        got = next(iter(out.values()))
-        if not np.allclose(got, w.reference(t), rtol=1e-4, atol=1e-4):
-            raise EmberError(f"{w.name} {variant}: simulated output differs from numpy's")
+        inputs = w.inputs(t)
+        table = None if timing_only else w.table(t, inputs["indices"])
+        if table is not None:
+            for n in params:
+                program.data[n] = table
+        try:
+            out, st = simulate(program, inputs, machine, engine=engine, timing_only=timing_only)
+        except EmberError as e:  # name the point: the message alone does not say which of hundreds failed
+            where = f"{w.name} {variant}" + (f", table {t}" if w.tables > 1 else "")
+            raise EmberError(f"{where}: {e.message}", e.where) from None
+        if engine == "fast":
+            from ..sim.fast.engine import notes
+
+            for text in (f"{w.name} {variant}: {note}" for note in notes):
+                if text not in res.notes:
+                    res.notes.append(text)
+        if table is not None:
+            got = next(iter(out.values()))
+            if not np.allclose(got, w.reference(t, table, inputs), rtol=1e-4, atol=1e-4):
+                raise EmberError(f"{w.name} {variant}: simulated output differs from numpy's")
         for k in SUMMED:
             res.stats[k] = res.stats.get(k, 0.0) + float(st[k])
     s = res.stats
-    s["host_seconds"] = time.perf_counter() - t0
     bound = max(s["roofline.access_cycles"], s["roofline.dram_cycles"], s["roofline.execute_cycles"])
     s["roofline.bound_cycles"] = bound
     s["roofline_fraction"] = bound / s["cycles"] if s["cycles"] else 0.0
     s["dram_bandwidth_fraction"] = s["dram_bytes"] / (s["cycles"] * machine.dram.bytes_per_cycle)
     s["useful_bandwidth_fraction"] = w.useful_bytes() / (s["cycles"] * machine.dram.bytes_per_cycle)
     s["lookups_per_kcycle"] = 1000.0 * w.lookups / s["cycles"]
+    host = s["host_seconds"]
+    s["lookups_per_host_second"] = w.lookups / host if host > 0 else 0.0
+    s["sim_cycles_per_host_second"] = s["cycles"] / host if host > 0 else 0.0
     return res
+
+
+def first_difference(reference: dict[str, float], fast: dict[str, float]) -> str | None:
+    """The first statistic (in `STATS` order) on which two runs of one point disagree, host-time figures aside,
+    worded for an error; None when they agree on all of them."""
+    for key in STATS:
+        if key in HOST_TIME:
+            continue
+        a, b = reference.get(key), fast.get(key)
+        if a != b:
+            return f"{key} (reference {a!r}, fast {b!r})"
+    return None

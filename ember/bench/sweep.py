@@ -26,11 +26,11 @@ from rich.table import Table
 from ..ir.diagnostics import EmberError
 from ..sim.engines import ENGINES
 from ..sim.machine import Machine
+from .run import HOST_TIME as HOST_TIME  # re-exported: the figures a row's readers leave out when comparing
 from .run import STATS, VARIANTS
 from .workloads import Workload
 
 PSEUDO_KEYS = ("variant", "engine")  # swept like machine keys, but they pick what runs, not the machine
-HOST_TIME = ("host_seconds", "lookups_per_host_second", "sim_cycles_per_host_second")  # vary run to run
 CONTEXT = ("suite", "machine", "overrides")  # what every row of one sweep file must share
 SHOWN = ("cycles", "roofline_fraction", "dram_bandwidth_fraction")  # the console table's statistics
 
@@ -71,6 +71,7 @@ class Task:
     workload: Workload
     machine: Machine
     engine: str
+    timing_only: bool = False
 
 
 def show(value: Any) -> str:
@@ -130,7 +131,7 @@ class Sweep:
     """The points of a sweep and how to run and record each; built once, before anything runs."""
 
     def __init__(self, scale: str, workloads: Sequence[Workload], variants: Sequence[str], axes: Sequence[Axis],
-                 base: Machine, overrides: Sequence[str], engine: str) -> None:
+                 base: Machine, overrides: Sequence[str], engine: str, timing_only: bool = False) -> None:
         self.scale = scale
         self.workloads = {w.name: w for w in workloads}
         self.axes = [a for a in axes if a.key != "variant"]
@@ -139,6 +140,7 @@ class Sweep:
         self.base = base
         self.overrides = list(overrides)
         self.engine = engine
+        self.timing_only = timing_only  # rows are the same either way, so it is no part of a file's context
         self.keys = [a.key for a in self.axes]
         self.swept = [a.key for a in axes]  # what a plot may put on its x axis, variant included
         self.context = {"suite": scale, "machine": base.name, "overrides": " ".join(overrides)}
@@ -159,7 +161,7 @@ class Sweep:
     def task(self, p: Point) -> Task:
         settings = dict(p.settings)
         machine = self._machines[tuple((k, v) for k, v in p.settings if k not in PSEUDO_KEYS)]
-        return Task(p, self.workloads[p.workload], machine, settings.get("engine", self.engine))
+        return Task(p, self.workloads[p.workload], machine, settings.get("engine", self.engine), self.timing_only)
 
     def row(self, p: Point, stats: dict[str, float]) -> dict[str, Any]:
         """workload, variant, each swept value, engine, the suite/machine/--set context, then every statistic."""
@@ -246,7 +248,7 @@ def run_task(task: Task) -> dict[str, Any]:
     from .run import run
 
     try:
-        res = run(task.workload, task.point.variant, task.machine, engine=task.engine)
+        res = run(task.workload, task.point.variant, task.machine, engine=task.engine, timing_only=task.timing_only)
     except EmberError as e:
         return {"error": f"{e.where}: {e.message}" if e.where else e.message}
     return {"stats": res.stats}
@@ -411,6 +413,7 @@ def caption(sweep: Sweep) -> str:
     swept = "; ".join(f"{k}={','.join(map(show, v))}" for k, v in
                       [("variant", sweep.variants), *((a.key, a.values) for a in sweep.axes)])
     engine = "" if "engine" in sweep.keys else f", engine {sweep.engine}"
+    engine += ", timing only" if sweep.timing_only else ""
     return f"suite '{sweep.scale}', machine '{sweep.base.name}', {sets}{engine}. Swept: {swept}."
 
 

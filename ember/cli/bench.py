@@ -15,13 +15,12 @@ from ..sim.engines import DEFAULT_ENGINE, ENGINES
 from .common import guarded, write_output
 
 if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
+    from rich.console import Console
     from rich.progress import Progress
 
     from ..bench.run import Result
     from ..bench.workloads import Workload
     from ..sim.machine import Machine
-
-SUITES = ("tiny", "quick", "paper")
 
 
 def parse_list(text: str, valid: tuple[str, ...], what: str) -> list[str]:
@@ -46,9 +45,10 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--suite", "scale", default="quick", show_default=True, metavar="tiny|quick|paper",
-              help="workload sizes: tiny (about half a minute for the nine workloads), quick (a few minutes; "
-                   "make bench), paper (the published sizes: hours with the reference engine)")
+@click.option("--suite", "scale", default="quick", show_default=True, metavar="tiny|quick|paper|huge",
+              help="workload sizes: tiny (seconds), quick (make bench), paper (the published sizes; graphs as one "
+                   "mini-batch: 4,096 destination nodes for MP, about 65,536 edges for GNN), huge (one table of "
+                   "100M rows x D=128, 51 GB if it held data: --timing-only only)")
 @click.option("--only", metavar="PREFIX,...", help="run only workloads whose name starts with one of these, "
                                                    "e.g. RM1,RM3_L2")
 @click.option("--variants", default="O0,O1,O2,O3,hand,core", show_default=True, metavar="V,...",
@@ -67,6 +67,17 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 @click.option("--engine", default=DEFAULT_ENGINE, show_default=True, metavar="|".join(ENGINES),
               help="simulator engine: fast (compiled kernels) or reference (the event-by-event oracle); both give "
                    "the same statistics")
+@click.option("--timing-only", is_flag=True,
+              help="simulate timing only: the tables get no data (the fast engine sees address ranges), so none "
+                   "is generated and no output is checked; every statistic is the same as with data. Needs the "
+                   "fast engine")
+@click.option("--compare-engines", is_flag=True,
+              help="run every workload x variant on the reference engine, then on the fast one; stop at the first "
+                   "statistic they disagree on, else print each one's host time and speed (and write those rows "
+                   "with --json/--csv)")
+@click.option("--speed", is_flag=True,
+              help="also print the simulation speed: host seconds, lookups and simulated cycles per host second "
+                   "per workload x variant, and the process's peak resident memory")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2,...",
               help="sweep mode: run every point of the cartesian product of these values (repeatable). KEY is any "
                    "--set key, 'variant' (replaces --variants) or 'engine', e.g. --sweep dram.bytes_per_cycle=8,16,32")
@@ -85,12 +96,13 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 @click.pass_context
 @guarded("ember-bench")
 def main(ctx: click.Context, scale: str, only: str | None, variants: str, machine: str, overrides: tuple[str, ...],
-         json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, sweeps: tuple[str, ...],
-         sweep_out: str | None, jobs: int | None, scheduler: str | None, plot_sweeps: tuple[str, ...],
-         quiet: bool) -> None:
+         json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, timing_only: bool,
+         compare_engines: bool, speed: bool, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None,
+         scheduler: str | None, plot_sweeps: tuple[str, ...], quiet: bool) -> None:
     """Run the benchmark suite (WORKLOADS.md) on the simulated DAE machine and compare with published figures.
 
-    Every workload is compiled at each variant, simulated, checked against numpy, and measured.
+    Every workload is compiled at each variant, simulated, checked against numpy (unless
+    --timing-only), and measured.
     The tables show, where the variants needed were run: the speedup of O1-O3 over O0 (published
     Fig. 13 in parentheses); O3 as a share of hand-written performance (Fig. 16) with each one's
     roofline fraction; the DAE machine at O3 against the core alone; and useful bandwidth as a
@@ -98,9 +110,19 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, machin
     embedding shape.  Published figures are gem5 runs at paper scale, ours are at the chosen
     scale and machine, so compare trends, not digits.
 
-    The paper suite (8 tables x 1M rows, 512 bags) needs hours with the reference engine; use
-    tiny or quick for a first look.  Any error (e.g. a missing hand-written baseline: leave out
-    'hand' from --variants) is one line on stderr with exit status 1.
+    The paper suite has 8 tables x 1M rows and 512 bags per RM workload; the graph workloads keep
+    the whole graph as the table and aggregate one mini-batch of destination nodes (4,096 for MP,
+    about 65,536 edges' worth for GNN).  It takes minutes with the fast engine (the default) and
+    hours with the reference one.  The huge suite is one RM3-like table of 100 million rows
+    (D=128, pooling 80, uniform, 4,096 bags): it runs only with --timing-only.
+
+    \b
+      ember-bench --suite paper --timing-only -q          # the whole paper suite, timing only
+      ember-bench --suite huge --timing-only --speed      # speed and peak memory, 51 GB table
+      ember-bench --suite quick --only RM3 --compare-engines --variants O0,O3
+
+    Any error (e.g. a missing hand-written baseline: leave out 'hand' from --variants) is one
+    line on stderr with exit status 1.
 
     Sweeps (--sweep) run every workload x variant at every combination of the swept values, in
     parallel, for example:
@@ -114,7 +136,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, machin
     the same command after an interruption and only the points missing from --sweep-out run.
     """
     from ..bench.run import VARIANTS
-    from ..bench.workloads import suite
+    from ..bench.workloads import SUITES, suite
     from ..sim.machine import load_machine
 
     if scale not in SUITES:
@@ -129,6 +151,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, machin
         raise EmberError("--json and --csv cannot both write to stdout")
     if engine not in ENGINES:
         raise EmberError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
+    _check_modes(ctx, workloads, engine, timing_only, compare_engines, speed, sweeps, plot_dir)
     m = load_machine(machine).with_overrides(overrides)
     if not sweeps:
         for name, given in (("--sweep-out", sweep_out), ("--jobs", jobs), ("--scheduler", scheduler),
@@ -144,37 +167,117 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, machin
         for param, key in (("variants", "variant"), ("engine", "engine")):
             if key in swept and ctx.get_parameter_source(param) is not click.core.ParameterSource.DEFAULT:
                 raise EmberError(f"--{param} and --sweep {key}=... both given (keep one)")
-        _sweep(scale, workloads, chosen, m, overrides, engine, sweeps, sweep_out, jobs, scheduler, plot_sweeps,
-               plot_dir, json_path, csv_path, quiet)
+        _sweep(scale, workloads, chosen, m, overrides, engine, timing_only, sweeps, sweep_out, jobs, scheduler,
+               plot_sweeps, plot_dir, json_path, csv_path, quiet)
+        return
+    if compare_engines:
+        _compare(scale, workloads, chosen, m, overrides, json_path, csv_path, quiet)
         return
     if plot_dir:
         _make_dir(plot_dir)
-    results = _run_all(workloads, chosen, m, quiet, engine)
+    results = _run_all(workloads, chosen, m, quiet, [engine], timing_only)
+    _print_notes(results)
 
     from ..bench import report
 
     if json_path or csv_path:
         table = report.rows(results, workloads, m, overrides)
         if json_path:
-            doc = {"suite": scale, "variants": chosen,
-                   "machine": {"name": m.name, "overrides": list(overrides),
-                               "parameters": {k: v for k, v, _ in m.describe()}},
-                   "rows": table}
-            write_output(json_path, json.dumps(doc, indent=1) + "\n")
+            write_output(json_path, _json_doc(scale, chosen, m, overrides, table, engine=engine,
+                                              timing_only=timing_only))
         if csv_path:
             write_output(csv_path, to_csv(table))
     if plot_dir:
         _plot(results, f"{report.caption(m, overrides, scale)} {report.published_note('Markers')}", plot_dir)
     if not quiet:
-        from rich.console import Console
-
-        console = Console(stderr="-" in (json_path, csv_path))
-        if not console.is_terminal:
-            console.width = 120  # piped or captured: wide enough that the tables do not wrap
-        for t in report.tables(results, workloads):
+        console = _console(json_path, csv_path)
+        tables = report.tables(results, workloads)
+        if speed:
+            tables.append(report.speed_table(results, engine, timing_only))
+        for t in tables:
             console.print(t)
             console.print()
-        console.print(f"{report.caption(m, overrides, scale)} {report.published_note()}", highlight=False)
+        mode = " Timing only: the tables held no data and no output was checked." if timing_only else ""
+        console.print(f"{report.caption(m, overrides, scale)}{mode} {report.published_note()}", highlight=False)
+
+
+def _check_modes(ctx: click.Context, workloads: list[Workload], engine: str, timing_only: bool,
+                 compare_engines: bool, speed: bool, sweeps: tuple[str, ...], plot_dir: str | None) -> None:
+    """Refuse combinations of --timing-only, --compare-engines, --speed and the rest before anything runs."""
+    given = ctx.get_parameter_source("engine") is not click.core.ParameterSource.DEFAULT
+    if speed and (sweeps or compare_engines):
+        other = "--sweep rows hold" if sweeps else "--compare-engines shows"
+        raise EmberError(f"--speed prints the speed of a plain run ({other} the host-time figures already)")
+    if timing_only and engine == "reference":
+        raise EmberError("--timing-only needs the fast engine (the reference engine always moves data); "
+                         "leave out --engine reference")
+    big = next((w for w in workloads if w.virtual), None)
+    if big is not None and not timing_only and not compare_engines:
+        raise EmberError(f"{big.name}: its table ({big.table_bytes / 1e9:.1f} GB) holds no data; "
+                         "it is simulated only with --timing-only")
+    if not compare_engines:
+        return
+    if timing_only or big is not None:
+        raise EmberError("--compare-engines runs the reference engine, which has no timing-only mode "
+                         "(leave out --timing-only, and use another suite than huge)")
+    for name, bad in (("--engine", given), ("--sweep", sweeps), ("--plot", plot_dir)):
+        if bad:
+            raise EmberError(f"--compare-engines and {name} both given (--compare-engines runs both engines, "
+                             "and writes rows with --json/--csv)")
+
+
+def _json_doc(scale: str, variants: list[str], m: Machine, overrides: tuple[str, ...], table: list[dict[str, Any]],
+              **run: Any) -> str:
+    """The --json document: what ran, on which machine, the rows, and the process's peak memory."""
+    from ..bench.report import peak_rss_bytes
+
+    doc = {"suite": scale, "variants": variants, **run,
+           "machine": {"name": m.name, "overrides": list(overrides),
+                       "parameters": {k: v for k, v, _ in m.describe()}},
+           "peak_rss_bytes": peak_rss_bytes(), "rows": table}
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def _console(json_path: str | None, csv_path: str | None) -> Console:
+    """Tables go to stdout, or to stderr when stdout carries --json - or --csv -."""
+    from rich.console import Console
+
+    console = Console(stderr="-" in (json_path, csv_path))
+    if not console.is_terminal:
+        console.width = 120  # piped or captured: wide enough that the tables do not wrap
+    return console
+
+
+def _print_notes(results: list[Result]) -> None:
+    """What the engine said about a run (e.g. the fast engine handing a program to the reference), once each."""
+    for note in dict.fromkeys(n for r in results for n in r.notes):
+        click.echo(f"ember-bench: note: {note}", err=True)
+
+
+def _compare(scale: str, workloads: list[Workload], variants: list[str], m: Machine, overrides: tuple[str, ...],
+             json_path: str | None, csv_path: str | None, quiet: bool) -> None:
+    """--compare-engines: each point on the reference engine, then the fast one; statistics must agree."""
+    from ..bench import report
+    from ..bench.run import first_difference
+
+    results = _run_all(workloads, variants, m, quiet, ["reference", "fast"], False)
+    _print_notes(results)
+    pairs = list(zip(results[0::2], results[1::2]))
+    for ref, fast in pairs:
+        diff = first_difference(ref.stats, fast.stats)
+        if diff is not None:
+            raise EmberError(f"{ref.workload} {ref.variant}: the engines disagree on {diff}")
+    table = report.compare_rows(pairs, m, overrides)
+    if json_path:
+        write_output(json_path, _json_doc(scale, variants, m, overrides, table, engine="reference,fast",
+                                          timing_only=False))
+    if csv_path:
+        write_output(csv_path, to_csv(table))
+    if not quiet:
+        console = _console(json_path, csv_path)
+        console.print(report.compare_table(pairs))
+        console.print()
+        console.print(report.caption(m, overrides, scale), highlight=False)
 
 
 def _progress(quiet: bool) -> Progress:
@@ -198,26 +301,29 @@ def _check_handwritten(workloads: list[Workload], variants: list[str]) -> None:
             handwritten(kind)
 
 
-def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: bool, engine: str) -> list[Result]:
-    """Every workload x variant, with a progress bar on stderr naming the item being simulated."""
+def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: bool, engines: list[str],
+             timing_only: bool) -> list[Result]:
+    """Every workload x variant x engine in that order, with a progress bar on stderr naming what is simulated."""
     from ..bench.run import run
 
     _check_handwritten(workloads, variants)
     results: list[Result] = []
     with _progress(quiet) as progress:
-        task = progress.add_task("", total=len(workloads) * len(variants))
+        task = progress.add_task("", total=len(workloads) * len(variants) * len(engines))
         for w in workloads:
             for v in variants:
-                progress.update(task, description=f"{w.name} {v}")
-                results.append(run(w, v, m, engine=engine))
-                progress.advance(task)
+                for engine in engines:
+                    label = f"{w.name} {v}" + (f" {engine}" if len(engines) > 1 else "")
+                    progress.update(task, description=label)
+                    results.append(run(w, v, m, engine=engine, timing_only=timing_only))
+                    progress.advance(task)
     return results
 
 
 def _sweep(scale: str, workloads: list[Workload], variants: list[str], m: Machine, overrides: tuple[str, ...],
-           engine: str, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None, scheduler: str | None,
-           plot_sweeps: tuple[str, ...], plot_dir: str | None, json_path: str | None, csv_path: str | None,
-           quiet: bool) -> None:
+           engine: str, timing_only: bool, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None,
+           scheduler: str | None, plot_sweeps: tuple[str, ...], plot_dir: str | None, json_path: str | None,
+           csv_path: str | None, quiet: bool) -> None:
     """--sweep: check everything, skip the points --sweep-out already holds, run the rest, write rows and plots."""
     from ..bench import sweep as sw
 
@@ -228,7 +334,10 @@ def _sweep(scale: str, workloads: list[Workload], variants: list[str], m: Machin
     if sweep_out == "-":
         raise EmberError("--sweep-out needs a file (it is read back to resume a sweep)")
     fixed = [item.partition("=")[0].strip() for item in overrides]
-    plan = sw.Sweep(scale, workloads, variants, sw.parse_axes(sweeps, m, fixed), m, overrides, engine)
+    plan = sw.Sweep(scale, workloads, variants, sw.parse_axes(sweeps, m, fixed), m, overrides, engine, timing_only)
+    if timing_only and any(t.engine == "reference" for t in map(plan.task, plan.points)):
+        raise EmberError("--timing-only needs the fast engine (the reference engine always moves data); "
+                         "leave reference out of --sweep engine=...")
     plots = sw.parse_plots(plot_sweeps, plan) if plot_sweeps else sw.default_plots(plan) if plot_dir else []
     if plot_sweeps and not plot_dir:
         raise EmberError("--plot-sweep needs --plot DIR (the directory the figures go to)")
@@ -275,11 +384,7 @@ def _sweep(scale: str, workloads: list[Workload], variants: list[str], m: Machin
             image = render_sweep(rows, metric, param, plan.keys, sw.caption(plan))
             write_output(str(Path(plot_dir) / sweep_file_name(metric, param)), image)
     if not quiet:
-        from rich.console import Console
-
-        console = Console(stderr="-" in (json_path, csv_path))
-        if not console.is_terminal:
-            console.width = 120
+        console = _console(json_path, csv_path)
         console.print(sw.table(rows, plan))
         console.print(sw.caption(plan), highlight=False)
 
