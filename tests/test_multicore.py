@@ -84,3 +84,16 @@ def test_a_single_run_refuses_a_multicore_machine() -> None:
         simulate(p, w.inputs(0), load_machine("default").with_overrides(["cores=2"]))
     with pytest.raises(EmberError, match="split into 1 slices"):
         simulate_cores([p], [w.inputs(0)], load_machine("default").with_overrides(["cores=2"]))
+
+
+@pytest.mark.parametrize("name", ["RM1_L2", "KG_biokg", "MP_web-Google"])
+def test_the_benchmark_splits_its_workloads(name: str) -> None:
+    """bench.run checks the stitched outputs against numpy; two cores finish sooner than one."""
+    from ember.bench.run import run
+
+    w = suite("tiny", [name])[0]
+    m = load_machine("default")
+    one = run(w, "O3", m)
+    two = run(w, "O3", m.with_overrides(["cores=2"]))
+    assert two.stats["cycles"] < one.stats["cycles"]
+    assert two.stats["dram_bytes"] > 0 and 0 < two.stats["roofline_fraction"] <= 1.0

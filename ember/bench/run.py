@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -13,6 +14,8 @@ from ..ir.diagnostics import EmberError
 from ..passes import PRESETS, parse_pipeline, run_passes
 from ..sim.engines import DEFAULT_ENGINE, simulate
 from ..sim.machine import Machine
+from ..sim.multicore import simulate_cores, split_bags, split_rows
+from ..sim.stats import Stats
 from .workloads import Workload
 
 VARIANTS = ("O0", "O1", "O2", "O3", "hand", "core")
@@ -78,7 +81,10 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
             for n in params:
                 program.data[n] = table
         try:
-            out, st = simulate(program, inputs, machine, engine=engine, timing_only=timing_only)
+            if machine.cores > 1:
+                out, st = _on_cores(w, variant, program, inputs, table, machine, engine, timing_only)
+            else:
+                out, st = simulate(program, inputs, machine, engine=engine, timing_only=timing_only)
         except EmberError as e:  # name the point: the message alone does not say which of hundreds failed
             where = f"{w.name} {variant}" + (f", table {t}" if w.tables > 1 else "")
             raise EmberError(f"{where}: {e.message}", e.where) from None
@@ -105,6 +111,29 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
     s["lookups_per_host_second"] = w.lookups / host if host > 0 else 0.0
     s["sim_cycles_per_host_second"] = s["cycles"] / host if host > 0 else 0.0
     return res
+
+
+def _on_cores(w: Workload, variant: str, program: Program, inputs: dict[str, np.ndarray], table: np.ndarray | None,
+              machine: Machine, engine: str, timing_only: bool) -> tuple[dict[str, np.ndarray], Stats]:
+    """The batch split across the machine's cores (bags, or lookups of a gather), each core's program
+    compiled for its slice; outputs are stitched back together in batch order."""
+    gather = w.kind == "gather"
+    slices = split_rows(inputs, machine.cores) if gather else split_bags(inputs, machine.cores)
+    programs = []
+    for part in slices:
+        size = len(part["indices"]) if gather else len(part["offsets"]) - 1
+        p = program if variant == "hand" else compile_variant(dataclasses.replace(w, bags=size, pooling=1)
+                                                              if gather else dataclasses.replace(w, bags=size),
+                                                              variant)
+        for n, s in enumerate(p.symbols):
+            if s.kind == "param":
+                if table is not None:
+                    p.data[n] = table
+                elif timing_only:
+                    s.shape = (w.rows, w.dim)
+        programs.append(p)
+    outs, st = simulate_cores(programs, slices, machine, engine=engine, timing_only=timing_only)
+    return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}, st
 
 
 def first_difference(reference: dict[str, float], fast: dict[str, float]) -> str | None:

@@ -24,7 +24,8 @@ from .stats import Stats
 
 SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access.elements", "access.requests",
           "access.stall_cycles", "execute.instructions", "execute.busy_cycles", "execute.starved_cycles",
-          "host.cycles", "dram.requests", "dram.busy_cycles", "dram_bytes")
+          "execute.load_stall_cycles", "execute.pop_stall_cycles", "host.cycles", "dram.requests",
+          "dram.busy_cycles", "dram_bytes")
 
 
 def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.ndarray]], machine: Machine,
@@ -81,8 +82,17 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
             first = per_core[0].get(name)
             assert first is not None
             st.set(name, sum(s[name] for s in per_core), f"{first.description} (all cores)", first.unit)
-    st.set("dram_bandwidth_fraction", st["dram_bytes"] / (cycles * machine.dram.bytes_per_cycle) if cycles else 0.0,
+    peak = machine.dram.bytes_per_cycle
+    st.set("dram_bandwidth_fraction", st["dram_bytes"] / (cycles * peak) if cycles else 0.0,
            "achieved DRAM bandwidth / peak, all cores", "Ratio")
+    bounds = {"access": max(s["roofline.access_cycles"] for s in per_core), "dram": st["dram_bytes"] / peak,
+              "execute": max(s["roofline.execute_cycles"] for s in per_core)}  # units per core, DRAM shared
+    limit = max(bounds, key=lambda k: bounds[k])
+    st.set("roofline.access_cycles", bounds["access"], "bound: the busiest core's access issue", "Cycle")
+    st.set("roofline.dram_cycles", bounds["dram"], "bound: all cores' DRAM bytes / DRAM bytes per cycle", "Cycle")
+    st.set("roofline.execute_cycles", bounds["execute"], "bound: the busiest core's execute work", "Cycle")
+    st.set("roofline.bound_cycles", bounds[limit], f"largest bound ({limit})", "Cycle")
+    st.set("roofline_fraction", bounds[limit] / cycles if cycles else 0.0, "bound / cycles", "Ratio")
     for k, s in enumerate(per_core):
         st.update(s, f"core{k}.")
     return st
