@@ -162,3 +162,73 @@ def test_cli_engines_agree_and_timing_only_writes_no_outputs(tmp_path: Path) -> 
     r = run_tool("sim", str(binary), "--inputs", str(MODELS / "dlrm.in.npz"), "--timing-only", "--engine",
                  "reference")
     assert r.returncode == 1 and b"fast engine" in r.stderr
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("mode", ["sum", "mean", "max", "weighted"])
+@pytest.mark.parametrize("elem", ["f16", "bf16"])
+def test_identical_on_16_bit_tables(elem: str, mode: str, level: str) -> None:
+    """f16/bf16 elements are carried as bits and rounded as numpy / ml_dtypes round."""
+    from test_bag_variants import DIM, ROWS, TEXT
+
+    from ember.ir.parser import parse_module
+    from ember.ir.types import ScalarType
+    from ember.passes import PRESETS, parse_pipeline, run_passes
+
+    dtype = ScalarType(elem).numpy()
+    rng = np.random.default_rng(5)
+    table = (rng.standard_normal((ROWS, DIM)) * 300).astype(dtype)  # sums that round in 16 bits
+    idx = rng.integers(0, ROWS, size=23).astype(np.int32)
+    off = np.array([0, 5, 5, 12, 23], dtype=np.int64)
+    w = rng.standard_normal(23).astype(dtype) if mode == "weighted" else None
+    text = TEXT.format(r=ROWS, d=DIM, t=elem, mode="sum" if w is not None else mode,
+                       wdecl=f", %w: tensor<?x{elem}>" if w is not None else "", warg=", %w" if w is not None else "")
+    passes = parse_pipeline(PRESETS[level])
+    run_passes(parse_module(text, "half.eir"), passes)
+    program = passes[-1].program  # type: ignore[attr-defined]
+    program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = table
+    feeds = {"indices": idx, "offsets": off} | ({"w": w} if w is not None else {})
+    ref_out, ref_st, out, st = both(program, feeds)
+    assert out["output0" if "output0" in out else next(iter(out))].dtype == dtype
+    for k in ref_out:
+        np.testing.assert_array_equal(out[k].view(np.uint16), ref_out[k].view(np.uint16))
+    assert_same(ref_st, st)
+
+
+def test_16_bit_conversions_round_as_numpy(tmp_path: Path) -> None:
+    """runtime.h's d2h/d2b/h2d/b2d against numpy and ml_dtypes on edge cases and random doubles."""
+    import ctypes
+    import subprocess
+    from importlib import resources
+
+    from ember.ir.types import ScalarType
+
+    cc = fast.compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = resources.files("ember.sim.fast").joinpath("runtime.h").read_text() + """
+void conv(const double *x, int64_t n, uint16_t *h, uint16_t *b, double *hd, double *bd) {
+    for (int64_t i = 0; i < n; i++) { h[i] = d2h(x[i]); b[i] = d2b(x[i]); hd[i] = h2d(h[i]); bd[i] = b2d(b[i]); }
+}
+"""
+    (tmp_path / "c.c").write_text(src)
+    subprocess.run([cc, *fast.CFLAGS, str(tmp_path / "c.c"), "-o", str(tmp_path / "c.so")], check=True)
+    lib = ctypes.CDLL(str(tmp_path / "c.so"))
+    rng = np.random.default_rng(0)
+    edges = [0.0, -0.0, 65504.0, 65519.99, 65520.0, -65520.0, 1e10, 2.0 ** -24, 2.0 ** -25, 2.0 ** -25 + 2.0 ** -40,
+             6.1e-5, 6.103515625e-05, 1 + 2.0 ** -11, 1 + 2.0 ** -11 + 2.0 ** -40, 1.00390625 + 2.0 ** -40,
+             3.4e38, np.inf, -np.inf, np.nan, 1e-45]
+    x = np.concatenate([edges, rng.standard_normal(20_000) * 10.0 ** rng.integers(-9, 6, 20_000),
+                        rng.standard_normal(2_000).astype(np.float32).astype(np.float64)])
+    n = len(x)
+    h, b = np.zeros(n, dtype=np.uint16), np.zeros(n, dtype=np.uint16)
+    hd, bd = np.zeros(n), np.zeros(n)
+    lib.conv(*(a.ctypes.data_as(ctypes.c_void_p) for a in (x,)), ctypes.c_int64(n),
+             *(a.ctypes.data_as(ctypes.c_void_p) for a in (h, b, hd, bd)))
+    with np.errstate(all="ignore"):
+        want_h = x.astype(np.float16)
+        want_b = x.astype(ScalarType("bf16").numpy())
+    np.testing.assert_array_equal(h, want_h.view(np.uint16))
+    np.testing.assert_array_equal(b[~np.isnan(x)], want_b.view(np.uint16)[~np.isnan(x)])
+    np.testing.assert_array_equal(hd, want_h.astype(np.float64))
+    np.testing.assert_array_equal(bd[~np.isnan(x)], want_b.astype(np.float64)[~np.isnan(x)])

@@ -23,9 +23,10 @@ from ...backend.dae import Access, Instr, Label, Mem, Program, Reg
 from ..execute import COST_CLASS
 
 CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", "i32": "int32_t", "i16": "int16_t",
-         "i8": "int8_t", "i1": "uint8_t", "bool": "uint8_t"}  # "bool": masks (v registers, mask streams)
+         "i8": "int8_t", "i1": "uint8_t", "bool": "uint8_t",  # "bool": masks (v registers, mask streams)
+         "f16": "uint16_t", "bf16": "uint16_t"}  # 16-bit floats as their bits (runtime.h converts)
 NPTYPE = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "index": np.int64, "i32": np.int32,
-          "i16": np.int16, "i8": np.int8, "i1": np.bool_, "bool": np.bool_}
+          "i16": np.int16, "i8": np.int8, "i1": np.bool_, "bool": np.bool_, "f16": np.float16, "bf16": np.uint16}
 FLOAT_OPS = {"fadd": "({a} + {b})", "fsub": "({a} - {b})", "fmul": "({a} * {b})", "fdiv": "({a} / {b})",
              "fmax": "fmax_py({a}, {b})", "fmin": "fmin_py({a}, {b})"}
 INT_OPS = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "min": "mini({a}, {b})",
@@ -85,11 +86,21 @@ class _TU:
 
 
 def _is_float(dtype: str) -> bool:
-    return dtype in ("f32", "f64")
+    return dtype in ("f32", "f64", "f16", "bf16")
+
+
+def to_double(dtype: str, expr: str) -> str:
+    """C expression widening an element of `dtype` to double (exactly)."""
+    return {"f16": f"h2d({expr})", "bf16": f"b2d({expr})"}.get(dtype, f"(double)({expr})")
+
+
+def from_double(dtype: str, expr: str) -> str:
+    """C expression storing a double into `dtype`, rounded as numpy (ml_dtypes for bf16) rounds."""
+    return {"f16": f"d2h({expr})", "bf16": f"d2b({expr})"}.get(dtype, f"({CTYPE[dtype]})({expr})")
 
 
 def _isz(dtype: str) -> int:
-    return np.dtype(NPTYPE[dtype]).itemsize
+    return 2 if dtype in ("f16", "bf16") else np.dtype(NPTYPE[dtype]).itemsize
 
 
 class Generator:
@@ -389,7 +400,8 @@ class Generator:
             self.vector_indexed(ins, op == "vscatter")
         elif op in ("vsplat", "viota", "vmask"):
             vt = self.vtypes[a[0].n]
-            val = {"vsplat": f"({CTYPE[vt.dtype]})({self.ival(a[1])})", "viota": f"{self.ival(a[1])} + l",
+            val = {"vsplat": from_double(vt.dtype, self.ival(a[1])) if vt.dtype in ("f16", "bf16")
+                   else f"({CTYPE[vt.dtype]})({self.ival(a[1])})", "viota": f"{self.ival(a[1])} + l",
                    "vmask": f"(l + {self.ival(a[1])}) < {self.ival(a[2])}"}[op]
             self(f"for (int64_t l = 0; l < {vt.lanes}; l++) V{a[0].n}[l] = {val};")
         elif op == "vsel":
@@ -405,7 +417,12 @@ class Generator:
             src, dst = self.vtypes.get(a[1].n), self.vtypes[a[0].n]
             if src is None or dst.lanes != src.lanes or a[0].n == a[1].n:
                 raise Unsupported("vcvt changing the lane count or in place")
-            self(f"for (int64_t l = 0; l < {dst.lanes}; l++) V{a[0].n}[l] = ({CTYPE[dst.dtype]})V{a[1].n}[l];")
+            lane = f"V{a[1].n}[l]"
+            if {src.dtype, dst.dtype} & {"f16", "bf16"}:  # through double, which widens either exactly
+                lane = from_double(dst.dtype, to_double(src.dtype, lane))
+            else:
+                lane = f"({CTYPE[dst.dtype]}){lane}"
+            self(f"for (int64_t l = 0; l < {dst.lanes}; l++) V{a[0].n}[l] = {lane};")
         elif op == "run":
             self.run(ins)
         else:
@@ -424,6 +441,8 @@ class Generator:
             return f"(double)(float)({expr})"
         if ty == "f64":
             return f"({expr})"
+        if ty in ("f16", "bf16"):
+            return to_double(ty, from_double(ty, expr))
         raise Unsupported(f"rounding to {ty}")
 
     def assign(self, dst: Reg, src: Any) -> None:
@@ -476,7 +495,7 @@ class Generator:
         if idx and self.is_table(m.sym):
             self(f"if ({idx[-1]} == 0) is_lookups += 1;")
         if a[0].cls == "f":
-            self(f"F{a[0].n} = (double){self.elem(m.sym, fl)};")
+            self(f"F{a[0].n} = {to_double(self.p.symbols[m.sym].dtype, self.elem(m.sym, fl))};")
         elif a[0].cls == "r":
             if _is_float(self.p.symbols[m.sym].dtype):
                 raise Unsupported("a float loaded into an integer register")
@@ -491,7 +510,7 @@ class Generator:
         if a[0].cls == "f" and not _is_float(self.p.symbols[m.sym].dtype):
             raise Unsupported("a float stored into an integer tensor")
         if m.sym not in self.virtual:
-            self(f"a{m.sym}[{fl}] = ({CTYPE[self.p.symbols[m.sym].dtype]}){self.ival(a[0])};")
+            self(f"a{m.sym}[{fl}] = {from_double(self.p.symbols[m.sym].dtype, self.ival(a[0]))};")
         k = self.new_site()
         dn = self.var(f"dn{k}", "double")
         self(f"{dn} = mem_access(mem, {self.addr(m.sym, fl)}, c, lcore, {self.watermark()});")
@@ -502,8 +521,11 @@ class Generator:
         x, y, d = self.vtypes.get(a[1].n), self.vtypes.get(a[2].n), self.vtypes.get(a[0].n)
         if x is None or x != y or d != x or not _is_float(x.dtype):
             raise Unsupported(f"'{ins.op}' on vectors of different or non-float types")
-        expr = VEC_OPS[ins.base].format(a=f"V{a[1].n}[l]", b=f"V{a[2].n}[l]", d="d" if x.dtype == "f64" else "")
-        self(f"for (int64_t l = 0; l < {x.lanes}; l++) V{a[0].n}[l] = {expr};")
+        half = x.dtype in ("f16", "bf16")  # numpy and ml_dtypes compute in float32 and round once: so does double
+        xa = to_double(x.dtype, f"V{a[1].n}[l]") if half else f"V{a[1].n}[l]"
+        xb = to_double(x.dtype, f"V{a[2].n}[l]") if half else f"V{a[2].n}[l]"
+        expr = VEC_OPS[ins.base].format(a=xa, b=xb, d="d" if x.dtype == "f64" or half else "")
+        self(f"for (int64_t l = 0; l < {x.lanes}; l++) V{a[0].n}[l] = {from_double(x.dtype, expr) if half else expr};")
 
     def vector_contiguous(self, ins: Instr, store: bool) -> None:
         """execute.Core.vector_contiguous: one cache range access for the lanes on."""
@@ -761,7 +783,10 @@ class Generator:
         if idx and self.is_table(m.sym):
             self(f"if ({idx[-1]} == 0) is_lookups += 1;")
         kind = unit.stypes[dst][0]
-        self(f"S{pre}{dst} = ({'double' if kind == 'float' else 'int64_t'}){self.elem(m.sym, fl)};")
+        elem = self.elem(m.sym, fl)
+        value = to_double(self.p.symbols[m.sym].dtype, elem) if kind == "float" and m.sym not in self.virtual \
+            else f"({'double' if kind == 'float' else 'int64_t'}){elem}"
+        self(f"S{pre}{dst} = {value};")
         self(f"RS{pre}{dst} = {dn};")
 
     def window_append(self, done: str) -> None:

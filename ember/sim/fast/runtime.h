@@ -162,3 +162,34 @@ static inline float vmax_np(float a, float b) { return (a >= b || a != a) ? a : 
 static inline float vmin_np(float a, float b) { return (a <= b || a != a) ? a : b; }
 static inline double vmax_npd(double a, double b) { return (a >= b || a != a) ? a : b; }
 static inline double vmin_npd(double a, double b) { return (a <= b || a != a) ? a : b; }
+
+/* 16-bit floats are stored as their bits.  h2d/b2d widen exactly; d2h rounds a double to the nearest
+ * f16 (ties to even), as numpy converts float64 to float16; d2b rounds through float32 first, as
+ * ml_dtypes converts float64 to bfloat16. */
+static inline double h2d(uint16_t h) {
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x400), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+static inline uint16_t d2h(double x) {
+    uint16_t sign = signbit(x) ? 0x8000 : 0;
+    double a = fabs(x);
+    if (a != a) return sign | 0x7e00;
+    if (a >= 65520.0) return sign | 0x7c00;
+    if (a < 6.103515625e-05) return sign | (uint16_t)nearbyint(a * 16777216.0);  /* subnormal steps of 2^-24 */
+    int e;
+    double f = frexp(a, &e);  /* a = f * 2^e, f in [0.5, 1) */
+    double m = nearbyint((f * 2.0 - 1.0) * 1024.0);
+    int big = e + 14;
+    if (m == 1024.0) { m = 0.0; big += 1; }
+    if (big >= 31) return sign | 0x7c00;
+    return sign | (uint16_t)(big << 10) | (uint16_t)m;
+}
+static inline double b2d(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return (double)f;
+}
+static inline uint16_t d2b(double x) {
+    float f = (float)x; uint32_t u; memcpy(&u, &f, 4);
+    if (f != f) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
