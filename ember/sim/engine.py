@@ -139,12 +139,17 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     st.set("dram_bytes", dram_bytes, "bytes read from DRAM", "Byte")
     st.set("dram_bandwidth_fraction", dram_bytes / (cycles * peak) if cycles else 0.0,
            "achieved DRAM bandwidth / peak", "Ratio")
-    bounds = {"access": acc["elements"] / m.access.issue_per_cycle, "dram": dram_bytes / peak,
-              "execute": core.busy}
-    limit = max(bounds, key=lambda k: bounds[k])
-    st.set("roofline.access_cycles", bounds["access"], "bound: stream elements / elements issued per cycle", "Cycle")
-    st.set("roofline.dram_cycles", bounds["dram"], "bound: DRAM bytes / DRAM bytes per cycle", "Cycle")
-    st.set("roofline.execute_cycles", bounds["execute"], "bound: execute-unit work with no stalls", "Cycle")
-    st.set("roofline.bound_cycles", bounds[limit], f"largest bound ({limit})", "Cycle")
-    st.set("roofline_fraction", bounds[limit] / cycles if cycles else 0.0, "bound / cycles", "Ratio")
+    report_roofline(st, cycles, {
+        "access": (acc["elements"] / m.access.issue_per_cycle, "stream elements / elements issued per cycle"),
+        "dram": (dram_bytes / peak, "DRAM bytes / DRAM bytes per cycle"),
+        "execute": (core.busy, "execute-unit work with no stalls")})
     return st
+
+
+def report_roofline(st: Stats, cycles: float, bounds: dict[str, tuple[float, str]]) -> None:
+    """The access, DRAM and execute bounds (value, what it is), the largest, and the share of it reached."""
+    for name, (value, doc) in bounds.items():
+        st.set(f"roofline.{name}_cycles", value, f"bound: {doc}", "Cycle")
+    limit = max(bounds, key=lambda k: bounds[k][0])
+    st.set("roofline.bound_cycles", bounds[limit][0], f"largest bound ({limit})", "Cycle")
+    st.set("roofline_fraction", bounds[limit][0] / cycles if cycles else 0.0, "bound / cycles", "Ratio")

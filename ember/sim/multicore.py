@@ -18,7 +18,9 @@ import numpy as np
 
 from ..backend.dae import Program
 from ..ir.diagnostics import EmberError
+from . import engine as reference
 from .cache import SharedMemory
+from .engine import report_roofline
 from .machine import Machine
 from .stats import Stats
 
@@ -33,7 +35,6 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
                    ) -> tuple[list[dict[str, np.ndarray]], Stats]:
     """One run per core of its program (the same operation, compiled for its slice's shapes) on its slice;
     returns each core's outputs and the totals followed by every core's statistics as `core<k>.<name>`."""
-    from . import engine as reference
     from .fast import engine as fast
     from .fast.codegen import Unsupported
 
@@ -85,14 +86,10 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
     peak = machine.dram.bytes_per_cycle
     st.set("dram_bandwidth_fraction", st["dram_bytes"] / (cycles * peak) if cycles else 0.0,
            "achieved DRAM bandwidth / peak, all cores", "Ratio")
-    bounds = {"access": max(s["roofline.access_cycles"] for s in per_core), "dram": st["dram_bytes"] / peak,
-              "execute": max(s["roofline.execute_cycles"] for s in per_core)}  # units per core, DRAM shared
-    limit = max(bounds, key=lambda k: bounds[k])
-    st.set("roofline.access_cycles", bounds["access"], "bound: the busiest core's access issue", "Cycle")
-    st.set("roofline.dram_cycles", bounds["dram"], "bound: all cores' DRAM bytes / DRAM bytes per cycle", "Cycle")
-    st.set("roofline.execute_cycles", bounds["execute"], "bound: the busiest core's execute work", "Cycle")
-    st.set("roofline.bound_cycles", bounds[limit], f"largest bound ({limit})", "Cycle")
-    st.set("roofline_fraction", bounds[limit] / cycles if cycles else 0.0, "bound / cycles", "Ratio")
+    report_roofline(st, cycles, {  # units per core, DRAM shared
+        "access": (max(s["roofline.access_cycles"] for s in per_core), "the busiest core's access issue"),
+        "dram": (st["dram_bytes"] / peak, "all cores' DRAM bytes / DRAM bytes per cycle"),
+        "execute": (max(s["roofline.execute_cycles"] for s in per_core), "the busiest core's execute work")})
     for k, s in enumerate(per_core):
         st.update(s, f"core{k}.")
     return st
