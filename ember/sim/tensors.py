@@ -11,6 +11,11 @@ from ..ir.types import ScalarType
 ALIGN = 4096
 
 
+def span(nbytes: int) -> int:
+    """Address space a tensor of `nbytes` takes: whole pages plus a guard page, so tensors never share a line."""
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
+
+
 def dtype_of(name: str) -> np.dtype:
     return ScalarType(name).numpy()
 
@@ -45,7 +50,7 @@ class Tensors:
             raise EmberError(f"{what} has shape {list(a.shape)}, expected {shape}")
         self.arrays[n] = a if a.flags.c_contiguous else a.copy(order="C")
         self.base[n] = self.next_addr
-        self.next_addr += (a.nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
+        self.next_addr += span(a.nbytes)
 
     def set_scratch(self, n: int, a: np.ndarray) -> None:
         """A popped buffer: kept at one base address while it fits, as a core's scratch area would be."""

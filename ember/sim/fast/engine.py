@@ -32,7 +32,7 @@ from ..host import host_cost, run_host
 from ..machine import Machine
 from ..queue import OutputQueue
 from ..stats import Stats
-from ..tensors import ALIGN, Tensors, dtype_of
+from ..tensors import Tensors, dtype_of, span
 from .codegen import COSTS, FS_NAMES, IS_NAMES, MAX_CYCLES, OK, OP_NAMES, Unsupported, generate
 
 CFLAGS = ["-O2", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
@@ -191,7 +191,7 @@ class _State:
             elif s.kind == "param" and n in virtual:
                 nbytes = int(np.prod(s.shape, dtype=np.int64)) * dtype_of(s.dtype).itemsize
                 t.base[n] = t.next_addr
-                t.next_addr += (nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
+                t.next_addr += span(nbytes)
                 self.shapes[n, :len(s.shape)] = s.shape
                 self.ok[n] = 1
             elif s.kind == "param":
@@ -299,7 +299,7 @@ class _State:
                     return -1.0
                 self.point(s.n, o)
                 self.bases[s.n] = self.next_addr[0]
-                self.next_addr[0] += (o.nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
+                self.next_addr[0] += span(o.nbytes)
             self.hc[:] = host_cost(op_type, arrays, outs, self.m.execute.host_flops_per_cycle,
                                    self.m.dram.bytes_per_cycle)
             return 0.0
