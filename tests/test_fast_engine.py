@@ -232,3 +232,13 @@ void conv(const double *x, int64_t n, uint16_t *h, uint16_t *b, double *hd, doub
     np.testing.assert_array_equal(b[~np.isnan(x)], want_b.view(np.uint16)[~np.isnan(x)])
     np.testing.assert_array_equal(hd, want_h.astype(np.float64))
     np.testing.assert_array_equal(bd[~np.isnan(x)], want_b.astype(np.float64)[~np.isnan(x)])
+
+
+def test_a_message_larger_than_the_queue_is_named() -> None:
+    """A row buffer as large as the queue leaves no room for its token: a clear error, not 'deadlock'."""
+    program = compile_model(MODELS / "bag_sum.ts.onnx", "O2")  # bag index 8 + a 32-byte row buffer + token 8
+    machine = MACHINE.with_overrides(["access.lanes=1", "access.queue_bytes=32"])
+    for engine in (lambda: reference.simulate(program, inputs_of("bag_sum.ts.onnx"), machine),
+                   lambda: fast.simulate(program, inputs_of("bag_sum.ts.onnx"), machine, None, False)):
+        with pytest.raises(EmberError, match=r"one message of 48 bytes \(operands and token\) does not fit in the 32"):
+            engine()

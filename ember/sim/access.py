@@ -296,7 +296,7 @@ class AccessUnit:
                 if a.cls == "t" and self.tus[a.n].vl:  # a vector TU's head: its lanes' indices
                     v = np.arange(v, v + self.tus[a.n].vl, dtype=np.int64)
                 e = Entry(v, r, self.width(a, v))
-                self.clock = self.q.push(e, self.clock)
+                self.clock = self.push(e, ops, token)
                 ops.append(e)
                 ready = max(ready, r)
                 self.operands += 1
@@ -304,12 +304,25 @@ class AccessUnit:
             msg = Message(token, ops, ready)
             if token is not None:
                 tok = Entry(token, ready, TOKEN_BYTES)
-                self.clock = self.q.push(tok, self.clock)
+                self.clock = self.push(tok, ops, None)
                 tok.ready = max(ready, self.clock)
                 msg.ready = tok.ready
                 msg.operands.append(tok)  # last entry: the token itself
                 self.tokens += 1
             yield msg
+
+    def push(self, e: Entry, before: list[Entry], token: int | None) -> float:
+        """Push one entry of a message; a message larger than the whole queue gets its own error, since the
+        callback that would pop its operands waits for a token that can never follow them."""
+        try:
+            return self.q.push(e, self.clock)
+        except EmberError:
+            total = sum(x.bytes for x in before) + e.bytes + (TOKEN_BYTES if token is not None else 0)
+            if total > self.q.capacity:
+                raise EmberError(f"one message of {total} bytes (operands and token) does not fit in the "
+                                 f"{self.q.capacity}-byte output queue: give the machine a larger queue "
+                                 "(access.queue_bytes) or marshal less per message (rows split in parts)") from None
+            raise
 
     def width(self, s: Reg, v: Any) -> int:
         """Queue bytes of an operand: a mask packs into one 8-byte word, vectors and buffers are whole."""
