@@ -84,19 +84,28 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
     last cache level and DRAM from the previous core's run (multicore.py)."""
     t0 = time.perf_counter()
     r = _Run(program, machine, max_cycles, shared)
+    set_symbols(r.t, program, inputs)
+    r.core.run_from(0, "halt")
+    outputs = {s.name: r.t.get(n) for n, s in enumerate(program.symbols) if s.kind == "output"}
+    return outputs, statistics(r, time.perf_counter() - t0)
+
+
+def set_symbols(t: Tensors, program: Program, inputs: dict[str, np.ndarray],
+                virtual: frozenset[int] = frozenset()) -> None:
+    """Give inputs and params their data in symbol order, which fixes their base addresses; `virtual` params
+    (timing-only tables) get an address range of their declared shape and no data."""
     for n, s in enumerate(program.symbols):
         if s.kind == "input":
             if s.name not in inputs:
                 have = ", ".join(sorted(inputs)) or "nothing"
                 raise EmberError(f"input '{s.name}' is missing (the inputs hold: {have})")
-            r.t.set(n, np.asarray(inputs[s.name]), f"input '{s.name}'")
+            t.set(n, np.asarray(inputs[s.name]), f"input '{s.name}'")
+        elif s.kind == "param" and n in virtual:
+            t.reserve(n, int(np.prod(s.shape, dtype=np.int64)) * t.get_dtype(n).itemsize)
         elif s.kind == "param":
             if n not in program.data:
                 raise EmberError(f"param '{s.name}' has no data in the program")
-            r.t.set(n, program.data[n], f"param '{s.name}'")
-    r.core.run_from(0, "halt")
-    outputs = {s.name: r.t.get(n) for n, s in enumerate(program.symbols) if s.kind == "output"}
-    return outputs, statistics(r, time.perf_counter() - t0)
+            t.set(n, program.data[n], f"param '{s.name}'")
 
 
 def statistics(r: _Run, host_seconds: float) -> Stats:

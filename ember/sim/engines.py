@@ -18,6 +18,12 @@ ENGINES = ("fast", "reference")
 DEFAULT_ENGINE = "fast"
 
 
+def needs_fast(engine: str, timing_only: bool) -> None:
+    """Timing-only runs exist only in the fast engine: the reference engine always moves data."""
+    if timing_only and engine != "fast":
+        raise EmberError("--timing-only needs the fast engine (the reference engine always moves data)")
+
+
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None = None,
              engine: str = DEFAULT_ENGINE, timing_only: bool = False) -> tuple[dict[str, np.ndarray], Stats]:
     """Run `program` on `inputs` with the named engine; returns (outputs by name, statistics)."""
@@ -26,9 +32,8 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     if machine.cores > 1:
         raise EmberError(f"the machine has {machine.cores} cores: a multi-core run splits a batch across them, which "
                          "ember-bench does for its workloads (--set cores=N); one program run uses one core")
+    needs_fast(engine, timing_only)
     if engine == "reference":
-        if timing_only:
-            raise EmberError("--timing-only needs the fast engine (the reference engine always moves data)")
         from .engine import simulate as reference
 
         return reference(program, inputs, machine, max_cycles)

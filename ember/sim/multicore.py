@@ -21,6 +21,7 @@ from ..ir.diagnostics import EmberError
 from . import engine as reference
 from .cache import SharedMemory
 from .engine import report_roofline
+from .engines import needs_fast
 from .machine import Machine
 from .stats import Stats
 
@@ -36,20 +37,12 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
     """One run per core of its program (the same operation, compiled for its slice's shapes) on its slice;
     returns each core's outputs and the totals followed by every core's statistics as `core<k>.<name>`."""
     from .fast import engine as fast
-    from .fast.codegen import Unsupported
 
     if not len(slices) == len(programs) == machine.cores:
         raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices")
-    if engine == "fast":
-        try:
-            for program in programs:
-                fast.prepare(program, timing_only)
-        except Unsupported as e:
-            if timing_only:
-                raise EmberError(f"--timing-only: the fast engine cannot run this program ({e})") from None
-            engine = "reference"
-    if timing_only and engine != "fast":
-        raise EmberError("--timing-only needs the fast engine (the reference engine always moves data)")
+    if engine == "fast" and any(fast.compiled_or_none(p, timing_only) is None for p in programs):
+        engine = "reference"  # one engine for every core: their shared state has one form per engine
+    needs_fast(engine, timing_only)
     outputs, per_core = [], []
     shared_ref, shared_fast = SharedMemory(), fast.SharedArrays()
     for program, inputs in zip(programs, slices):
@@ -74,15 +67,11 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
     st.set("sim_cycles_per_host_second", cycles / host if host else 0.0, "simulation speed", "Cycle/Second")
     lookups = sum(s["lookups"] for s in per_core)
     st.set("lookups_per_host_second", lookups / host if host else 0.0, "simulation speed", "Count/Second")
-    for name in SUMMED:
+    counters = [n for n in per_core[0] if n.startswith("cache.") and n.endswith((".hits", ".misses", ".bytes"))]
+    for name in [n for n in SUMMED if n in per_core[0]] + counters:
         first = per_core[0].get(name)
-        if first is not None:
-            st.set(name, sum(s[name] for s in per_core), f"{first.description} (all cores)", first.unit)
-    for name, _ in per_core[0].items():
-        if name.startswith("cache.") and name.endswith((".hits", ".misses", ".bytes")):
-            first = per_core[0].get(name)
-            assert first is not None
-            st.set(name, sum(s[name] for s in per_core), f"{first.description} (all cores)", first.unit)
+        assert first is not None
+        st.set(name, sum(s[name] for s in per_core), f"{first.description} (all cores)", first.unit)
     peak = machine.dram.bytes_per_cycle
     st.set("dram_bandwidth_fraction", st["dram_bytes"] / (cycles * peak) if cycles else 0.0,
            "achieved DRAM bandwidth / peak, all cores", "Ratio")

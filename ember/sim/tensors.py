@@ -49,8 +49,12 @@ class Tensors:
             shape = "[" + ", ".join("?" if d is None else str(d) for d in s.shape) + "]"
             raise EmberError(f"{what} has shape {list(a.shape)}, expected {shape}")
         self.arrays[n] = a if a.flags.c_contiguous else a.copy(order="C")
+        self.reserve(n, a.nbytes)
+
+    def reserve(self, n: int, nbytes: int) -> None:
+        """The next page-aligned base address for symbol n (what `set` gives data, timing-only gives none)."""
         self.base[n] = self.next_addr
-        self.next_addr += span(a.nbytes)
+        self.next_addr += span(nbytes)
 
     def set_scratch(self, n: int, a: np.ndarray) -> None:
         """A popped buffer: kept at one base address while it fits, as a core's scratch area would be."""

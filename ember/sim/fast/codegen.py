@@ -339,9 +339,11 @@ class Generator:
     def watermark(self) -> str:
         return "mind(ac, c)" if self.unit is not None else "c"
 
-    def is_table(self, n: int) -> bool:
+    def count_lookup(self, n: int, column: str) -> None:
+        """Tensors.is_table: a load starting at column 0 of a rank >= 2 input or param reads one table row."""
         s = self.p.symbols[n]
-        return s.kind in ("param", "input") and len(s.shape) >= 2
+        if s.kind in ("param", "input") and len(s.shape) >= 2:
+            self(f"if ({column} == 0) is_lookups += 1;")
 
     def wait_for_load(self, done: str) -> None:
         self(f"if ({done} - hidden > c) {{ fs_load_stall += {done} - hidden - c; c = {done} - hidden; }}")
@@ -492,8 +494,8 @@ class Generator:
         self(f"{dn} = mem_access(mem, {self.addr(m.sym, fl)}, c, lcore, {self.watermark()});")
         self(f"if ({dn} < 0.0) {self.fail()}")
         self.wait_for_load(dn)
-        if idx and self.is_table(m.sym):
-            self(f"if ({idx[-1]} == 0) is_lookups += 1;")
+        if idx:
+            self.count_lookup(m.sym, idx[-1])
         if a[0].cls == "f":
             self(f"F{a[0].n} = {to_double(self.p.symbols[m.sym].dtype, self.elem(m.sym, fl))};")
         elif a[0].cls == "r":
@@ -561,8 +563,7 @@ class Generator:
         else:
             self(f"for (int64_t l = 0; l < {mt.lanes}; l++) V{a[0].n}[l] = V{a[2].n}[l] ? "
                  f"{self.elem(m.sym, f'{base} + l')} : 0;")
-            if self.is_table(m.sym):
-                self(f"if ({idx[-1]} + {on0} == 0) is_lookups += 1;")
+            self.count_lookup(m.sym, f"{idx[-1]} + {on0}")
             self.wait_for_load(dn)
         self.close()
 
@@ -767,21 +768,12 @@ class Generator:
             self.issue_vector(ins, last.n, k)
             return
         self(f"{it} = ac; ac += slot; is_elements += 1;")
-        idx = []
-        for i in m.index:
-            self.int_stream(i)
-            v, r = self.aval(i)
-            self(f"{it} = maxd({it}, {r});")
-            idx.append(v)
+        idx = self.indices(m, it)
         fl = self.flat(m, idx)
-        self(f"if (wn == outst) {it} = maxd({it}, win[wh]);")
         dn = self.var(f"dn{k}", "double")
-        self(f"{dn} = mem_access(mem, {self.addr(m.sym, fl)}, {it}, lacc, mind(ac, c));")
-        self(f"if ({dn} < 0.0) {self.fail()}")
-        self.window_append(dn)
-        self("is_requests += 1;")
-        if idx and self.is_table(m.sym):
-            self(f"if ({idx[-1]} == 0) is_lookups += 1;")
+        self.request(self.addr(m.sym, fl), it, dn)
+        if idx:
+            self.count_lookup(m.sym, idx[-1])
         kind = unit.stypes[dst][0]
         elem = self.elem(m.sym, fl)
         value = to_double(self.p.symbols[m.sym].dtype, elem) if kind == "float" and m.sym not in self.virtual \
@@ -789,9 +781,24 @@ class Generator:
         self(f"S{pre}{dst} = {value};")
         self(f"RS{pre}{dst} = {dn};")
 
-    def window_append(self, done: str) -> None:
+    def indices(self, m: Mem, when: str) -> list[str]:
+        """The index values of `m`; `when` (the issue time) rises to the time each is ready."""
+        idx = []
+        for i in m.index:
+            self.int_stream(i)
+            v, r = self.aval(i)
+            self(f"{when} = maxd({when}, {r});")
+            idx.append(v)
+        return idx
+
+    def request(self, addr: str, when: str, done: str) -> None:
+        """One access-unit request: it leaves at `when`, or once the request `outstanding` before it is done."""
+        self(f"if (wn == outst) {when} = maxd({when}, win[wh]);")
+        self(f"{done} = mem_access(mem, {addr}, {when}, lacc, mind(ac, c));")
+        self(f"if ({done} < 0.0) {self.fail()}")
         self(f"if (wn == outst) {{ win[wh] = {done}; wh = wh + 1 == outst ? 0 : wh + 1; }} "
              f"else {{ win[wh + wn < outst ? wh + wn : wh + wn - outst] = {done}; wn += 1; }}")
+        self("is_requests += 1;")
 
     def issue_vector(self, ins: Instr, t: int, k: int) -> None:
         """access.AccessUnit.issue_vector: one slot per lane on, one request per line covered."""
@@ -801,12 +808,7 @@ class Generator:
         vl = unit.tus[t].vl
         n, w = self.var(f"n{k}", "int64_t"), f"it{k}"
         self(f"{n} = ACT{pre}{t}; {w} = ac; ac += slot * {n}; is_elements += {n};")
-        idx = []
-        for i in m.index:
-            self.int_stream(i)
-            v, r = self.aval(i)
-            self(f"{w} = maxd({w}, {r});")
-            idx.append(v)
+        idx = self.indices(m, w)
         first = self.flat(m, idx)
         self.block(f"if ({n} > 0)")
         self.flat(m, idx[:-1] + [f"{idx[-1]} + {n} - 1"])
@@ -819,15 +821,10 @@ class Generator:
         lo, hi = self.addr(m.sym, first), self.addr(m.sym, f"{first} + {n} - 1")
         self.block(f"for ({ln} = {lo} / mem->lv[3]; {ln} <= {hi} / mem->lv[3]; {ln}++)")
         self(f"{tw} = {w};")
-        self(f"if (wn == outst) {tw} = maxd({tw}, win[wh]);")
-        self(f"{d} = mem_access(mem, {ln} * mem->lv[3], {tw}, lacc, mind(ac, c));")
-        self(f"if ({d} < 0.0) {self.fail()}")
-        self.window_append(d)
-        self("is_requests += 1;")
+        self.request(f"{ln} * mem->lv[3]", tw, d)
         self(f"if ({d} > {dn}) {dn} = {d};")
         self.close()
-        if self.is_table(m.sym):
-            self(f"if ({idx[-1]} == 0) is_lookups += 1;")
+        self.count_lookup(m.sym, idx[-1])
         self.close()
         self(f"RS{pre}{dst} = {dn};")
         for b in unit.watchers.get(dst, ()):

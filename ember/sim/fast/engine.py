@@ -130,20 +130,26 @@ def prepare(program: Program, timing_only: bool) -> ctypes.CDLL:
     return memo[key]
 
 
+def compiled_or_none(program: Program, timing_only: bool) -> ctypes.CDLL | None:
+    """The compiled program, or None (the reason in `notes`) when the reference engine must run it."""
+    try:
+        return prepare(program, timing_only)
+    except Unsupported as e:
+        if timing_only:
+            raise EmberError(f"--timing-only: the fast engine cannot run this program ({e})") from None
+        notes.append(f"the fast engine does not handle {e}; the reference engine ran it")
+        return None
+
+
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None,
              timing_only: bool, shared: SharedArrays | None = None) -> tuple[dict[str, np.ndarray], Stats]:
     """Run `program`; the same results and statistics as ember.sim.engine.simulate.  `host_seconds`
     leaves out the one-off compilation of a program not yet in the cache."""
     notes.clear()
     virtual = virtual_symbols(program) if timing_only else frozenset()
-    try:
-        lib = prepare(program, timing_only)
-    except Unsupported as e:
-        if timing_only:
-            raise EmberError(f"--timing-only: the fast engine cannot run this program ({e})") from None
-        if shared is not None:
-            raise
-        notes.append(f"the fast engine does not handle {e}; the reference engine ran it")
+    lib = compiled_or_none(program, timing_only)
+    if lib is None:
+        assert shared is None, "multicore.simulate_cores picks the engine for all cores before the first runs"
         return reference.simulate(program, inputs, machine, max_cycles)
     t0 = time.perf_counter()
     state = _State(program, inputs, machine, max_cycles, virtual, shared)
@@ -182,22 +188,10 @@ class _State:
         self.ptrs = np.zeros(n_syms, dtype=np.uint64)
         self.keep: list[np.ndarray] = []  # arrays the C code points into
         self.orphans: list[int] = []  # C allocations a host op replaced, freed after the run
-        for n, s in enumerate(syms):  # the reference's order, so base addresses agree
-            if s.kind == "input":
-                if s.name not in inputs:
-                    have = ", ".join(sorted(inputs)) or "nothing"
-                    raise EmberError(f"input '{s.name}' is missing (the inputs hold: {have})")
-                t.set(n, np.asarray(inputs[s.name]), f"input '{s.name}'")
-            elif s.kind == "param" and n in virtual:
-                nbytes = int(np.prod(s.shape, dtype=np.int64)) * dtype_of(s.dtype).itemsize
-                t.base[n] = t.next_addr
-                t.next_addr += span(nbytes)
-                self.shapes[n, :len(s.shape)] = s.shape
-                self.ok[n] = 1
-            elif s.kind == "param":
-                if n not in program.data:
-                    raise EmberError(f"param '{s.name}' has no data in the program")
-                t.set(n, program.data[n], f"param '{s.name}'")
+        reference.set_symbols(t, program, inputs, virtual)  # the reference's order, so base addresses agree
+        for n in virtual:
+            self.shapes[n, :len(syms[n].shape)] = syms[n].shape
+            self.ok[n] = 1
         for n, a in enumerate(t.arrays):
             if a is not None:
                 self.point(n, a)
