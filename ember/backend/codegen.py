@@ -118,6 +118,8 @@ class _Gen:
             out.append(Instr("dim", [self.reg(op.result), SymRef(self.syms[op.operands[0]]), op.attrs["axis"]]))
         elif n == "loop.for":
             self.core_loop(op, out)
+        elif n == "loop.if":
+            self.core_if(op, out)
         elif n == "dlc.offload":
             self.offload(op, out)
         elif n == "loop.getvar":
@@ -208,6 +210,21 @@ class _Gen:
         for inner in op.body.ops:
             self.op(inner, out)
         out += [Instr("add", [iv, iv, step]), Instr("jmp", [head]), exit_]
+
+    def core_if(self, op: Op, out: list[Instr | Label]) -> None:
+        """One branch around the body on the negated predicate (the ISA has blt, bge and beq)."""
+        a, b = (self.reg(v) for v in op.operands)
+        skip = self.label()
+        pred = op.attrs["pred"]
+        if pred == "eq":
+            body = self.label()
+            out += [Instr("beq", [a, b, body]), Instr("jmp", [skip]), body]
+        else:
+            out.append({"lt": Instr("bge", [a, b, skip]), "le": Instr("blt", [b, a, skip]),
+                        "ne": Instr("beq", [a, b, skip])}[pred])
+        for inner in op.body.ops:
+            self.op(inner, out)
+        out.append(skip)
 
     # --- offload -----------------------------------------------------------------------------
     def offload(self, op: Op, out: list[Instr | Label]) -> None:

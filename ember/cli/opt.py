@@ -32,7 +32,7 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 @click.option("-O0", "level", flag_value="O0", help="lower-emb, decouple, to-dlc, codegen (writes .dae)")
 @click.option("-O1", "level", flag_value="O1", help="-O0 plus vectorize")
 @click.option("-O2", "level", flag_value="O2", help="-O1 plus bufferize")
-@click.option("-O3", "level", flag_value="O3", help="-O2 plus align-queues and simplify-mem")
+@click.option("-O3", "level", flag_value="O3", help="-O2 plus align-queues, simplify-mem and init-ahead")
 @click.option("--target", type=click.Choice(["dae", "core"]), default="dae", show_default=True,
               help="dae: access unit + execute unit; core: execute-unit code only (the non-decoupled baseline)")
 @click.option("--print-ir-after-all", is_flag=True, help="print the IR to stderr after every pass")

@@ -3,6 +3,7 @@
     %c = loop.const {value = 0} : index          %n = loop.dim %m {axis = 0} : index
     %m = loop.alloc %n : memref<?x8xf32>         (one operand per dynamic extent)
     loop.for %lb, %ub, %step (%i: index) { ... }
+    loop.if %a, %b {pred = "lt"} () { ... }      (the body runs when a pred b holds)
     %v = loop.load %m, %i, %j : f32              loop.store %v, %m, %i, %j
     integer: addi subi muli divi mini maxi, cmpi {pred = "eq"|"ne"|"lt"|"le"} -> i1
     float:   addf subf mulf divf maxf minf;  loop.select %c, %a, %b;  loop.cast %x : f32
@@ -88,6 +89,13 @@ def _for(op: Op) -> None:
         check(is_int(v.type), op, f"bounds must be integers, got {v.type}")
     args = op.body.args
     check(len(args) == 1 and is_int(args[0].type), op, "body takes one integer induction variable")
+
+
+@define("loop.if", operands=2, regions=1, attrs=("pred",))
+def _if(op: Op) -> None:
+    check(op.attrs["pred"] in PREDICATES, op, f"pred must be one of {', '.join(PREDICATES)}")
+    check(all(is_int(v.type) for v in op.operands), op, "compares integers")
+    check(not op.body.args, op, "body takes no arguments")
 
 
 def _access(op: Op, first_index: int) -> None:

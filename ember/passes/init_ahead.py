@@ -1,0 +1,164 @@
+"""init-ahead: a reduction's output rows are initialised a few iterations before they are updated.
+
+Lowering zeroes (or fills with -inf, ...) every output row in one nest before the access loop runs,
+so at paper scale a row has long left the caches when its first update arrives, and the in-order
+core waits for each of its lines in turn.  After align-queues the core counts the outer loop in
+the loop's `ite` callback; this pass shrinks the up-front nest to the first `rows` rows and lets
+that callback, once it has counted i, initialise row i + rows * step (guarded by `loop.if`).
+Stores do not stall the core, so the row's lines fill in the background.  The distance must cover
+a DRAM fill when iterations are short (a message-passing node has 1-6 lookups of ~25 cycles) and
+stay cached when they are long (an RM3 bag streams 640 table lines): 16 rows does both on the
+default machine.  Results are unchanged: a row is first read in its own iteration, which the
+access unit fires after the one that initialised it.
+
+Applies when, for an output `m` the outer loop's callbacks update:
+  - the nearest nest before the loop that touches `m` only stores to `m[iv, ...]`, reads no
+    memory and has the loop's own bounds and a constant positive step;
+  - nothing between that nest and the loop touches `m`;
+  - every access to `m` inside the loop is at row `getvar` of the loop's counter.
+Declines with a remark when the loop's index is not counted on the core (run align-queues first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.builder import Builder
+from ..ir.core import Block, Op, Value
+from ..ir.diagnostics import EmberError
+from ..ir.rewrite import clone
+from ..ir.types import INDEX
+from .base import Pass
+
+LOADS = ("loop.load", "loop.vload", "loop.gather")
+STORES = ("loop.store", "loop.vstore", "loop.scatter")
+PURE = {"loop.const", "loop.splat", "loop.tailmask", "loop.iota", "loop.cast", "loop.select", "loop.cmpi",
+        "loop.for", "loop.addi", "loop.subi", "loop.muli", "loop.divi", "loop.mini", "loop.maxi",
+        "loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf"}
+
+
+def accessed(op: Op) -> tuple[Value, Value] | None:
+    """(memref, first index) of a load or store, else None."""
+    at = 0 if op.name in LOADS else 1 if op.name in STORES else None
+    if at is None or len(op.operands) < at + 2:
+        return None
+    return op.operands[at], op.operands[at + 1]
+
+
+def same(a: Value, b: Value) -> bool:
+    """Two index values known equal: the same value or equal constants."""
+    if a is b:
+        return True
+    oa, ob = a.owner, b.owner
+    return (isinstance(oa, Op) and isinstance(ob, Op) and oa.name == ob.name == "loop.const"
+            and oa.attrs["value"] == ob.attrs["value"])
+
+
+def const_of(v: Value) -> int | float | None:
+    o = v.owner
+    return o.attrs["value"] if isinstance(o, Op) and o.name == "loop.const" else None
+
+
+@dataclass
+class InitAhead(Pass):
+    name = "init-ahead"
+    summary = "initialise a reduction's output rows a few iterations ahead of their updates (keeps them cached)"
+    rows: int = 16
+    remarks: list[str] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.rows < 1:
+            raise EmberError(f"pass 'init-ahead': option 'rows' must be at least 1, got {self.rows}")
+
+    def run(self, module: Op) -> None:
+        for f in module.body.ops:
+            for root in [o for o in f.body.ops if o.name == "slc.for"]:
+                self.ahead(f, root)
+
+    def ahead(self, f: Op, root: Op) -> None:
+        updated = {id(a[0]): a[0] for o in root.walk() if (a := accessed(o)) is not None}
+        nests = {k: n for k, m in updated.items() if (n := self.init_nest(f, root, m)) is not None}
+        if not nests:
+            return
+        counted = self.counter(root)
+        if counted is None:
+            self.remarks.append(f"{root.loc}: remark: init-ahead: output rows still initialised up front: "
+                                f"the loop's index is not counted on the core (run align-queues first)")
+            return
+        ite, at, var, now = counted
+        for k, nest in nests.items():
+            if not self.rows_of(root, updated[k], var, now):
+                self.remarks.append(f"{root.loc}: remark: init-ahead: rows of '{updated[k].name}' initialised "
+                                    f"up front: the loop updates a row other than its own")
+                continue
+            lb, ub, step = nest.operands
+            # Up front: only the first `rows` rows.
+            b = Builder(f.body, f.body.ops.index(nest), nest.loc)
+            ahead = b.const(self.rows * const_of(step))
+            nest.operands = [lb, b.val("loop.mini", [b.val("loop.addi", [lb, ahead], INDEX), ub], INDEX), step]
+            # In iteration i's ite callback, after counting: row i + rows * step, if there is one.
+            b = Builder(ite.body, at, nest.loc)
+            nxt = b.val("loop.addi", [now, ahead], INDEX)
+            inner = Builder(Block(), loc=nest.loc)
+            vmap: dict[Value, Value] = {nest.body.args[0]: nxt}
+            for op in nest.body.ops:
+                inner.insert(clone(op, vmap))
+            b.op("loop.if", [nxt, ub], [], {"pred": "lt"}, [inner.block])
+            at = b.index
+
+    @staticmethod
+    def init_nest(f: Op, root: Op, m: Value) -> Op | None:
+        """The nest before `root` that initialises rows of `m`, if it fits (see the module docstring)."""
+        ops = f.body.ops
+        for op in reversed(ops[:ops.index(root)]):
+            touches = [o for o in op.walk() if m in o.operands]
+            if not touches:
+                continue
+            if op.name != "loop.for" or not same(op.operands[0], root.operands[0]) \
+                    or not same(op.operands[1], root.operands[1]) or not same(op.operands[2], root.operands[2]):
+                return None
+            step = const_of(op.operands[2])
+            if not isinstance(step, int) or step <= 0:
+                return None
+            iv = op.body.args[0]
+            for o in op.walk():
+                if o is not op and o.name not in PURE and o.name not in STORES:
+                    return None
+                if o.name in STORES and accessed(o) != (m, iv):
+                    return None
+            if any(o.name in STORES and o.operands[0] is m for o in op.walk()):
+                return None  # m itself stored as a value
+            return op
+        return None
+
+    @staticmethod
+    def counter(root: Op) -> tuple[Op, int, int, Value] | None:
+        """The loop's ite callback, the position after its count, the variable and the counted value."""
+        ite = next((o for o in root.body.ops if o.name == "slc.callback" and o.attrs["on"] == "ite"), None)
+        if ite is None:
+            return None
+        for i, op in enumerate(ite.body.ops):
+            if op.name != "loop.setvar":
+                continue
+            now = op.operands[0]
+            add = now.owner
+            if not (isinstance(add, Op) and add.name == "loop.addi" and same(add.operands[1], root.operands[2])):
+                continue
+            get = add.operands[0].owner
+            if isinstance(get, Op) and get.name == "loop.getvar" and get.attrs["var"] == op.attrs["var"]:
+                return ite, i + 1, op.attrs["var"], now
+        return None
+
+    @staticmethod
+    def rows_of(root: Op, m: Value, var: int, now: Value) -> bool:
+        """Every access to `m` in the loop is inside a callback, at the row the counter holds."""
+        for o in root.walk():
+            if m not in o.operands:
+                continue
+            a = accessed(o)
+            if a is None or a[0] is not m:
+                return False
+            row = a[1].owner
+            if not (a[1] is now or (isinstance(row, Op) and row.name == "loop.getvar" and row.attrs["var"] == var)):
+                return False
+        return True
