@@ -173,3 +173,96 @@ def test_loop_if_runs_its_body_when_the_predicate_holds(pred: str, engine: str) 
     got, _ = simulate(passes[-1].program, {"x": x}, load_machine("default"), engine=engine)  # type: ignore[attr-defined]
     want = {"lt": x < 2, "le": x <= 2, "eq": x == 2, "ne": x != 2}[pred].astype(np.int64)
     np.testing.assert_array_equal(next(iter(got.values())), want)
+
+
+SLC_LEVEL = """module {{
+  func @main(%off: memref<?xi64>) -> (memref<?{cols}xf32>) {{
+    %c0 = loop.const {{value = 0}} : index
+    %c1 = loop.const {{value = 1}} : index
+    %n = loop.dim %off {{axis = 0}} : index
+    %acc = loop.alloc %n : memref<?{cols}xf32>
+    %init = loop.const {{value = 1.5}} : f32
+    %one = loop.const {{value = 1.0}} : f32
+    loop.for %c0, %n, %c1 (%i: index) {{
+      loop.store %init, %acc, %i{zero}
+    }}
+    %start = {start}
+    loop.setvar %start {{var = 0}}
+    slc.for %c0, %n, %c1 (%b: stream<index>) {{
+      %o = slc.mem %off, %b : stream<i64>
+      slc.callback {{on = "ite"}} () {{
+        %h = slc.head %o : i64
+        %g = loop.getvar {{var = 0}} : index
+        %now = loop.addi %g, %c1 : index
+        loop.setvar %now {{var = 0}}
+        {update}
+      }}
+    }}
+    return %acc
+  }}
+}}
+"""
+SCALAR_UPDATE = """%x = loop.load %acc, %row, %c0 : f32
+        %y = loop.addf %x, %one : f32
+        loop.store %y, %acc, %row, %c0"""
+VECTOR_UPDATE = """%m = loop.tailmask %now, %n : vector<16xi1>
+        %v = loop.vload %acc, %now, %m : vector<16xf32>
+        %s = loop.splat %one : vector<16xf32>
+        %w = loop.addf %v, %s : vector<16xf32>
+        loop.vstore %w, %acc, %now, %m"""
+
+
+def _slc_run(text: str, n: int) -> tuple[np.ndarray, list[str]]:
+    passes = parse_pipeline("init-ahead{rows=2},to-dlc,codegen")
+    run_passes(parse_module(text, "s.eir"), passes)
+    out, _ = simulate(passes[-1].program, {"off": np.zeros(n, np.int64)}, load_machine("default"))  # type: ignore[attr-defined]
+    return next(iter(out.values())), [r for p in passes for r in getattr(p, "remarks", [])]
+
+
+def test_init_ahead_declines_a_counter_align_queues_did_not_make() -> None:
+    """Counting from lb (not lb - step) and reading the row before counting: moving the zeroing
+    would leave rows uninitialised, so the pass must leave it alone."""
+    text = SLC_LEVEL.format(cols="x1", zero=", %c0", start="loop.addi %c0, %c0 : index",
+                            update=SCALAR_UPDATE.replace("%row", "%g"))
+    got, remarks = _slc_run(text, 9)
+    np.testing.assert_array_equal(got[:, 0], np.full(9, 2.5, np.float32))
+    assert any("not counted on the core as align-queues counts it" in r for r in remarks)
+
+
+def test_init_ahead_declines_vector_updates_along_the_rows() -> None:
+    """A 1-D output updated 16 lanes at a time from row i touches rows i..i+15, ahead of the zeroing."""
+    text = SLC_LEVEL.format(cols="", zero="", start="loop.subi %c0, %c1 : index", update=VECTOR_UPDATE)
+    got, remarks = _slc_run(text, 24)
+    np.testing.assert_array_equal(got, 1.5 + np.minimum(np.arange(24) + 1, 16).astype(np.float32))
+    assert any("init-ahead: rows of" in r for r in remarks)
+
+
+GETVAR_AFTER_SETVAR = """module {
+  func @main(%x: memref<?xi64>) -> (memref<?xi64>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c3 = loop.const {value = 3} : index
+    %c5 = loop.const {value = 5} : index
+    %out = loop.alloc %c3 : memref<?xi64>
+    loop.setvar %c5 {var = 0}
+    %g = loop.getvar {var = 0} : index
+    loop.for %c0, %c3, %c1 (%i: index) {
+      %w = loop.cast %g : i64
+      loop.store %w, %out, %i
+      %s = loop.addi %g, %c1 : index
+      loop.setvar %s {var = 0}
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_a_getvar_value_keeps_its_value_after_the_variable_changes() -> None:
+    """`%g` is read in every trip of a loop that also sets the variable: codegen copies it once."""
+    passes = parse_pipeline("codegen")
+    run_passes(parse_module(GETVAR_AFTER_SETVAR, "g.eir"), passes)
+    for engine in ("fast", "reference"):
+        got, _ = simulate(passes[-1].program, {"x": np.zeros(1, np.int64)}, load_machine("default"),  # type: ignore[attr-defined]
+                          engine=engine)
+        np.testing.assert_array_equal(next(iter(got.values())), [5, 5, 5])

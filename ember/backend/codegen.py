@@ -28,6 +28,26 @@ def codegen(module: Op) -> Program:
     return _Gen(module).func(funcs[0])
 
 
+def _set_while_live(get: Op) -> bool:
+    """Whether a `setvar` of the variable `get` reads can run between it and a use of its value: one
+    placed after the setvar, or sharing a loop with it that runs after `get`."""
+    block = get.parent
+    assert block is not None
+    order = [o for a in block.ops[block.ops.index(get) + 1:] for o in a.walk()]
+    pos = {id(o): i for i, o in enumerate(order)}
+    sets = [o for o in order if o.name == "loop.setvar" and o.attrs["var"] == get.attrs["var"]]
+    uses = [o for o in order if get.result in o.operands]
+
+    def loops(o: Op) -> set[int]:
+        out = set()
+        while (o := o.parent_op()) is not None:  # type: ignore[assignment]
+            if o.name == "loop.for" and id(o) in pos:
+                out.add(id(o))
+        return out
+
+    return any(pos[id(u)] > pos[id(s)] or loops(u) & loops(s) for s in sets for u in uses)
+
+
 class _Gen:
     def __init__(self, module: Op):
         self.p = Program(weights=module.attrs.get("weights", ""), opset=int(module.attrs.get("opset", 0)))
@@ -122,8 +142,11 @@ class _Gen:
             self.core_if(op, out)
         elif n == "dlc.offload":
             self.offload(op, out)
-        elif n == "loop.getvar":
-            self.regs[op.result] = self.var(op.attrs["var"])
+        elif n == "loop.getvar":  # the variable's register itself, or a copy when it changes while read
+            if _set_while_live(op):
+                out.append(Instr("mov", [self.reg(op.result), self.var(op.attrs["var"])]))
+            else:
+                self.regs[op.result] = self.var(op.attrs["var"])
         elif n == "loop.setvar":
             var, src = self.var(op.attrs["var"]), self.reg(op.operands[0])
             last = out[-1] if out else None

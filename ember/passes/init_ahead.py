@@ -15,8 +15,12 @@ Applies when, for an output `m` the outer loop's callbacks update:
   - the nearest nest before the loop that touches `m` only stores to `m[iv, ...]`, reads no
     memory and has the loop's own bounds and a constant positive step;
   - nothing between that nest and the loop touches `m`;
-  - every access to `m` inside the loop is at row `getvar` of the loop's counter.
-Declines with a remark when the loop's index is not counted on the core (run align-queues first).
+  - every access to `m` inside the loop is at row `getvar` of the loop's counter, and no vector
+    access runs along the rows (a 1-D output);
+  - the counter is align-queues' own: set to lb - step before the loop and advanced by step only
+    in its ite callback.
+Declines with a remark otherwise, e.g. when the index is not counted on the core (run align-queues
+first).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.rewrite import clone
-from ..ir.types import INDEX
+from ..ir.types import INDEX, ShapedType
 from .base import Pass
 
 LOADS = ("loop.load", "loop.vload", "loop.gather")
@@ -52,6 +56,10 @@ def same(a: Value, b: Value) -> bool:
     oa, ob = a.owner, b.owner
     return (isinstance(oa, Op) and isinstance(ob, Op) and oa.name == ob.name == "loop.const"
             and oa.attrs["value"] == ob.attrs["value"])
+
+
+def rank(m: Value) -> int:
+    return (m.type.rank or 0) if isinstance(m.type, ShapedType) else 0
 
 
 def const_of(v: Value) -> int | float | None:
@@ -80,10 +88,10 @@ class InitAhead(Pass):
         nests = {k: n for k, m in updated.items() if (n := self.init_nest(f, root, m)) is not None}
         if not nests:
             return
-        counted = self.counter(root)
+        counted = self.counter(f, root)
         if counted is None:
             self.remarks.append(f"{root.loc}: remark: init-ahead: output rows still initialised up front: "
-                                f"the loop's index is not counted on the core (run align-queues first)")
+                                f"the loop's index is not counted on the core as align-queues counts it (run it first)")
             return
         ite, at, var, now = counted
         for k, nest in nests.items():
@@ -124,7 +132,7 @@ class InitAhead(Pass):
             for o in op.walk():
                 if o is not op and o.name not in PURE and o.name not in STORES:
                     return None
-                if o.name in STORES and accessed(o) != (m, iv):
+                if o.name in STORES and (accessed(o) != (m, iv) or (o.name != "loop.store" and rank(m) < 2)):
                     return None
             if any(o.name in STORES and o.operands[0] is m for o in op.walk()):
                 return None  # m itself stored as a value
@@ -132,21 +140,33 @@ class InitAhead(Pass):
         return None
 
     @staticmethod
-    def counter(root: Op) -> tuple[Op, int, int, Value] | None:
-        """The loop's ite callback, the position after its count, the variable and the counted value."""
+    def counter(f: Op, root: Op) -> tuple[Op, int, int, Value] | None:
+        """The loop's ite callback, the position after its count, the variable and the counted value:
+        align-queues' form only, a variable set to lb - step just before the loop and, inside it, only
+        by `setvar (getvar + step)` in the ite callback, so that it holds row i from that point on."""
         ite = next((o for o in root.body.ops if o.name == "slc.callback" and o.attrs["on"] == "ite"), None)
         if ite is None:
             return None
+        lb, step = root.operands[0], root.operands[2]
         for i, op in enumerate(ite.body.ops):
             if op.name != "loop.setvar":
                 continue
-            now = op.operands[0]
+            now, var = op.operands[0], op.attrs["var"]
             add = now.owner
-            if not (isinstance(add, Op) and add.name == "loop.addi" and same(add.operands[1], root.operands[2])):
+            if not (isinstance(add, Op) and add.name == "loop.addi" and same(add.operands[1], step)):
                 continue
             get = add.operands[0].owner
-            if isinstance(get, Op) and get.name == "loop.getvar" and get.attrs["var"] == op.attrs["var"]:
-                return ite, i + 1, op.attrs["var"], now
+            if not (isinstance(get, Op) and get.name == "loop.getvar" and get.attrs["var"] == var):
+                continue
+            if any(o.name == "loop.setvar" and o.attrs["var"] == var and o is not op for o in root.walk()):
+                continue
+            ops = f.body.ops
+            start = next((o for o in reversed(ops[:ops.index(root)])
+                          if any(x.name == "loop.setvar" and x.attrs["var"] == var for x in o.walk())), None)
+            init = start.operands[0].owner if start is not None and start.name == "loop.setvar" else None
+            if isinstance(init, Op) and init.name == "loop.subi" and same(init.operands[0], lb) \
+                    and same(init.operands[1], step):
+                return ite, i + 1, var, now
         return None
 
     @staticmethod
@@ -156,8 +176,8 @@ class InitAhead(Pass):
             if m not in o.operands:
                 continue
             a = accessed(o)
-            if a is None or a[0] is not m:
-                return False
+            if a is None or a[0] is not m or (o.name not in ("loop.load", "loop.store") and rank(m) < 2):
+                return False  # (a vector access of a 1-D output runs along the rows: it reaches rows ahead)
             row = a[1].owner
             if not (a[1] is now or (isinstance(row, Op) and row.name == "loop.getvar" and row.attrs["var"] == var)):
                 return False
