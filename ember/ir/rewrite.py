@@ -1,4 +1,5 @@
-"""Small IR utilities shared by passes: cloning with a value map, use replacement, definition sets."""
+"""Small IR utilities shared by passes: cloning with a value map, use replacement, definition sets,
+constant values."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ def clone(op: Op, vmap: dict[Value, Value]) -> Op:
     for old, res in zip(op.results, new.results):
         vmap[old] = res
     return new
+
+
+def const_value(v: Value) -> int | float | None:
+    """The value of a `loop.const`, or None for anything else."""
+    o = v.owner
+    return o.attrs["value"] if isinstance(o, Op) and o.name == "loop.const" else None
 
 
 def defined_in(op: Op) -> set[Value]:

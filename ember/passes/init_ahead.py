@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from ..ir.builder import Builder
 from ..ir.core import Block, Op, Value
 from ..ir.diagnostics import EmberError
-from ..ir.rewrite import clone
+from ..ir.rewrite import clone, const_value
 from ..ir.types import INDEX, ShapedType
 from .base import Pass
 
@@ -51,20 +51,11 @@ def accessed(op: Op) -> tuple[Value, Value] | None:
 
 def same(a: Value, b: Value) -> bool:
     """Two index values known equal: the same value or equal constants."""
-    if a is b:
-        return True
-    oa, ob = a.owner, b.owner
-    return (isinstance(oa, Op) and isinstance(ob, Op) and oa.name == ob.name == "loop.const"
-            and oa.attrs["value"] == ob.attrs["value"])
+    return a is b or (const_value(a) is not None and const_value(a) == const_value(b))
 
 
 def rank(m: Value) -> int:
     return (m.type.rank or 0) if isinstance(m.type, ShapedType) else 0
-
-
-def const_of(v: Value) -> int | float | None:
-    o = v.owner
-    return o.attrs["value"] if isinstance(o, Op) and o.name == "loop.const" else None
 
 
 @dataclass
@@ -102,7 +93,9 @@ class InitAhead(Pass):
             lb, ub, step = nest.operands
             # Up front: only the first `rows` rows.
             b = Builder(f.body, f.body.ops.index(nest), nest.loc)
-            ahead = b.const(self.rows * const_of(step))
+            stride = const_value(step)
+            assert isinstance(stride, int)  # init_nest checked it
+            ahead = b.const(self.rows * stride)
             nest.operands = [lb, b.val("loop.mini", [b.val("loop.addi", [lb, ahead], INDEX), ub], INDEX), step]
             # In iteration i's ite callback, after counting: row i + rows * step, if there is one.
             b = Builder(ite.body, at, nest.loc)
@@ -125,7 +118,7 @@ class InitAhead(Pass):
             if op.name != "loop.for" or not same(op.operands[0], root.operands[0]) \
                     or not same(op.operands[1], root.operands[1]) or not same(op.operands[2], root.operands[2]):
                 return None
-            step = const_of(op.operands[2])
+            step = const_value(op.operands[2])
             if not isinstance(step, int) or step <= 0:
                 return None
             iv = op.body.args[0]

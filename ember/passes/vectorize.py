@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..dialects.loop import FLOAT_BINARY
 from ..dialects.slc import vector_iv
 from ..ir.core import Block, Op, Value, new_op
-from ..ir.rewrite import defined_in
+from ..ir.rewrite import const_value, defined_in
 from ..ir.types import I1, ScalarType, ShapedType, StreamType, Type
 from .base import Decline, Pass
 
@@ -31,8 +31,7 @@ def vec(t: Type, vl: int) -> ShapedType:
 
 
 def is_const(v: Value, value: int) -> bool:
-    o = v.owner
-    return isinstance(o, Op) and o.name == "loop.const" and o.attrs["value"] == value
+    return const_value(v) == value
 
 
 @dataclass
