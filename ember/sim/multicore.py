@@ -38,8 +38,9 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
     returns each core's outputs and the totals followed by every core's statistics as `core<k>.<name>`."""
     from .fast import engine as fast
 
-    if not len(slices) == len(programs) == machine.cores:
-        raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices")
+    if len(slices) != len(programs) or not 1 <= len(slices) <= machine.cores:
+        raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices "
+                         f"for {len(programs)} programs (one slice and one program a core, at least one)")
     if engine == "fast" and any(fast.compiled_or_none(p, timing_only) is None for p in programs):
         engine = "reference"  # one engine for every core: their shared state has one form per engine
     needs_fast(engine, timing_only)
@@ -60,7 +61,7 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
     st = Stats()
     cycles = max(s["cycles"] for s in per_core)
     host = sum(s["host_seconds"] for s in per_core)
-    st.set("cores", len(per_core), "cores the batch was split across", "Count")
+    st.set("cores", len(per_core), "cores given a slice of the batch (any others stay idle)", "Count")
     st.set("cycles", cycles, "simulated cycles until the slowest core halts", "Cycle")
     st.set("sim_seconds", machine.seconds(cycles), "simulated time at the machine's clock", "Second")
     st.set("host_seconds", host, "wall-clock time the simulations took", "Second")
@@ -87,12 +88,12 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
 def split_bags(inputs: dict[str, np.ndarray], cores: int, per_lookup: Sequence[str] = ("indices", "weights")
                ) -> list[dict[str, np.ndarray]]:
     """Split a bag batch (include-last `offsets`, lookups in `indices`, optional per-lookup `weights`)
-    into `cores` contiguous slices of bags, each with rebased offsets."""
+    into contiguous slices of bags, each with rebased offsets: one a core, or one a bag when there are
+    fewer bags than cores (the other cores stay idle)."""
     offsets = inputs["offsets"]
     bags = len(offsets) - 1
-    if cores > max(bags, 1):
-        raise EmberError(f"cannot split {bags} bags across {cores} cores")
-    cuts = [bags * k // cores for k in range(cores + 1)]
+    parts = min(cores, max(bags, 1))
+    cuts = [bags * k // parts for k in range(parts + 1)]
     out = []
     for a, b in zip(cuts, cuts[1:]):
         lo, hi = int(offsets[a]), int(offsets[b])
@@ -106,9 +107,9 @@ def split_bags(inputs: dict[str, np.ndarray], cores: int, per_lookup: Sequence[s
 
 
 def split_rows(inputs: dict[str, np.ndarray], cores: int, name: str = "indices") -> list[dict[str, np.ndarray]]:
-    """Split a gather batch (one output row per entry of `name`) into `cores` contiguous slices."""
+    """Split a gather batch (one output row per entry of `name`) into contiguous slices: one a core, or one
+    a lookup when there are fewer lookups than cores (the other cores stay idle)."""
     n = len(inputs[name])
-    if cores > max(n, 1):
-        raise EmberError(f"cannot split {n} lookups across {cores} cores")
-    cuts = [n * k // cores for k in range(cores + 1)]
+    parts = min(cores, max(n, 1))
+    cuts = [n * k // parts for k in range(parts + 1)]
     return [{**inputs, name: inputs[name][a:b]} for a, b in zip(cuts, cuts[1:])]
