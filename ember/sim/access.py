@@ -177,7 +177,7 @@ class AccessUnit:
         done = self.mem.access(self.t.addr(m.sym, flat), when, False, self.level)
         self.window.append(done)
         self.requests += 1
-        if idx and idx[-1] == 0 and self.t.is_table(m.sym):
+        if idx and self.t.is_lookup(m.sym, idx[-1]):
             self.lookups += 1
         arr = self.t.get(m.sym)
         self.vals[dst] = arr.flat[flat].item()
@@ -217,7 +217,7 @@ class AccessUnit:
             self.window.append(d)
             self.requests += 1
             done = max(done, d)
-        if n and idx[-1] == 0 and self.t.is_table(m.sym):
+        if n and self.t.is_lookup(m.sym, idx[-1]):
             self.lookups += 1
         self.vals[dst] = out
         self.ready[dst] = done

@@ -84,7 +84,7 @@ class Core:
         self.counts: dict[str, int] = {}
         self.load_stall = 0.0  # cycles loads waited for the caches beyond their issue cost
         self.pop_stall = 0.0  # cycles pops waited for an operand that had not arrived
-        self.lookups = 0  # row lookups (see Tensors.is_table) by the core's own loads
+        self.lookups = 0  # row lookups (see tensors.is_table) by the core's own loads
         self.host_cycles = 0.0
         self.host_flops = 0.0
         self.host_bytes = 0.0
@@ -137,7 +137,7 @@ class Core:
             arr = self.t.get(m.sym)
             done = self.mem.access(self.t.addr(m.sym, flat), self.clock, False, "l1")
             self.wait_for_load(done)
-            if idx and idx[-1] == 0 and self.t.is_table(m.sym):
+            if idx and self.t.is_lookup(m.sym, idx[-1]):
                 self.lookups += 1
             v = arr.flat[flat]
             regs[a[0]] = float(v) if a[0].cls == "f" else int(v)
@@ -250,7 +250,7 @@ class Core:
             out = np.zeros(len(mask), dtype=arr.dtype)
             out[on] = flat[base + on]
             self.regs[a[0]] = out
-            if idx[-1] + int(on[0]) == 0 and self.t.is_table(m.sym):
+            if self.t.is_lookup(m.sym, idx[-1] + int(on[0])):
                 self.lookups += 1
             self.wait_for_load(done)
 

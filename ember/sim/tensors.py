@@ -16,6 +16,11 @@ def span(nbytes: int) -> int:
     return (nbytes + ALIGN - 1) // ALIGN * ALIGN + ALIGN
 
 
+def is_table(s: Symbol) -> bool:
+    """A model input or param of rank >= 2: a load starting at its column 0 reads one table row (a lookup)."""
+    return s.kind in ("param", "input") and len(s.shape) >= 2
+
+
 def dtype_of(name: str) -> np.dtype:
     return ScalarType(name).numpy()
 
@@ -85,10 +90,9 @@ class Tensors:
             flat = flat * d + i
         return flat
 
-    def is_table(self, n: int) -> bool:
-        """A model input or param of rank >= 2: a load of its column 0 counts as one row lookup."""
-        s = self.syms[n]
-        return s.kind in ("param", "input") and len(s.shape) >= 2
+    def is_lookup(self, n: int, column: int) -> bool:
+        """Whether a load of symbol n starting at `column` reads one table row (see `is_table`)."""
+        return column == 0 and is_table(self.syms[n])
 
     def addr(self, n: int, flat: int) -> int:
         return self.base[n] + flat * self.get(n).itemsize

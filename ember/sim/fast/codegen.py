@@ -21,6 +21,7 @@ import numpy as np
 
 from ...backend.dae import Access, Instr, Label, Mem, Program, Reg
 from ..execute import COST_CLASS
+from ..tensors import is_table
 
 CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", "i32": "int32_t", "i16": "int16_t",
          "i8": "int8_t", "i1": "uint8_t", "bool": "uint8_t",  # "bool": masks (v registers, mask streams)
@@ -340,9 +341,8 @@ class Generator:
         return "mind(ac, c)" if self.unit is not None else "c"
 
     def count_lookup(self, n: int, column: str) -> None:
-        """Tensors.is_table: a load starting at column 0 of a rank >= 2 input or param reads one table row."""
-        s = self.p.symbols[n]
-        if s.kind in ("param", "input") and len(s.shape) >= 2:
+        """Tensors.is_lookup: a load starting at column 0 of a table (tensors.is_table) reads one row."""
+        if is_table(self.p.symbols[n]):
             self(f"if ({column} == 0) is_lookups += 1;")
 
     def wait_for_load(self, done: str) -> None:
