@@ -68,22 +68,18 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
     if w.virtual and not timing_only:
         raise EmberError(f"{w.name}: its table ({w.table_bytes / 1e9:.1f} GB) holds no data; "
                          "it is simulated only with --timing-only")
-    program = compile_variant(w, variant)
-    params = [n for n, s in enumerate(program.symbols) if s.kind == "param"]
-    if timing_only:  # a hand-written program leaves the table's shape to its data, which it now has none of
-        for n in params:
-            program.symbols[n].shape = (w.rows, w.dim)
+    program = compile_variant(w, variant) if machine.cores == 1 or variant == "hand" else None
+    per_core: dict[int, Program] = {}  # multi-core: each slice size's program, compiled once for every table
     res = Result(w.name, variant)
     for t in range(w.tables):
         inputs = w.inputs(t)
         table = None if timing_only else w.table(t, inputs["indices"])
-        if table is not None:
-            for n in params:
-                program.data[n] = table
         try:
             if machine.cores > 1:
-                out, st = _on_cores(w, variant, program, inputs, table, machine, engine, timing_only)
+                out, st = _on_cores(w, variant, program, per_core, inputs, table, machine, engine, timing_only)
             else:
+                assert program is not None
+                _bind(program, w, table)
                 out, st = simulate(program, inputs, machine, engine=engine, timing_only=timing_only)
         except EmberError as e:  # name the point: the message alone does not say which of hundreds failed
             where = f"{w.name} {variant}" + (f", table {t}" if w.tables > 1 else "")
@@ -113,24 +109,33 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
     return res
 
 
-def _on_cores(w: Workload, variant: str, program: Program, inputs: dict[str, np.ndarray], table: np.ndarray | None,
-              machine: Machine, engine: str, timing_only: bool) -> tuple[dict[str, np.ndarray], Stats]:
+def _bind(program: Program, w: Workload, table: np.ndarray | None) -> None:
+    """Give the program's table params their data, or with none (timing-only) the table's shape: a
+    hand-written program leaves that shape to the data."""
+    for n, s in enumerate(program.symbols):
+        if s.kind == "param":
+            if table is not None:
+                program.data[n] = table
+            else:
+                s.shape = (w.rows, w.dim)
+
+
+def _on_cores(w: Workload, variant: str, program: Program | None, per_core: dict[int, Program],
+              inputs: dict[str, np.ndarray], table: np.ndarray | None, machine: Machine, engine: str,
+              timing_only: bool) -> tuple[dict[str, np.ndarray], Stats]:
     """The batch split across the machine's cores (bags, or lookups of a gather), each core's program
-    compiled for its slice; outputs are stitched back together in batch order."""
+    compiled for its slice's size (`program` for hand-written code, which takes any size); outputs are
+    stitched back together in batch order."""
     gather = w.kind == "gather"
     slices = split_rows(inputs, machine.cores) if gather else split_bags(inputs, machine.cores)
     programs = []
     for part in slices:
         size = len(part["indices"]) if gather else len(part["offsets"]) - 1
-        p = program if variant == "hand" else compile_variant(dataclasses.replace(w, bags=size, pooling=1)
-                                                              if gather else dataclasses.replace(w, bags=size),
-                                                              variant)
-        for n, s in enumerate(p.symbols):
-            if s.kind == "param":
-                if table is not None:
-                    p.data[n] = table
-                elif timing_only:
-                    s.shape = (w.rows, w.dim)
+        p = program if variant == "hand" else per_core.get(size)
+        if p is None:
+            sub = dataclasses.replace(w, bags=size, pooling=1) if gather else dataclasses.replace(w, bags=size)
+            p = per_core[size] = compile_variant(sub, variant)
+        _bind(p, w, table)
         programs.append(p)
     outs, st = simulate_cores(programs, slices, machine, engine=engine, timing_only=timing_only)
     return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}, st
