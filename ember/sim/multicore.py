@@ -41,6 +41,7 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
     if len(slices) != len(programs) or not 1 <= len(slices) <= machine.cores:
         raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices "
                          f"for {len(programs)} programs (one slice and one program a core, at least one)")
+    fast.notes.clear()  # this run's notes only, as fast.simulate keeps them
     if engine == "fast" and any(fast.compiled_or_none(p, timing_only) is None for p in programs):
         engine = "reference"  # one engine for every core: their shared state has one form per engine
     needs_fast(engine, timing_only)
