@@ -65,9 +65,8 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
 
     `host_seconds` is the simulations' own time, so the speeds derived from it measure the simulator, not
     the benchmark's set-up around it (generating data, compiling the workload, checking outputs)."""
-    if w.virtual and not timing_only:
-        raise EmberError(f"{w.name}: its table ({w.table_bytes / 1e9:.1f} GB) holds no data; "
-                         "it is simulated only with --timing-only")
+    if not timing_only:
+        w.require_data()
     program = compile_variant(w, variant) if machine.cores == 1 or variant == "hand" else None
     per_core: dict[int, Program] = {}  # multi-core: each slice size's program, compiled once for every table
     res = Result(w.name, variant)

@@ -119,14 +119,18 @@ class Workload:
         verify(mod)
         return mod
 
+    def require_data(self) -> None:
+        """A workload whose table only exists as an address range (`virtual`) cannot run with data."""
+        if self.virtual:
+            raise EmberError(f"{self.name}: its table ({self.table_bytes / 1e9:.1f} GB) holds no data; "
+                             "it is simulated only with --timing-only")
+
     def table(self, t: int, indices: np.ndarray | None = None) -> np.ndarray:
         """Table t: standard normal values in the rows the lookups read, zeros in the others.  The zeros are
         never read and cost nothing (numpy takes them from calloc, so untouched pages stay unmapped): a
         paper-scale table costs the time of its looked-up rows, not of its million rows.  `indices` are
         inputs(t)["indices"], passed when the caller has them already."""
-        if self.virtual:
-            raise EmberError(f"{self.name}: its table ({self.table_bytes / 1e9:.1f} GB) holds no data; "
-                             "it is simulated only with --timing-only")
+        self.require_data()
         if indices is None:
             indices = self.inputs(t)["indices"]
         rows = np.unique(indices)

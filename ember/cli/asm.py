@@ -29,7 +29,8 @@ def main(input: str, output: str, no_tables: bool) -> None:
     if no_tables:
         from ..sim.fast.engine import virtual_symbols
 
-        params = [(n, s) for n, s in params if n not in virtual_symbols(program)]
+        virtual = virtual_symbols(program)
+        params = [(n, s) for n, s in params if n not in virtual]
     if params:
         if not program.weights:
             raise EmberError("the program has params but no .weights file", display_name(input))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..ir.diagnostics import EmberError
-from ..sim.engines import DEFAULT_ENGINE, ENGINES
+from ..sim.engines import DEFAULT_ENGINE, ENGINES, check_engine
 from .common import guarded, write_output
 
 if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
@@ -149,8 +149,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, machin
         raise EmberError(f"no workload matches --only {only} (workloads: {names})")
     if json_path == "-" and csv_path == "-":
         raise EmberError("--json and --csv cannot both write to stdout")
-    if engine not in ENGINES:
-        raise EmberError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
+    check_engine(engine)
     _check_modes(ctx, workloads, engine, timing_only, compare_engines, speed, sweeps, plot_dir)
     m = load_machine(machine).with_overrides(overrides)
     if not sweeps:
@@ -211,13 +210,12 @@ def _check_modes(ctx: click.Context, workloads: list[Workload], engine: str, tim
     if timing_only and engine == "reference":
         raise EmberError("--timing-only needs the fast engine (the reference engine always moves data); "
                          "leave out --engine reference")
-    big = next((w for w in workloads if w.virtual), None)
-    if big is not None and not timing_only and not compare_engines:
-        raise EmberError(f"{big.name}: its table ({big.table_bytes / 1e9:.1f} GB) holds no data; "
-                         "it is simulated only with --timing-only")
+    if not timing_only and not compare_engines:
+        for w in workloads:
+            w.require_data()
     if not compare_engines:
         return
-    if timing_only or big is not None:
+    if timing_only or any(w.virtual for w in workloads):
         raise EmberError("--compare-engines runs the reference engine, which has no timing-only mode "
                          "(leave out --timing-only, and use another suite than huge)")
     for name, bad in (("--engine", given), ("--sweep", sweeps), ("--plot", plot_dir)):
@@ -231,11 +229,13 @@ def _json_doc(scale: str, variants: list[str], m: Machine, overrides: tuple[str,
     """The --json document: what ran, on which machine, the rows, and the process's peak memory."""
     from ..bench.report import peak_rss_bytes
 
-    doc = {"suite": scale, "variants": variants, **run,
-           "machine": {"name": m.name, "overrides": list(overrides),
-                       "parameters": {k: v for k, v, _ in m.describe()}},
+    doc = {"suite": scale, "variants": variants, **run, "machine": _machine_doc(m, overrides),
            "peak_rss_bytes": peak_rss_bytes(), "rows": table}
     return json.dumps(doc, indent=1) + "\n"
+
+
+def _machine_doc(m: Machine, overrides: tuple[str, ...]) -> dict[str, Any]:
+    return {"name": m.name, "overrides": list(overrides), "parameters": {k: v for k, v, _ in m.describe()}}
 
 
 def _console(json_path: str | None, csv_path: str | None) -> Console:
@@ -370,8 +370,7 @@ def _sweep(scale: str, workloads: list[Workload], variants: list[str], m: Machin
 
     rows = [done[p.key()] for p in plan.points]
     if json_path:
-        doc = {"suite": scale, "machine": {"name": m.name, "overrides": list(overrides),
-                                           "parameters": {k: v for k, v, _ in m.describe()}},
+        doc = {"suite": scale, "machine": _machine_doc(m, overrides),
                "sweep": {"variant": plan.variants, **{a.key: a.values for a in plan.axes}},
                "rows": rows}
         write_output(json_path, json.dumps(doc, indent=1) + "\n")

@@ -78,13 +78,12 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
     DRAM bandwidth used, and the roofline bound with the fraction of it reached.
     """
     from ..backend.binary import disassemble
-    from ..sim.engines import DEFAULT_ENGINE, ENGINES, simulate
+    from ..sim.engines import DEFAULT_ENGINE, check_engine, simulate
     from ..sim.machine import load_machine
     from ..sim.stats import write_stats
 
     engine = engine or DEFAULT_ENGINE
-    if engine not in ENGINES:
-        raise EmberError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
+    check_engine(engine)
     if timing_only and (outputs_path or check_path):
         raise EmberError("--timing-only computes no outputs: leave out --outputs and --check")
     prog = disassemble(read_bytes(program), display_name(program))

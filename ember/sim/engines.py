@@ -18,6 +18,11 @@ ENGINES = ("fast", "reference")
 DEFAULT_ENGINE = "fast"
 
 
+def check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise EmberError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
+
+
 def needs_fast(engine: str, timing_only: bool) -> None:
     """Timing-only runs exist only in the fast engine: the reference engine always moves data."""
     if timing_only and engine != "fast":
@@ -27,8 +32,7 @@ def needs_fast(engine: str, timing_only: bool) -> None:
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None = None,
              engine: str = DEFAULT_ENGINE, timing_only: bool = False) -> tuple[dict[str, np.ndarray], Stats]:
     """Run `program` on `inputs` with the named engine; returns (outputs by name, statistics)."""
-    if engine not in ENGINES:
-        raise EmberError(f"unknown engine '{engine}' (valid: {', '.join(ENGINES)})")
+    check_engine(engine)
     if machine.cores > 1:
         raise EmberError(f"the machine has {machine.cores} cores: a multi-core run splits a batch across them, which "
                          "ember-bench does for its workloads (--set cores=N); one program run uses one core")
