@@ -125,11 +125,11 @@ def _pct(v: float | None) -> str:
     return DASH if v is None else f"{v:.1f}%"
 
 
-def _frac(v: float | None) -> str:
+def frac_cell(v: float | None) -> str:
     return DASH if v is None else f"{100.0 * v:.1f}%"
 
 
-def _cycles(v: float | None) -> str:
+def cycles_cell(v: float | None) -> str:
     return DASH if v is None else f"{round(v):,}"
 
 
@@ -154,7 +154,7 @@ def speedup_table(idx: ResultIndex) -> Table | None:
     for v in levels:
         t.add_column(f"O0/{v}", justify="right")
     for w in idx.workloads:
-        t.add_row(w, _cycles(idx.cycles(w, "O0")),
+        t.add_row(w, cycles_cell(idx.cycles(w, "O0")),
                   *(_pair(idx.ratio(w, "O0", v), published_speedup(w, v)) for v in levels))
     t.add_section()
     t.add_row("geomean", "", *(_pair(geomean(idx.ratio(w, "O0", v) for w in idx.workloads),
@@ -178,13 +178,13 @@ def hand_table(idx: ResultIndex) -> Table | None:
 
     def cells(pct: float | None, pub: float | None, hand_rf: float | None, o3_rf: float | None) -> list[str]:
         out = [_pair(pct, pub, "{:.1f}%")] if o3 else []
-        out.append(_frac(hand_rf))
+        out.append(frac_cell(hand_rf))
         if o3:
-            out.append(_frac(o3_rf))
+            out.append(frac_cell(o3_rf))
         return out
 
     for w in idx.workloads:
-        t.add_row(w, _cycles(idx.cycles(w, "hand")),
+        t.add_row(w, cycles_cell(idx.cycles(w, "hand")),
                   *cells(idx.hand_percent(w), published_hand_percent(w), idx.stat(w, "hand", "roofline_fraction"),
                          idx.stat(w, "O3", "roofline_fraction")))
     t.add_section()
@@ -207,8 +207,8 @@ def core_table(idx: ResultIndex) -> Table | None:
         t.add_column("O3 cycles", justify="right")
         t.add_column("speedup", justify="right")
     for w in idx.workloads:
-        extra = [_cycles(idx.cycles(w, "O3")), _x(idx.ratio(w, "core", "O3"))] if o3 else []
-        t.add_row(w, _cycles(idx.cycles(w, "core")), *extra)
+        extra = [cycles_cell(idx.cycles(w, "O3")), _x(idx.ratio(w, "core", "O3"))] if o3 else []
+        t.add_row(w, cycles_cell(idx.cycles(w, "core")), *extra)
     if o3:
         t.add_section()
         t.add_row("geomean", "", "", _x(geomean(idx.ratio(w, "core", "O3") for w in idx.workloads)), style="bold")
@@ -232,8 +232,8 @@ def bandwidth_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table | 
         match = gpu.match(w) if w is not None else None
         if w is not None and match is None:
             missing.setdefault(gpu.missing_reason(w), []).append(name)
-        t.add_row(name, *(_frac(idx.stat(name, v, "useful_bandwidth_fraction")) for v in ours),
-                  _frac(match.frac_copy_bw if match else None))
+        t.add_row(name, *(frac_cell(idx.stat(name, v, "useful_bandwidth_fraction")) for v in ours),
+                  frac_cell(match.frac_copy_bw if match else None))
     notes = [f"GPU: {gpu.device}, PyTorch {gpu.torch}, same D, pooling and Zipf. "
              "Useful bytes = rows gathered + indices + offsets + output, each once."]
     notes.extend(f"{DASH}: {reason} ({', '.join(names)})." for reason, names in missing.items())

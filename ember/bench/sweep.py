@@ -26,6 +26,7 @@ from rich.table import Table
 from ..ir.diagnostics import EmberError
 from ..sim.engines import ENGINES
 from ..sim.machine import Machine
+from .report import cycles_cell, frac_cell
 from .run import HOST_TIME as HOST_TIME  # re-exported: the figures a row's readers leave out when comparing
 from .run import STATS, VARIANTS
 from .workloads import Workload
@@ -428,6 +429,6 @@ def table(rows: Sequence[dict[str, Any]], sweep: Sweep) -> Table:
         cells = [show(row.get(c, "")) for c in ("workload", "variant", *sweep.keys)]
         for stat in SHOWN:
             v = row.get(stat)
-            cells.append("—" if v is None else f"{round(v):,}" if stat.endswith("cycles") else f"{100 * v:.1f}%")
+            cells.append(cycles_cell(v) if stat.endswith("cycles") else frac_cell(v))
         t.add_row(*cells)
     return t
