@@ -159,14 +159,16 @@ class Sweep:
         settings = list(itertools.product(*([(a.key, v) for v in a.values] for a in self.axes)))
         self.points = [Point(w.name, v, tuple(s)) for w in workloads for v in self.variants for s in settings]
 
+    def engine_of(self, p: Point) -> str:
+        return dict(p.settings).get("engine", self.engine)
+
     def task(self, p: Point) -> Task:
-        settings = dict(p.settings)
         machine = self._machines[tuple((k, v) for k, v in p.settings if k not in PSEUDO_KEYS)]
-        return Task(p, self.workloads[p.workload], machine, settings.get("engine", self.engine), self.timing_only)
+        return Task(p, self.workloads[p.workload], machine, self.engine_of(p), self.timing_only)
 
     def row(self, p: Point, stats: dict[str, float]) -> dict[str, Any]:
         """workload, variant, each swept value, engine, the suite/machine/--set context, then every statistic."""
-        return {"workload": p.workload, "variant": p.variant, **dict(p.settings), "engine": self.task(p).engine,
+        return {"workload": p.workload, "variant": p.variant, **dict(p.settings), "engine": self.engine_of(p),
                 **self.context, **stats}
 
     def point_key(self, row: dict[str, Any]) -> str | None:

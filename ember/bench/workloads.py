@@ -221,7 +221,7 @@ def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
     if scale == "huge":
         rows, dim, pooling, bags = HUGE
         huge = [Workload("RM3_100M", "bag_sum", 1, rows, dim, pooling, bags, 0.0, virtual=True)]
-        return [w for w in huge if not only or any(w.name.startswith(o) for o in only)]
+        return _matching(huge, only)
     if scale not in SCALES:
         raise ValueError(scale)
     tables, rows, bags = SCALES[scale]
@@ -247,4 +247,9 @@ def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
         blocks = seq // block
         out.append(Workload(f"SpAttn_{k}", "gather", 1, 2 * blocks * split, block * 64 // split, 1,
                             2 * blocks * k * split, 0.0, split=split))
-    return [w for w in out if not only or any(w.name.startswith(o) for o in only)]
+    return _matching(out, only)
+
+
+def _matching(workloads: list[Workload], only: list[str] | None) -> list[Workload]:
+    """The workloads whose names start with one of the `only` prefixes (all of them without any)."""
+    return [w for w in workloads if not only or any(w.name.startswith(o) for o in only)]

@@ -335,7 +335,7 @@ def _sweep(scale: str, workloads: list[Workload], variants: list[str], m: Machin
         raise EmberError("--sweep-out needs a file (it is read back to resume a sweep)")
     fixed = [item.partition("=")[0].strip() for item in overrides]
     plan = sw.Sweep(scale, workloads, variants, sw.parse_axes(sweeps, m, fixed), m, overrides, engine, timing_only)
-    if timing_only and any(t.engine == "reference" for t in map(plan.task, plan.points)):
+    if timing_only and any(plan.engine_of(p) == "reference" for p in plan.points):
         raise EmberError("--timing-only needs the fast engine (the reference engine always moves data); "
                          "leave reference out of --sweep engine=...")
     plots = sw.parse_plots(plot_sweeps, plan) if plot_sweeps else sw.default_plots(plan) if plot_dir else []
