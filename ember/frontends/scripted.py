@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.diagnostics import EmberError
-from .torchscript import NeedsTorch
+from . import NeedsTorch
 
 __all__ = ["export_scripted"]
 

@@ -36,6 +36,7 @@ from ..dialects import builtin, emb  # noqa: F401  (registers the ops this front
 from ..ir.core import Block, Op
 from ..ir.diagnostics import EmberError
 from ..ir.types import tensor
+from . import NeedsTorch
 from .aten import (
     _ELEM,
     _MAX_DEPTH,
@@ -50,21 +51,8 @@ from .aten import (
     strided_tensor,
 )
 
-__all__ = ["NeedsTorch", "import_torchscript", "load_weights_torchscript"]
+__all__ = ["import_torchscript", "load_weights_torchscript"]
 
-
-class NeedsTorch(EmberError):
-    """The archive holds TorchScript this reader cannot follow: a scripted module (no traced inputs,
-    control flow).  `ember-import` then reads it with torch (ember.frontends.scripted), when installed.
-
-    `reason` says what was met; `inputs` maps forward's parameters to the (shape, dtype) they were
-    traced with, when the archive records them (a traced model that calls scripted code)."""
-
-    def __init__(self, reason: str, path: str, inputs: dict[str, tuple[tuple[int, ...], str]] | None = None):
-        super().__init__(f"{reason}; Ember reads such archives with torch: install it with "
-                         "pip install 'ember[torch]' and run ember-import", path)
-        self.reason = reason
-        self.inputs = inputs
 
 # ---------------------------------------------------------------------------------------------
 # The restricted unpickler

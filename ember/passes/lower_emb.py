@@ -80,8 +80,7 @@ def lower_gather(b: Builder, op: Op) -> Value:
     out = alloc(b, rt, idx_ext + row_ext)
     wrap = None
     if op.attrs.get("negative") == "wrap":
-        rows = b.const(tt.shape[0]) if tt.shape[0] is not None else b.val("loop.dim", [table], INDEX, axis=0)
-        wrap = (rows, b.const(-1))
+        wrap = (dyn_dims(b, table, tt.shape[:1])[0], b.const(-1))
     with ExitStack() as nest:  # one loop per index dimension, then one per row dimension
         inner = b
         ivs: list[Value] = []
