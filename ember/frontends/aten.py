@@ -183,6 +183,7 @@ for _name in _UNARY:
     _SCHEMAS[_name] = ("self",)
 _BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}
 _FILL = {"zeros": 0, "ones": 1, "zeros_like": 0, "ones_like": 1, "new_zeros": 0, "new_ones": 1}
+_FACTORIES = (*_FILL, "full", "full_like", "new_full")
 _SCATTER_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
 _FLOATS = ("f16", "f32", "f64")
 _VIEWS = ("Reshape", "Transpose", "Unsqueeze", "Squeeze", "Expand", "Slice")
@@ -323,6 +324,15 @@ class AtenLowering:
             self.owned.add(op.result)
         return op.result
 
+    def emb(self, name: str, operands: list[Value], shape: Shape, elem: str, attrs: dict[str, Any],
+            hint: str) -> Value:
+        """An `emb` op's result: a new tensor the model owns (as `host` makes for host ops)."""
+        op = new_op(name, operands, [tensor(shape, elem)], attrs)
+        op.result.name = self.fresh(hint)
+        self.block.add(op)
+        self.owned.add(op.result)
+        return op.result
+
     @staticmethod
     def shape(v: Value) -> Shape:
         t = v.type
@@ -359,6 +369,8 @@ class AtenLowering:
             return self.host(_UNARY[op], [x], self.shape(x), self.elem(x), hint=op)
         if op in _BINARY:
             return self.binary(op, a)
+        if op in _FACTORIES:
+            return self.factory(op, a)
         if op in ("_embedding_bag", "_embedding_bag_forward_only"):  # padding_idx: an int, negative for none
             return self._embedding_bag(a, private=True)
         handler: Callable[[dict[str, Any]], Any] = getattr(self, "_" + op.lstrip("_"))
@@ -425,11 +437,7 @@ class AtenLowering:
         rows = isinstance(table, Weight) or (len(s) >= 2 and None not in s[1:])
         if self.elem(x) not in _FLOATS or not rows:
             return self.host("Gather", [x, idx], shape, self.elem(x), {"axis": 0}, hint=hint)
-        op = new_op("emb.gather", [x, idx], [tensor(shape, self.elem(x))], {"negative": "wrap"} if wrap else {})
-        op.result.name = self.fresh(hint)
-        self.block.add(op)
-        self.owned.add(op.result)
-        return op.result
+        return self.emb("emb.gather", [x, idx], shape, self.elem(x), {"negative": "wrap"} if wrap else {}, hint)
 
     @staticmethod
     def _padding_row(pad: Any, rows: int | None, private: bool) -> int | None:
@@ -490,11 +498,8 @@ class AtenLowering:
         attrs: dict[str, Any] = {"mode": ("sum", "mean", "max")[mode], "empty": "zero"}
         if pad is not None:
             attrs["padding_idx"] = pad
-        op = new_op("emb.bag", operands, [tensor((bags, self.shape(table)[1]), self.elem(table))], attrs)
-        op.result.name = self.fresh("embedding_bag")
-        self.block.add(op)
-        self.owned.add(op.result)
-        return (op.result, _Unusable("offset2bag"), _Unusable("bag_size"), _Unusable("max_indices"))
+        out = self.emb("emb.bag", operands, (bags, self.shape(table)[1]), self.elem(table), attrs, "embedding_bag")
+        return (out, _Unusable("offset2bag"), _Unusable("bag_size"), _Unusable("max_indices"))
 
     # -- dense algebra --------------------------------------------------------------------------
 
@@ -782,8 +787,12 @@ class AtenLowering:
         if tuple(out) == s:
             return x
         onnx_shape = [1 if t == -1 else t for t in size]  # ONNX broadcasting keeps a dimension against 1
-        r = self.host("Expand", [x, self.const(onnx_shape)], tuple(out), self.elem(x), hint="expand")
-        if x in self.rows_of and lead == 0:
+        return self.expanded(x, self.const(onnx_shape), tuple(out))
+
+    def expanded(self, x: Value, dims: Value, shape: tuple[int | None, ...]) -> Value:
+        """ONNX Expand of x to `dims`; with no new dimensions the result keeps x's rows."""
+        r = self.host("Expand", [x, dims], shape, self.elem(x), hint="expand")
+        if x in self.rows_of and len(shape) == len(self.shape(x)):
             self.rows_of[r] = self.rows_of[x]
         return r
 
@@ -797,11 +806,7 @@ class AtenLowering:
         if None not in target:
             return self.expand(x, [int(d) for d in target if d is not None])
         _need(len(target) >= len(self.shape(x)), f"cannot expand {x.type} as {like.type}")
-        dims = self.host("Shape", [like], (len(target),), "i64", hint="shape")
-        r = self.host("Expand", [x, dims], target, self.elem(x), hint="expand")
-        if x in self.rows_of and len(target) == len(self.shape(x)):
-            self.rows_of[r] = self.rows_of[x]
-        return r
+        return self.expanded(x, self.host("Shape", [like], (len(target),), "i64", hint="shape"), target)
 
     # -- tensor factories -----------------------------------------------------------------------
 
@@ -848,47 +853,24 @@ class AtenLowering:
         """What `torch.full` infers from its fill value when no dtype is given."""
         return "i1" if isinstance(value, bool) else "i64" if isinstance(value, int) else "f32"
 
-    def _zeros(self, a: dict[str, Any], op: str = "zeros") -> Value:
-        return self.filled(self.size_arg(a["size"]), _FILL.get(op, 0), self.dtype(a["dtype"], "f32"), None, op)
-
-    def _ones(self, a: dict[str, Any]) -> Value:
-        return self._zeros(a, "ones")
-
-    def _full(self, a: dict[str, Any]) -> Value:
-        v = a["fill_value"]
-        return self.filled(self.size_arg(a["size"]), v, self.dtype(a["dtype"], self.fill_elem(v)), None, "full")
-
-    def _zeros_like(self, a: dict[str, Any], op: str = "zeros_like") -> Value:
-        like = self.tensor_arg(a["self"], "the model tensor")
-        v = a["fill_value"] if op == "full_like" else _FILL[op]
-        return self.filled(self.shape(like), v, self.dtype(a["dtype"], self.elem(like)), like, op)
-
-    def _ones_like(self, a: dict[str, Any]) -> Value:
-        return self._zeros_like(a, "ones_like")
-
-    def _full_like(self, a: dict[str, Any]) -> Value:
-        return self._zeros_like(a, "full_like")
-
-    def _new_zeros(self, a: dict[str, Any], op: str = "new_zeros") -> Value:
-        like = self.tensor_arg(a["self"], "the model tensor")
-        v = a["fill_value"] if op == "new_full" else _FILL[op]
-        return self.filled(self.size_arg(a["size"]), v, self.dtype(a["dtype"], self.elem(like)), None, op)
-
-    def _new_ones(self, a: dict[str, Any]) -> Value:
-        return self._new_zeros(a, "new_ones")
-
-    def _new_full(self, a: dict[str, Any]) -> Value:
-        return self._new_zeros(a, "new_full")
+    def factory(self, op: str, a: dict[str, Any]) -> Value:
+        """zeros, ones and full; their `_like` forms (the shape and default type of `self`) and `new_` forms
+        (a size, and the default type of `self`)."""
+        src = self.tensor_arg(a["self"], "the model tensor") if "self" in a else None
+        if "size" in a:
+            shape = self.size_arg(a["size"])
+        else:
+            assert src is not None
+            shape = self.shape(src)
+        v = a["fill_value"] if "fill_value" in a else _FILL[op]
+        default = self.elem(src) if src is not None else self.fill_elem(v) if op == "full" else "f32"
+        return self.filled(shape, v, self.dtype(a["dtype"], default), src if op.endswith("_like") else None, op)
 
     # -- scatters -------------------------------------------------------------------------------
 
     def scatter_rows(self, data: Value, rows: Value, updates: Value, reduction: str) -> Value:
-        op = new_op("emb.scatter_rows", [data, rows, updates], [tensor(self.shape(data), self.elem(data))],
-                    {"reduction": reduction})
-        op.result.name = self.fresh("scatter")
-        self.block.add(op)
-        self.owned.add(op.result)
-        return op.result
+        return self.emb("emb.scatter_rows", [data, rows, updates], self.shape(data), self.elem(data),
+                        {"reduction": reduction}, "scatter")
 
     def scatter(self, a: dict[str, Any], reduction: str) -> Value:
         """scatter_add / scatter_reduce: out[index[i][j]][j] = reduce(out[...], src[i][j]) (dim 0, 2-D).
@@ -971,11 +953,7 @@ class AtenLowering:
                 y = self.host(onnx_op, [y, b], _broadcast(self.shape(y), self.shape(b)), self.elem(x), hint="clamp")
         return y
 
-    def _clamp_min(self, a: dict[str, Any]) -> Value:
-        return self._clamp(a)
-
-    def _clamp_max(self, a: dict[str, Any]) -> Value:
-        return self._clamp(a)
+    _clamp_min = _clamp_max = _clamp
 
     def reduce(self, a: dict[str, Any], onnx_op: str) -> Value:
         x = self.tensor_arg(a["self"], "the operand", "float")
