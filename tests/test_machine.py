@@ -84,7 +84,7 @@ def test_set_overrides_return_a_new_machine() -> None:
     assert d.access.lanes == 8 and d.cache("l2").size_bytes == 2097152
     assert d.set("clock_ghz", "3").clock_ghz == 3.0
     assert d.set("access.cache_level", "llc").access.cache_level == "llc"
-    assert d.set("execute.fp_mul", "2.5").execute.fp_mul == 2.5
+    assert d.set("execute.fp_mul_latency", "2.5").execute.fp_mul_latency == 2.5
     assert all(c.line_bytes == 128 for c in d.set("caches.line_bytes", "128").caches)
     assert d.with_overrides(["access.lanes=2", " dram.latency = 100 "]).dram.latency == 100.0
 
@@ -118,7 +118,13 @@ def test_every_described_key_round_trips_through_set() -> None:
         ("clock", "1", r"unknown machine key 'clock' \(valid keys: .*clock_ghz"),
         ("access.cache_level", "l9", r"'access.cache_level' = l9: must name a cache level \(l1, l2, llc\)"),
         ("execute.simd_bits", "100", r"multiple of 8"),
-        ("execute.int_div", "-1", r"must be a finite number >= 0"),
+        ("execute.int_div_latency", "-1", r"'execute.int_div_latency' = -1.0: must be a finite number >= 0"),
+        ("execute.issue_width", "0", r"'execute.issue_width' = 0: must be positive"),
+        ("execute.rob_entries", "-3", r"'execute.rob_entries' = -3: must be positive"),
+        ("execute.fp_throughput", "0", r"'execute.fp_throughput' = 0.0: must be positive"),
+        ("execute.load_throughput", "0.3", r"'execute.load_throughput' = 0.3: must be a whole number of cycles"),
+        ("execute.int_div_throughput", "2.5", r"'execute.int_div_throughput' = 2.5: must be a whole number"),
+        ("execute.prefetch_lines", "-1", r"'execute.prefetch_lines' = -1: must be >= 0"),
     ],
 )
 def test_set_errors_name_the_key(key: str, value: str, pattern: str) -> None:
@@ -131,9 +137,11 @@ def test_bad_override_syntax() -> None:
         load_machine("default").with_overrides(["access.lanes"])
 
 
-def test_unknown_instruction_class() -> None:
-    with pytest.raises(EmberError, match="unknown instruction class 'fma'.*int_alu"):
-        load_machine("small").execute.cost("fma")
+def test_unknown_pipe_group_and_pipes() -> None:
+    ex = load_machine("small").execute
+    with pytest.raises(EmberError, match="unknown pipe group 'fma'.*int_alu"):
+        ex.throughput("fma")
+    assert ex.pipes("load") == (2, 1) and ex.pipes("int_div") == (1, 8) and ex.pipes("store") == (1, 1)
 
 
 def test_machine_is_frozen() -> None:

@@ -32,7 +32,8 @@ def test_o0_marshals_every_element(stats: dict[str, dict[str, float]]) -> None:
 
 def test_vectorize_divides_tokens_by_the_vector_length(stats: dict[str, dict[str, float]]) -> None:
     assert stats["O0"]["tokens"] / stats["O1"]["tokens"] == VL
-    assert stats["O1"]["cycles"] < stats["O0"]["cycles"] / 4
+    assert stats["O1"]["callbacks"] * VL == stats["O0"]["callbacks"]
+    assert stats["O1"]["cycles"] < stats["O0"]["cycles"]
 
 
 def test_vectorize_width_is_an_option() -> None:
@@ -82,15 +83,16 @@ def _o3_stats(w: Workload, pipeline: str, machine: str) -> dict[str, int | float
 
 
 def test_init_ahead_keeps_the_next_output_row_cached() -> None:
-    """256 bags of 128-byte rows overflow the small machine's 4 KiB L2: zeroed up front, each bag's row
-    has left the caches by its first update; zeroed one bag ahead, it is still filling or cached.
-    (The default distance, 16 rows, is for the default machine: 2 KiB of rows would not stay in
-    this machine's 1 KiB L1.)"""
+    """256 bags of 128-byte rows overflow the small machine's 4 KiB L2.  Zeroed up front, every row's
+    store misses to DRAM (write-allocate) and the store buffer fills behind them; and each bag's row
+    has left the caches again by its first update.  Zeroed one bag ahead, the stores spread over the
+    run.  (The default distance, 16 rows, is for the default machine: 2 KiB of rows would not stay
+    in this machine's 1 KiB L1.)"""
     w = Workload("T", "bag_sum", 1, 500, 32, POOL, 256, 0.8)
     ahead = _o3_stats(w, PRESETS["O3"].replace("init-ahead", "init-ahead{rows=1}"), "small")
     up_front = _o3_stats(w, PRESETS["O3"].replace("init-ahead,", ""), "small")
-    assert up_front["execute.load_stall_cycles"] > 10 * ahead["execute.load_stall_cycles"]
-    assert ahead["cycles"] < 0.8 * up_front["cycles"]
+    assert up_front["execute.store_stall_cycles"] > 1000 > 10 * ahead["execute.store_stall_cycles"]
+    assert ahead["cycles"] < 0.85 * up_front["cycles"]
     assert ahead["tokens"] == up_front["tokens"]  # the same stream; only the core's stores moved
 
 

@@ -3,7 +3,9 @@
 Timing definition (the reference engine transcribes it directly):
 - The access unit has a clock `t`.  Every stream element (a memory or ALU stream's value for one
   iteration of its traversal unit) takes one issue slot: it is issued at `t`, then
-  `t += 1 / issue_per_cycle`.  Traversal-unit counters cost nothing.
+  `t += 1 / lanes` (each lane issues one element a cycle).  Traversal-unit counters cost nothing.
+- A program with more traversal units or streams than the machine has (`access.traversal_units`,
+  `access.stream_slots`) does not run (`check_resources`).
 - The issue clock never waits for data: a traversal unit whose bounds come from streams starts
   at once, and its induction values are ready when both the clock and the bounds are (streams run
   ahead of each other as far as the outstanding-request window and the queue allow).
@@ -28,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend.dae import Access, Instr, Mem, Reg
+from ..backend.dae import Access, Instr, Mem, Program, Reg
 from ..ir.diagnostics import EmberError
 from .cache import MemorySystem
 from .machine import Machine
@@ -59,6 +61,21 @@ class _TU:
     buffers: list[Reg] = field(default_factory=list)  # buf streams filled over this TU's traversal
 
 
+def check_resources(program: Program, machine: Machine) -> None:
+    """Each access program needs a traversal unit per `tu`/`vtu` and a stream slot per mem/alu/mask/buf
+    stream; one that needs more than the machine has is refused before anything runs."""
+    a = machine.access
+    for acc in program.access:
+        tus = sum(1 for i in acc.body if i.op in ("tu", "vtu"))
+        streams = sum(1 for i in acc.body if i.op in ("mem", "alu", "mask", "buf"))
+        if tus > a.traversal_units:
+            raise EmberError(f"access program {acc.name} uses {tus} traversal units; the machine has "
+                             f"{a.traversal_units} (access.traversal_units)")
+        if streams > a.stream_slots:
+            raise EmberError(f"access program {acc.name} uses {streams} streams; the machine has "
+                             f"{a.stream_slots} stream slots (access.stream_slots)")
+
+
 class AccessUnit:
     def __init__(self, acc: Access, params: list[int], tensors: Tensors, mem: MemorySystem, machine: Machine,
                  queue: OutputQueue, start: float):
@@ -66,7 +83,7 @@ class AccessUnit:
         self.mem = mem
         self.q = queue
         self.level = machine.access.cache_level
-        self.slot = 1.0 / machine.access.issue_per_cycle
+        self.slot = 1.0 / machine.access.lanes
         self.window: deque[float] = deque(maxlen=machine.access.outstanding)
         self.outstanding = machine.access.outstanding
         self.clock = start

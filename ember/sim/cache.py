@@ -22,12 +22,22 @@ Definition of `MemorySystem.access(addr, t, write, entry)`:
    request that reached DRAM earlier in simulated time.
 4. Every visited level that missed is then filled with the line, `ready = done`, as its most
    recently used line; a full set first evicts its least recently used line.  Writes allocate
-   exactly like reads (write-allocate) and complete at the same time; write-back traffic is not
-   modelled.  Levels are neither inclusive nor exclusive: an eviction touches only its own level.
+   exactly like reads (write-allocate) and complete at the same time; a write marks the line
+   dirty at `entry`.  Levels are neither inclusive nor exclusive: an eviction touches only its own
+   level, except that a dirty victim is written back to the next level out (marked dirty there,
+   or filled there as a dirty most recently used line with ready time `t`, which may evict in
+   turn), and a dirty victim of the last level goes to DRAM: it books a transfer at `t` like a
+   read does and counts in DRAM requests, bytes and busy cycles.
 5. Cache state is updated in call order (LRU order follows the calls, not `t`).
+6. `place(addr, nbytes, level, ready)` puts lines written by the access unit (its output queue is
+   memory-mapped in its cache level): every line of the range leaves the levels inside `level`
+   (the data there is stale; nothing is written back), and in `level` becomes the most recently
+   used line, clean, with ready time `ready` (filled if absent, which may evict as above, at `t`).
 
 Statistics: per level `hits`, `misses` and `bytes` (bytes filled into the level from below =
-misses * line_bytes); DRAM `requests`, `bytes` and `busy_cycles` (the sum of `xfer`).
+misses * line_bytes); DRAM `requests`, `bytes` and `busy_cycles` (the sum of `xfer`), reads and
+write-backs together, and `write_bytes` for the write-backs alone.  `busy_until` is the end of the
+last transfer this memory system booked: a run is not over before it.
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ class CacheLevel:
         self.latency = float(latency)
         self.nsets = size_bytes // (ways * line_bytes)
         self.sets: list[dict[int, float]] = [{} for _ in range(self.nsets)]
+        self.dirty: set[int] = set()  # lines written since they were filled
         self.hits = 0
         self.misses = 0
         self.bytes = 0
@@ -81,6 +92,11 @@ class CacheLevel:
             del s[victim]
         s[line] = ready
         return victim
+
+    def drop(self, line: int) -> None:
+        """Forget a line (no write-back)."""
+        self.sets[line % self.nsets].pop(line, None)
+        self.dirty.discard(line)
 
     def contains(self, line: int) -> bool:
         """Whether the line is cached (no LRU update)."""
@@ -143,7 +159,9 @@ class MemorySystem:
         self.busy_ends: list[float] = []
         self.dram_requests = 0
         self.dram_bytes = 0
+        self.dram_write_bytes = 0
         self.dram_busy = 0.0
+        self.busy_until = 0.0
 
     @classmethod
     def from_machine(cls, machine: Machine) -> MemorySystem:
@@ -167,8 +185,9 @@ class MemorySystem:
         if first is None:
             first = self._entry_index(entry)
         now = t
-        missed: list[CacheLevel] = []
-        for lv in self.levels[first:]:
+        missed: list[int] = []
+        for k in range(first, len(self.levels)):
+            lv = self.levels[k]
             now = now + lv.latency
             s = lv.sets[line % lv.nsets]
             ready = s.pop(line, None)
@@ -178,17 +197,56 @@ class MemorySystem:
                 done = ready if ready > now else now
                 break
             lv.misses += 1
-            missed.append(lv)
+            missed.append(k)
         else:
-            start = self.book(now)
-            done = start + self.dram_latency + self.xfer
-            self.dram_requests += 1
-            self.dram_bytes += self.line_bytes
-            self.dram_busy += self.xfer
-        for lv in missed:
+            done = self.transfer(now) + self.dram_latency + self.xfer
+        for k in missed:
+            lv = self.levels[k]
             lv.bytes += lv.line_bytes
-            lv.fill(line, done)
+            self.fill(k, line, done, t)
+        if write:
+            self.levels[first].dirty.add(line)
         return done
+
+    def fill(self, k: int, line: int, ready: float, t: float) -> None:
+        """Put `line` in level k as most recently used; a dirty victim is written back at `t` (module docstring)."""
+        lv = self.levels[k]
+        victim = lv.fill(line, ready)
+        if victim is None or victim not in lv.dirty:
+            return
+        lv.dirty.discard(victim)
+        if k + 1 == len(self.levels):
+            self.transfer(t)
+            self.dram_write_bytes += self.line_bytes
+            return
+        outer = self.levels[k + 1]
+        if not outer.contains(victim):
+            self.fill(k + 1, victim, t, t)
+        outer.dirty.add(victim)
+
+    def transfer(self, now: float) -> float:
+        """One line moved to or from DRAM, booked at or after `now`; returns its start."""
+        start = self.book(now)
+        self.dram_requests += 1
+        self.dram_bytes += self.line_bytes
+        self.dram_busy += self.xfer
+        self.busy_until = max(self.busy_until, start + self.xfer)
+        return start
+
+    def place(self, addr: int, nbytes: int, level: str, ready: float, t: float) -> None:
+        """Lines the access unit wrote into `level`, ready at `ready`; their victims leave at `t` (module
+        docstring, 6)."""
+        k = self._entry_index(level)
+        for line in range(addr // self.line_bytes, (addr + max(nbytes, 1) - 1) // self.line_bytes + 1):
+            for inner in self.levels[:k]:
+                inner.drop(line)
+            lv = self.levels[k]
+            lv.dirty.discard(line)
+            if lv.contains(line):
+                lv.sets[line % lv.nsets].pop(line)
+                lv.sets[line % lv.nsets][line] = ready
+            else:
+                self.fill(k, line, ready, t)
 
     def book(self, now: float) -> float:
         """Reserve the earliest free DRAM transfer slot starting at or after `now`; returns its start.
@@ -238,7 +296,8 @@ class MemorySystem:
             stats.set(p + "misses", lv.misses, f"{lv.name} lookups that missed", "Count")
             stats.set(p + "hit_rate", lv.hit_rate, f"{lv.name} hits / lookups", "Ratio")
             stats.set(p + "bytes", lv.bytes, f"bytes filled into {lv.name} from below", "Byte")
-        stats.set(prefix + "dram.requests", self.dram_requests, "line transfers from DRAM", "Count")
-        stats.set(prefix + "dram.bytes", self.dram_bytes, "bytes read from DRAM", "Byte")
+        stats.set(prefix + "dram.requests", self.dram_requests, "line transfers to and from DRAM", "Count")
+        stats.set(prefix + "dram.bytes", self.dram_bytes, "bytes moved to and from DRAM", "Byte")
+        stats.set(prefix + "dram.write_bytes", self.dram_write_bytes, "bytes written back to DRAM", "Byte")
         stats.set(prefix + "dram.busy_cycles", self.dram_busy, "cycles the DRAM bandwidth was in use",
                   "Cycle")

@@ -1,9 +1,10 @@
 """The reference engine: runs a DAE program on inputs, event by event, and gathers statistics.
 
-The main program runs on the execute unit; `run` starts an access program and, for every message
-the access unit marshals, runs the case its token names (DESIGN.md §4: callback k starts at
-max(end of callback k-1, ready time of its token)).  Cycles = the core clock when `halt` is
-reached, and never less than the access unit's clock at the end of each `run`.
+The main program runs on the execute unit; `run` starts an access program (when the `run` instruction
+dispatches and its operands are ready) and, for every message the access unit marshals, dispatches
+the case its token names (execute.Core.dispatch), whose instructions then flow through the pipeline
+(pipeline.py).  The instructions after a `run` dispatch once its access unit is done.  Cycles =
+when every instruction has retired, every store is written and every DRAM transfer is over.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..backend.dae import Instr, Program
 from ..ir.diagnostics import EmberError
-from .access import AccessUnit
+from .access import AccessUnit, check_resources
 from .cache import MemorySystem, SharedMemory
 from .execute import Core
 from .machine import Machine
@@ -37,11 +38,11 @@ class _Run:
         self.queue = OutputQueue(machine.access.queue_total_bytes)
         self.access_totals = {"elements": 0, "requests": 0, "tokens": 0, "operands": 0, "operand_bytes": 0,
                               "lookups": 0}
-        self.starved = 0.0
+        self.cycles = 0.0
         self.access_busy = 0.0
         self.callbacks = 0
 
-    def run_access(self, ins: Instr) -> None:
+    def run_access(self, ins: Instr, start: float) -> None:
         name = ins.args[0]
         acc = next((a for a in self.p.access if a.name == name), None)
         if acc is None:
@@ -50,28 +51,23 @@ class _Run:
         if len(params) != acc.params:
             raise EmberError(f"access program {name} takes {acc.params} parameters, 'run' passes {len(params)}")
         core = self.core
-        unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, core.clock)
-        start, stall0 = core.clock, self.queue.stall
+        unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, start)
+        stall0 = self.queue.stall
         for msg in unit.run():
             core.pops.extend(msg.operands[:-1] if msg.token is not None else msg.operands)
             if msg.token is None:
                 continue
-            tok = msg.operands[-1]
-            if tok.ready > core.clock:
-                self.starved += tok.ready - core.clock
-                core.clock = tok.ready
-            tok.pop = core.clock
-            core.charge("dispatch", self.m.execute.dispatch)
             label = f"{name}.{msg.token}"
             if label not in core.labels:
                 raise EmberError(f"token {msg.token} of {name} has no case label '{label}'")
+            core.dispatch(name, msg.token, msg.operands[-1])
             core.run_from(core.labels[label], "ret")
             self.callbacks += 1
             if self.max_cycles is not None and core.clock > self.max_cycles:
                 raise EmberError(f"simulation exceeded --max-cycles={self.max_cycles:g}")
         if core.pops:
             raise EmberError(f"{len(core.pops)} operands pushed by {name} were never popped")
-        core.clock = max(core.clock, unit.clock)
+        core.pipe.wait(unit.clock, "token")
         self.access_busy += unit.clock - start - (self.queue.stall - stall0)
         for k in self.access_totals:
             self.access_totals[k] += getattr(unit, k)
@@ -83,9 +79,11 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
     """Run `program`; inputs and outputs are keyed by their names in the model.  `shared` carries the
     last cache level and DRAM from the previous core's run (multicore.py)."""
     t0 = time.perf_counter()
+    check_resources(program, machine)
     r = _Run(program, machine, max_cycles, shared)
     set_symbols(r.t, program, inputs)
     r.core.run_from(0, "halt")
+    r.cycles = r.core.finish(r.mem.busy_until)
     outputs = {s.name: r.t.get(n) for n, s in enumerate(program.symbols) if s.kind == "output"}
     return outputs, statistics(r, time.perf_counter() - t0)
 
@@ -109,10 +107,12 @@ def set_symbols(t: Tensors, program: Program, inputs: dict[str, np.ndarray],
 
 
 def statistics(r: _Run, host_seconds: float) -> Stats:
+    """Every statistic of a run, from the reference engine's objects or the fast engine's arrays in their shape."""
     m, core, acc, q = r.m, r.core, r.access_totals, r.queue
-    cycles = core.clock
+    cycles = r.cycles
     st = Stats()
-    st.set("cycles", cycles, "simulated cycles until the program halts", "Cycle")
+    st.set("cycles", cycles, "simulated cycles until every instruction has retired and every store is written",
+           "Cycle")
     st.set("sim_seconds", m.seconds(cycles), "simulated time at the machine's clock", "Second")
     st.set("host_seconds", host_seconds, "wall-clock time the simulation took", "Second")
     st.set("sim_cycles_per_host_second", cycles / host_seconds if host_seconds else 0.0,
@@ -129,13 +129,22 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     st.set("access.requests", acc["requests"], "memory requests issued by the access unit", "Count")
     st.set("access.busy_cycles", r.access_busy, "access-unit cycles not stalled on a full queue", "Cycle")
     st.set("access.stall_cycles", q.stall, "access-unit cycles stalled on a full queue", "Cycle")
-    st.set("execute.busy_cycles", core.busy, "execute-unit cycles spent on instructions and host ops", "Cycle")
-    st.set("execute.starved_cycles", r.starved, "execute-unit cycles waiting for a token", "Cycle")
-    st.set("execute.load_stall_cycles", core.load_stall, "execute-unit cycles waiting for its loads", "Cycle")
-    st.set("execute.pop_stall_cycles", core.pop_stall, "execute-unit cycles waiting for an operand", "Cycle")
-    st.set("execute.instructions", sum(core.counts.values()), "instructions executed", "Count")
+    pipe = core.pipe
+    width = m.execute.issue_width
+    instructions = pipe.instructions
+    st.set("execute.busy_cycles", instructions / width, "dispatch slots used: instructions / issue width", "Cycle")
+    stalls = pipe.stalls
+    for key, name, doc in (("token", "starved", "a token (the reorder buffer full behind a token read, a "
+                                                "dispatch jump waiting for it, the access unit's end)"),
+                           ("pop", "pop_stall", "an operand pop"), ("load", "load_stall", "the core's loads"),
+                           ("store", "store_stall", "the store buffer, or stores and write-backs draining"),
+                           ("compute", "compute_stall", "arithmetic latency and busy pipes"),
+                           ("mispredict", "mispredict", "the front end after a mispredicted dispatch jump")):
+        st.set(f"execute.{name}_cycles", stalls[key], f"cycles the front end waited for {doc}", "Cycle")
+    st.set("execute.instructions", instructions, "instructions executed (a dispatch is three)", "Count")
     for op in sorted(core.counts):
         st.set(f"execute.op.{op}", core.counts[op], f"'{op}' instructions executed", "Count")
+    st.set("execute.prefetches", core.prefetches, "lines fetched by the next-line prefetcher", "Count")
     st.set("host.cycles", core.host_cycles, "cycles of host (ONNX) operations, roofline model", "Cycle")
     st.set("host.flops", core.host_flops, "float operations of host operations", "Count")
     st.set("queue_max_occupancy", q.max_bytes, "largest output-queue occupancy at a push", "Byte")
@@ -145,20 +154,25 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     r.mem.report(st)
     dram_bytes = r.mem.dram_bytes
     peak = m.dram.bytes_per_cycle
-    st.set("dram_bytes", dram_bytes, "bytes read from DRAM", "Byte")
+    st.set("dram_bytes", dram_bytes, "bytes moved to and from DRAM (reads and write-backs)", "Byte")
     st.set("dram_bandwidth_fraction", dram_bytes / (cycles * peak) if cycles else 0.0,
            "achieved DRAM bandwidth / peak", "Ratio")
+    ex = m.execute
+    pipes = max([instructions / width] + [pipe.ports[g].count * ex.throughput(g) for g in ex.GROUPS])
     report_roofline(st, cycles, {
-        "access": (acc["elements"] / m.access.issue_per_cycle, "stream elements / elements issued per cycle"),
+        "access": (acc["elements"] / m.access.lanes, "stream elements / elements issued per cycle (lanes)"),
         "dram": (dram_bytes / peak, "DRAM bytes / DRAM bytes per cycle"),
-        "execute": (core.busy, "execute-unit work with no stalls")})
+        "execute": (pipes + core.host_cycles, "this program's dispatch slots or its busiest pipe group, "
+                    "plus host ops: its own time without stalls")})
     return st
 
 
 def report_roofline(st: Stats, cycles: float, bounds: dict[str, tuple[float, str]]) -> None:
-    """The access, DRAM and execute bounds (value, what it is), the largest, and the share of it reached."""
+    """The access, DRAM and execute bounds of this program (value, what it is), the largest, and the share of
+    the run it covers: how much of the program's own time is not stalls, not how good the program is."""
     for name, (value, doc) in bounds.items():
         st.set(f"roofline.{name}_cycles", value, f"bound: {doc}", "Cycle")
     limit = max(bounds, key=lambda k: bounds[k][0])
     st.set("roofline.bound_cycles", bounds[limit][0], f"largest bound ({limit})", "Cycle")
-    st.set("roofline_fraction", bounds[limit][0] / cycles if cycles else 0.0, "bound / cycles", "Ratio")
+    st.set("roofline_fraction", bounds[limit][0] / cycles if cycles else 0.0,
+           "bound / cycles: the share of this program's time that is not stalls", "Ratio")

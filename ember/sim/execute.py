@@ -1,9 +1,9 @@
-"""The execute unit: an in-order core interpreting DAE instructions, one cost per instruction.
+"""The execute unit: DAE instructions interpreted for their values, timed by the out-of-order pipeline.
 
-Each instruction advances the core clock by its class's cost (machine.execute); a load then waits
-for the cache model (`ld` completes when its line arrives); a store is issued and not waited for;
-a `pop` waits until its operand is ready.  Floats are computed in Python doubles and rounded to the
-instruction's type (`fadd.f32` rounds to float32), so results match float32 hardware.
+Each instruction is dispatched, issued, completed and retired as pipeline.py defines; this module
+knows what each instruction reads and writes, which pipe group and latency it has, and how loads,
+stores, pops and gathers reach the memory system.  Floats are computed in Python doubles and rounded
+to the instruction's type (`fadd.f32` rounds to float32), so results match float32 hardware.
 """
 
 from __future__ import annotations
@@ -18,21 +18,27 @@ from ..ir.diagnostics import EmberError
 from .cache import MemorySystem
 from .host import host_cost, run_host
 from .machine import Machine
+from .pipeline import Pipeline
 from .queue import Entry
 from .tensors import Tensors, dtype_of
 
-COST_CLASS = {
-    "li": "int_alu", "mov": "int_alu", "add": "int_alu", "sub": "int_alu", "min": "int_alu", "max": "int_alu",
-    "slt": "int_alu", "sle": "int_alu", "seq": "int_alu", "sne": "int_alu", "sel": "int_alu",
-    "dim": "int_alu", "alloc": "int_alu", "mul": "int_mul", "div": "int_div", "rem": "int_div",
-    "fadd": "fp_alu", "fsub": "fp_alu", "fmax": "fp_alu", "fmin": "fp_alu", "fcvt": "fp_alu",
-    "fmul": "fp_mul", "fdiv": "fp_div", "ld": "load_issue", "st": "store", "blt": "branch", "bge": "branch",
-    "beq": "branch", "jmp": "branch", "pop": "pop", "popb": "pop", "run": "dispatch",
-    "vld": "load_issue", "vgather": "load_issue", "vst": "store", "vscatter": "store",
-    "vsplat": "int_alu", "viota": "int_alu", "vmask": "int_alu", "vsel": "int_alu",
-    "vfadd": "fp_alu", "vfsub": "fp_alu", "vfmax": "fp_alu", "vfmin": "fp_alu", "vfmul": "fp_mul",
-    "vfdiv": "fp_div", "vcvt": "fp_alu",
+# op -> (latency field of machine.execute, pipe group); loads, stores and pops take their latency elsewhere
+TIMING: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("li", "mov", "add", "sub", "min", "max", "slt", "sle", "seq", "sne", "sel", "dim", "alloc"),
+                    ("int_alu_latency", "int_alu")),
+    "mul": ("int_mul_latency", "int_mul"), "div": ("int_div_latency", "int_div"),
+    "rem": ("int_div_latency", "int_div"),
+    **dict.fromkeys(("fadd", "fsub", "fmax", "fmin", "fcvt", "vfadd", "vfsub", "vfmax", "vfmin", "vcvt"),
+                    ("fp_alu_latency", "fp")),
+    "fmul": ("fp_mul_latency", "fp"), "vfmul": ("fp_mul_latency", "fp"),
+    "fdiv": ("fp_div_latency", "fp_div"), "vfdiv": ("vfp_div_latency", "vfp_div"),
+    **dict.fromkeys(("vsplat", "viota", "vmask", "vsel"), ("vec_alu_latency", "fp")),
+    **dict.fromkeys(("blt", "bge", "beq", "jmp"), ("branch_latency", "branch")),
+    **dict.fromkeys(("ld", "vld", "vgather", "pop", "popb"), ("", "load")),
+    **dict.fromkeys(("st", "vst", "vscatter"), ("", "store")),
 }
+# ops whose first operand is a register they write (the others only read their register operands)
+WRITES = frozenset(TIMING) - {"st", "vst", "vscatter", "blt", "bge", "beq", "jmp", "popb", "alloc"}
 VFLOAT = {"vfadd": np.add, "vfsub": np.subtract, "vfmul": np.multiply, "vfdiv": np.divide,
           "vfmax": np.maximum, "vfmin": np.minimum}  # maximum/minimum propagate NaN, like fmax/fmin
 
@@ -67,24 +73,55 @@ def round_to(ty: str) -> Callable[[float], float]:
     return float
 
 
+
+def operands(ins: Instr) -> tuple[Reg | None, tuple[Reg, ...]]:
+    """(the register an instruction writes, the registers it reads), from its opcode's operand roles."""
+    regs: list[Reg] = []
+    for a in ins.args:
+        if isinstance(a, Reg) and a.cls in "rfv":
+            regs.append(a)
+        elif isinstance(a, Mem):
+            regs.extend(i for i in a.index if isinstance(i, Reg) and i.cls in "rfv")
+        elif isinstance(a, list):
+            regs.extend(i for i in a if isinstance(i, Reg) and i.cls in "rfv")
+    if ins.base in WRITES and ins.args and isinstance(ins.args[0], Reg):
+        return ins.args[0], tuple(regs[1:])
+    return None, tuple(regs)
+
+
+def queue_latency(machine: Machine) -> float:
+    """Load-to-use latency of the output queue, memory-mapped in `access.cache_level` (the TMU's L2)."""
+    total = 0.0
+    for c in machine.caches:
+        total += c.latency
+        if c.name == machine.access.cache_level:
+            break
+    return total
+
+
 class Core:
-    """Registers, the program counter, the core clock and the instruction counters."""
+    """Registers, the program counter, the pipeline and the instruction counters."""
 
     def __init__(self, program: Program, tensors: Tensors, mem: MemorySystem, machine: Machine):
         self.p = program
         self.t = tensors
         self.mem = mem
         self.m = machine
-        self.cost = {k: machine.execute.cost(v) for k, v in COST_CLASS.items()}
-        self.cost["gather_lane"] = machine.execute.cost("gather_lane")
-        self.hidden = machine.execute.hidden_load_latency
+        ex = machine.execute
+        self.pipe = Pipeline(machine)
+        self.lat = {k: float(getattr(ex, k)) for k in ex.LATENCIES}
+        self.qlat = queue_latency(machine)
+        self.l1 = mem.levels[0]
+        self.queue_level = machine.access.cache_level
+        self.prefetch = ex.prefetch_lines
         self.regs: dict[Reg, Any] = {}
-        self.clock = 0.0
-        self.busy = 0.0
+        self.ready: dict[Reg, float] = {}  # when each register's value is ready
+        self.roles: dict[int, tuple[Reg | None, tuple[Reg, ...]]] = {}
         self.counts: dict[str, int] = {}
-        self.load_stall = 0.0  # cycles loads waited for the caches beyond their issue cost
-        self.pop_stall = 0.0  # cycles pops waited for an operand that had not arrived
         self.lookups = 0  # row lookups (see tensors.is_table) by the core's own loads
+        self.prefetches = 0
+        self.last_pop = 0.0  # pops read the queue in order
+        self.targets: dict[str, int] = {}  # the case each access program's dispatch jumped to last
         self.host_cycles = 0.0
         self.host_flops = 0.0
         self.host_bytes = 0.0
@@ -93,15 +130,33 @@ class Core:
             if isinstance(ins, Label):
                 self.labels[ins.name] = i
         self.pops: list[Entry] = []
-        self.run_hook: Callable[[Instr], None] | None = None
+        self.run_hook: Callable[[Instr, float], None] | None = None
+
+    @property
+    def clock(self) -> float:
+        """The front end's clock: no later instruction dispatches before it."""
+        return self.pipe.fe
 
     def val(self, a: Any) -> Any:
         return self.regs[a] if isinstance(a, Reg) else a
 
-    def charge(self, op: str, cycles: float) -> None:
-        self.clock += cycles
-        self.busy += cycles
-        self.counts[op] = self.counts.get(op, 0) + 1
+    def begin(self, ins: Instr, stores: int = 0) -> float:
+        """Count and dispatch `ins`; returns when its operands are ready (>= its dispatch)."""
+        self.counts[ins.base] = self.counts.get(ins.base, 0) + 1
+        roles = self.roles.get(id(ins))
+        if roles is None:
+            roles = self.roles[id(ins)] = operands(ins)
+        t = self.pipe.dispatch(stores)
+        for r in roles[1]:
+            t = max(t, self.ready.get(r, 0.0))
+        return t
+
+    def done(self, ins: Instr, c: float, category: str) -> None:
+        """`ins` completes at `c`: its destination is ready then, and it retires in order."""
+        dst = self.roles[id(ins)][0]
+        if dst is not None:
+            self.ready[dst] = c
+        self.pipe.retire(c, category)
 
     def run_from(self, pc: int, until: str) -> None:
         """Execute from `pc` until the instruction `until` (`halt` for the main program, `ret` for a case)."""
@@ -124,29 +179,18 @@ class Core:
 
     def step(self, ins: Instr, op: str) -> str | None:
         a = ins.args
-        self.charge(op, self.cost.get(op, 0.0))
         regs = self.regs
+        if op in ("ld", "st", "vld", "vst", "vgather", "vscatter", "pop", "popb", "host", "run"):
+            return self.special(ins, op)
+        if op not in TIMING:
+            raise EmberError(f"the simulator does not implement '{ins.op}'")
+        latency, group = TIMING[op]
+        e = self.pipe.issue(group, self.begin(ins))
+        self.done(ins, e + self.lat[latency], "compute")
         if op in INT:
             regs[a[0]] = INT[op](self.val(a[1]), self.val(a[2]))
         elif op in FLOAT:
             regs[a[0]] = round_to(ins.op.split(".")[1])(FLOAT[op](regs[a[1]], regs[a[2]]))
-        elif op == "ld":
-            m: Mem = a[1]
-            idx = tuple(self.val(i) for i in m.index)
-            flat = self.t.flat_index(m.sym, idx)
-            arr = self.t.get(m.sym)
-            done = self.mem.access(self.t.addr(m.sym, flat), self.clock, False, "l1")
-            self.wait_for_load(done)
-            if idx and self.t.is_lookup(m.sym, idx[-1]):
-                self.lookups += 1
-            v = arr.flat[flat]
-            regs[a[0]] = float(v) if a[0].cls == "f" else int(v)
-        elif op == "st":
-            m = a[1]
-            idx = tuple(self.val(i) for i in m.index)
-            flat = self.t.flat_index(m.sym, idx)
-            self.t.get(m.sym).flat[flat] = regs[a[0]]
-            self.mem.access(self.t.addr(m.sym, flat), self.clock, True, "l1")
         elif op == "li" or op == "mov":
             regs[a[0]] = self.val(a[1])
         elif op == "sel":
@@ -171,16 +215,10 @@ class Core:
             if any(x < 0 for x in shape):
                 raise EmberError(f"{self.t.describe(a[0].n)} would get a negative extent {list(shape)}")
             self.t.set(a[0].n, np.zeros(shape, dtype=self.t.get_dtype(a[0].n)), self.t.describe(a[0].n))
-        elif op == "pop":
-            regs[a[0]] = self.pop_entry()
         elif op in VFLOAT:
             with np.errstate(all="ignore"):
                 ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else regs[a[1]].dtype
                 regs[a[0]] = VFLOAT[op](regs[a[1]], regs[a[2]]).astype(ty, copy=False)
-        elif op in ("vld", "vst"):
-            self.vector_contiguous(a, op == "vst")
-        elif op in ("vgather", "vscatter"):
-            self.vector_indexed(a, op == "vscatter")
         elif op == "vcvt":
             regs[a[0]] = regs[a[1]].astype(dtype_of(ins.op.split(".")[1]))
         elif op == "vsplat":
@@ -195,90 +233,188 @@ class Core:
             c = regs[a[1]]
             regs[a[0]] = np.where(c, regs[a[2]], regs[a[3]]) if isinstance(c, np.ndarray) else (
                 regs[a[2]] if c else regs[a[3]])
+        return None
+
+    def special(self, ins: Instr, op: str) -> None:
+        """Instructions that reach memory, the queue, the host or the access unit."""
+        a = ins.args
+        if op == "ld":
+            m: Mem = a[1]
+            idx = tuple(self.val(i) for i in m.index)
+            flat = self.t.flat_index(m.sym, idx)
+            arr = self.t.get(m.sym)
+            e = self.pipe.issue("load", self.begin(ins))
+            addr = self.t.addr(m.sym, flat)
+            self.done(ins, self.load(addr, arr.itemsize, e), "load")
+            if idx and self.t.is_lookup(m.sym, idx[-1]):
+                self.lookups += 1
+            v = arr.flat[flat]
+            self.regs[a[0]] = float(v) if a[0].cls == "f" else int(v)
+        elif op == "st":
+            m = a[1]
+            idx = tuple(self.val(i) for i in m.index)
+            flat = self.t.flat_index(m.sym, idx)
+            arr = self.t.get(m.sym)
+            arr.flat[flat] = self.regs[a[0]]
+            e = self.pipe.issue("store", self.begin(ins, 1))
+            self.store(ins, [(self.t.addr(m.sym, flat), arr.itemsize, e)], e)
+        elif op in ("vld", "vst"):
+            self.vector_contiguous(ins, op == "vst")
+        elif op in ("vgather", "vscatter"):
+            self.vector_indexed(ins, op == "vscatter")
+        elif op == "pop":
+            self.regs[a[0]] = self.pop_entry(ins).value
         elif op == "popb":
-            value = self.pop_entry()
+            entry = self.pop_entry(ins)
+            t = self.last_pop
+            value = entry.value
             if not isinstance(value, np.ndarray):
                 raise EmberError("'popb' found a scalar operand where a buffer was pushed")
             self.t.set_scratch(a[0].n, value)
+            if value.nbytes:  # the buffer is in the queue, in the access unit's cache level, not in L1
+                self.mem.place(self.t.addr(a[0].n, 0), value.nbytes, self.queue_level, entry.ready, t)
         elif op == "host":
             self.host(ins)
         elif op == "run":
+            t = self.begin(ins)
+            self.done(ins, t, "compute")
             assert self.run_hook is not None
-            self.run_hook(ins)
-        else:
-            raise EmberError(f"the simulator does not implement '{ins.op}'")
-        return None
+            self.run_hook(ins, t)
 
-    def pop_entry(self) -> Any:
-        """The next operand of the data queue; the pop (already charged) ends no earlier than it is ready."""
+    def load(self, addr: int, nbytes: int, e: float) -> float:
+        """Completion of a core load of [addr, addr + nbytes) issued at `e`: its lines, then forwarding."""
+        done = self.lines(addr, nbytes, e, False)
+        data = self.pipe.forwarded(addr, addr + nbytes)
+        if data is not None:
+            done = max(done, data + self.l1.latency)
+        return done
+
+    def lines(self, addr: int, nbytes: int, e: float, write: bool) -> float:
+        """Access every line of [addr, addr + nbytes) at `e`; a line not in L1 waits for a fill buffer,
+        holds it until the line arrives and has the next `prefetch_lines` lines fetched if a buffer is free."""
+        lb = self.mem.line_bytes
+        done = e
+        for line in range(addr // lb, (addr + max(nbytes, 1) - 1) // lb + 1):
+            if self.l1.contains(line):
+                d = self.mem.access(line * lb, e, write, "l1")
+            else:
+                k, start = self.pipe.miss_slot(e)
+                d = self.mem.access(line * lb, start, write, "l1")
+                self.pipe.miss_free[k] = d
+                for nxt in range(line + 1, line + 1 + self.prefetch):
+                    if not self.l1.contains(nxt):
+                        k, when = self.pipe.miss_slot(start)
+                        if when == start:
+                            self.pipe.miss_free[k] = self.mem.access(nxt * lb, start, False, "l1")
+                            self.prefetches += 1
+            done = max(done, d)
+        return done
+
+    def store(self, ins: Instr, parts: list[tuple[int, int, float]], t: float) -> None:
+        """Retire a store (or a scatter) whose parts (address, bytes, issue time) fetch their lines now and
+        are committed in order once retired."""
+        ready = [self.lines(addr, n, e, True) for addr, n, e in parts]
+        r = self.pipe.retire(max([t] + [e for _, _, e in parts]), "store")
+        for (addr, n, e), line in zip(parts, ready):
+            self.pipe.commit(addr, addr + n, e, r, line)
+
+    def pop_entry(self, ins: Instr) -> Entry:
+        """The next operand of the data queue: read in order once it is there, ready a queue latency later."""
         if not self.pops:
             raise EmberError("a callback pops more operands than were pushed")
         e = self.pops.pop(0)
-        if e.ready > self.clock - self.cost["pop"]:
-            self.pop_stall += e.ready + self.cost["pop"] - self.clock
-            self.clock = e.ready + self.cost["pop"]
-        e.pop = self.clock
-        return e.value
+        t = self.pipe.issue("load", max(self.begin(ins), self.last_pop, e.ready))
+        self.last_pop = e.pop = t
+        self.done(ins, t + self.qlat, "pop")
+        return e
 
-    def wait_for_load(self, done: float) -> None:
-        """The core waits for a load's data, less the latency it hides (`execute.hidden_load_latency`)."""
-        ready = done - self.hidden
-        if ready > self.clock:
-            self.load_stall += ready - self.clock
-            self.clock = ready
+    def dispatch(self, program: str, token: int, tok: Entry) -> None:
+        """The compute loop's turn for one token: read it from the control queue, test for the end, jump
+        to its case (three instructions).  The jump is predicted to go where it went last time; a miss
+        restarts the front end `mispredict_penalty` cycles after the jump resolves."""
+        pipe = self.pipe
+        self.counts["dispatch"] = self.counts.get("dispatch", 0) + 1
+        t = pipe.issue("load", max(pipe.dispatch(), self.last_pop, tok.ready))
+        self.last_pop = tok.pop = t
+        c = t + self.qlat
+        pipe.retire(c, "token")
+        c = pipe.issue("int_alu", max(pipe.dispatch(), c)) + self.lat["int_alu_latency"]
+        pipe.retire(c, "token")
+        c = pipe.issue("branch", max(pipe.dispatch(), c)) + self.lat["branch_latency"]
+        pipe.retire(c, "token")
+        if self.targets.get(program) != token:
+            self.targets[program] = token
+            pipe.wait(c, "token")
+            pipe.wait(c + self.lat["mispredict_penalty"], "mispredict")
 
-    def vector_contiguous(self, a: list[Any], store: bool) -> None:
-        """vld/vst: the lanes on of [..., start + k]; one cache access per line they cover."""
+    def vector_contiguous(self, ins: Instr, store: bool) -> None:
+        """vld/vst: the lanes on of [..., start + k]; one access per line they cover."""
+        a = ins.args
         m: Mem = a[1]
         mask = self.regs[a[2]]
         on = np.flatnonzero(mask)
         arr = self.t.get(m.sym)
         idx = tuple(self.val(i) for i in m.index)
+        t = self.begin(ins, 1 if store and len(on) else 0)
+        e = self.pipe.issue("store" if store else "load", t)
         if len(on) == 0:
-            if not store:
+            if store:
+                self.pipe.retire(e, "store")
+            else:
                 self.regs[a[0]] = np.zeros(len(mask), dtype=arr.dtype)
+                self.done(ins, e, "load")
             return
         lo = self.t.flat_index(m.sym, idx[:-1] + (idx[-1] + int(on[0]),))
         hi = self.t.flat_index(m.sym, idx[:-1] + (idx[-1] + int(on[-1]),))
         flat = arr.reshape(-1)
-        done = self.mem.access_range(self.t.addr(m.sym, lo), self.t.addr(m.sym, hi) - self.t.addr(m.sym, lo)
-                                     + arr.itemsize, self.clock, store, "l1")
         base = lo - int(on[0])
+        addr = self.t.addr(m.sym, lo)
+        nbytes = self.t.addr(m.sym, hi) - addr + arr.itemsize
         if store:
             flat[base + on] = self.regs[a[0]][on]
+            self.store(ins, [(addr, nbytes, e)], e)
         else:
             out = np.zeros(len(mask), dtype=arr.dtype)
             out[on] = flat[base + on]
             self.regs[a[0]] = out
             if self.t.is_lookup(m.sym, idx[-1] + int(on[0])):
                 self.lookups += 1
-            self.wait_for_load(done)
+            self.done(ins, self.load(addr, nbytes, e), "load")
 
-    def vector_indexed(self, a: list[Any], store: bool) -> None:
-        """vgather/vscatter: each lane on is its own access, costing `gather_lane` cycles."""
+    def vector_indexed(self, ins: Instr, store: bool) -> None:
+        """vgather/vscatter: each lane on is its own access, issued through a load (store) pipe."""
+        a = ins.args
         m: Mem = a[1]
         mask = self.regs[a[2]]
         arr = self.t.get(m.sym)
         flat = arr.reshape(-1)
         prefix = tuple(self.val(i) for i in m.index[:-1])
         lanes = self.regs[m.index[-1]]
+        on = np.flatnonzero(mask)
+        t = self.begin(ins, len(on) if store else 0)
         out = np.zeros(len(mask), dtype=arr.dtype)
-        done = self.clock
-        for k in np.flatnonzero(mask):
+        parts = []
+        done = t
+        for k in on:
             f = self.t.flat_index(m.sym, prefix + (int(lanes[k]),))
-            self.clock += self.cost["gather_lane"]
-            self.busy += self.cost["gather_lane"]
-            done = max(done, self.mem.access(self.t.addr(m.sym, f), self.clock, store, "l1"))
+            e = self.pipe.issue("store" if store else "load", t)
+            addr = self.t.addr(m.sym, f)
             if store:
                 flat[f] = self.regs[a[0]][k]
+                parts.append((addr, arr.itemsize, e))
             else:
                 out[k] = flat[f]
-        if not store:
+                done = max(done, self.load(addr, arr.itemsize, e))
+        if store:
+            self.store(ins, parts, t)
+        else:
             self.regs[a[0]] = out
-            self.wait_for_load(done)
+            self.done(ins, done + self.lat["gather_latency"], "load")
 
     def host(self, ins: Instr) -> None:
+        """A host op waits for everything before it (it reads memory), then takes its roofline time."""
         op_type, ins_syms, out_syms, attrs = ins.args
+        self.begin(ins)
         inputs = [self.t.get(s.n) for s in ins_syms]
         outs = run_host(op_type, inputs, len(out_syms), attrs, self.p.opset)
         for s, o in zip(out_syms, outs):
@@ -289,8 +425,19 @@ class Core:
             self.t.note_origin(s.n, op_type, [i.n for i in ins_syms])
         cycles, flops, moved = host_cost(op_type, inputs, outs, self.m.execute.host_flops_per_cycle,
                                          self.m.dram.bytes_per_cycle)
-        self.clock += cycles
-        self.busy += cycles
+        pipe = self.pipe
+        pipe.wait(pipe.last_retire, pipe.last_category)
+        pipe.wait(pipe.last_commit, "store")
+        pipe.fe += cycles
+        pipe.retire(pipe.fe, "compute")
         self.host_cycles += cycles
         self.host_flops += flops
         self.host_bytes += moved
+
+    def finish(self, memory_end: float) -> float:
+        """Cycles of the whole run: every instruction retired, every store in L1, every DRAM transfer over."""
+        pipe = self.pipe
+        pipe.wait(pipe.last_retire, pipe.last_category)
+        pipe.wait(pipe.last_commit, "store")
+        pipe.wait(memory_end, "store")
+        return pipe.fe

@@ -41,13 +41,12 @@ def _doc(text: str) -> dict[str, str]:
 class AccessUnit:
     """The access unit: traversal units and streams that run ahead and fill the output queue."""
 
-    lanes: int = field(metadata=_doc("parallel lanes (elements a vector stream head delivers)"))
+    lanes: int = field(metadata=_doc("parallel lanes: stream elements issued per cycle, and the queue's width"))
     outstanding: int = field(metadata=_doc("memory requests the access unit may have in flight"))
     queue_bytes: int = field(metadata=_doc("output queue bytes per lane (total = lanes * queue_bytes)"))
-    issue_per_cycle: int = field(metadata=_doc("stream elements (memory requests) issued per cycle"))
     traversal_units: int = field(metadata=_doc("traversal units (loop levels) per access program"))
     stream_slots: int = field(metadata=_doc("stream slots (memory + ALU streams) per access program"))
-    cache_level: str = field(metadata=_doc("cache level the access unit's loads enter"))
+    cache_level: str = field(metadata=_doc("cache level the access unit's loads enter and its output queue lives in"))
 
     @property
     def queue_total_bytes(self) -> int:
@@ -57,35 +56,57 @@ class AccessUnit:
 
 @dataclass(frozen=True)
 class ExecuteUnit:
-    """The execute unit: an in-order core that runs one callback per token, charging each instruction."""
+    """The execute unit: an out-of-order core (pipeline.py): in-order dispatch into a reorder buffer,
+    issue when the sources are ready and a pipe is free, in-order retirement, a store buffer."""
 
     simd_bits: int = field(metadata=_doc("vector register width in bits"))
-    int_alu: float = field(metadata=_doc("cycles per integer add/sub/compare/select/move"))
-    int_mul: float = field(metadata=_doc("cycles per integer multiply"))
-    int_div: float = field(metadata=_doc("cycles per integer divide/remainder"))
-    fp_alu: float = field(metadata=_doc("cycles per float add/sub/min/max/convert"))
-    fp_mul: float = field(metadata=_doc("cycles per float multiply"))
-    fp_div: float = field(metadata=_doc("cycles per float divide"))
-    branch: float = field(metadata=_doc("cycles per branch or jump"))
-    load_issue: float = field(metadata=_doc("cycles to issue a load (its latency comes from the caches)"))
-    store: float = field(metadata=_doc("cycles to issue a store"))
-    pop: float = field(metadata=_doc("cycles per pop of an operand from the queue"))
-    dispatch: float = field(metadata=_doc("cycles to dispatch one callback (read token, jump to its case)"))
-    gather_lane: float = field(metadata=_doc("cycles per active lane of a vector gather or scatter"))
-    hidden_load_latency: float = field(metadata=_doc(
-        "cycles of each load's latency the core hides behind later work (out-of-order execution)"))
+    issue_width: int = field(metadata=_doc("instructions dispatched (renamed) per cycle, in program order"))
+    rob_entries: int = field(metadata=_doc("reorder-buffer entries: instructions in flight from dispatch to retirement"))
+    store_buffer: int = field(metadata=_doc("store-buffer entries: stores in flight from dispatch until written to L1"))
+    miss_slots: int = field(metadata=_doc("L1 miss slots (fill buffers): lines the core may have in flight"))
+    prefetch_lines: int = field(metadata=_doc("lines after a core miss the next-line prefetcher fetches (0: none)"))
+    mispredict_penalty: float = field(metadata=_doc(
+        "cycles the front end loses after a callback dispatch jumps to another case than the last one"))
+    int_alu_latency: float = field(metadata=_doc("latency of integer add/sub/compare/select/move"))
+    int_mul_latency: float = field(metadata=_doc("latency of an integer multiply"))
+    int_div_latency: float = field(metadata=_doc("latency of an integer divide/remainder"))
+    fp_alu_latency: float = field(metadata=_doc("latency of a float or vector add/sub/min/max/convert"))
+    fp_mul_latency: float = field(metadata=_doc("latency of a float or vector multiply"))
+    fp_div_latency: float = field(metadata=_doc("latency of a scalar float divide"))
+    vfp_div_latency: float = field(metadata=_doc("latency of a vector float divide"))
+    vec_alu_latency: float = field(metadata=_doc("latency of vsplat/viota/vmask/vsel"))
+    branch_latency: float = field(metadata=_doc("latency of a branch or jump"))
+    gather_latency: float = field(metadata=_doc("cycles a vgather adds after its slowest lane's load"))
+    int_alu_throughput: float = field(metadata=_doc("cycles per integer ALU op per pipe group (0.25: four a cycle)"))
+    int_mul_throughput: float = field(metadata=_doc("cycles per integer multiply"))
+    int_div_throughput: float = field(metadata=_doc("cycles per integer divide (the divider is not pipelined)"))
+    fp_throughput: float = field(metadata=_doc("cycles per float/vector add, multiply or vector ALU op"))
+    fp_div_throughput: float = field(metadata=_doc("cycles per scalar float divide"))
+    vfp_div_throughput: float = field(metadata=_doc("cycles per vector float divide"))
+    branch_throughput: float = field(metadata=_doc("cycles per branch or jump"))
+    load_throughput: float = field(metadata=_doc("cycles per load, pop or gather lane (0.5: two a cycle)"))
+    store_throughput: float = field(metadata=_doc("cycles per store or scatter lane"))
     host_flops_per_cycle: float = field(metadata=_doc("float operations per cycle for host ops"))
 
-    COST_CLASSES: typing.ClassVar[tuple[str, ...]] = (
-        "int_alu", "int_mul", "int_div", "fp_alu", "fp_mul", "fp_div",
-        "branch", "load_issue", "store", "pop", "dispatch", "gather_lane",
+    LATENCIES: typing.ClassVar[tuple[str, ...]] = (
+        "int_alu_latency", "int_mul_latency", "int_div_latency", "fp_alu_latency", "fp_mul_latency",
+        "fp_div_latency", "vfp_div_latency", "vec_alu_latency", "branch_latency", "gather_latency",
+        "mispredict_penalty",
+    )
+    GROUPS: typing.ClassVar[tuple[str, ...]] = (
+        "int_alu", "int_mul", "int_div", "fp", "fp_div", "vfp_div", "branch", "load", "store",
     )
 
-    def cost(self, cls: str) -> float:
-        """Cycles charged for one instruction of class `cls` (one of COST_CLASSES)."""
-        if cls not in self.COST_CLASSES:
-            raise EmberError(f"unknown instruction class '{cls}' (valid: {', '.join(self.COST_CLASSES)})")
-        return float(getattr(self, cls))
+    def throughput(self, group: str) -> float:
+        """Reciprocal throughput of a pipe group (one of GROUPS), in cycles per instruction."""
+        if group not in self.GROUPS:
+            raise EmberError(f"unknown pipe group '{group}' (valid: {', '.join(self.GROUPS)})")
+        return float(getattr(self, f"{group}_throughput"))
+
+    def pipes(self, group: str) -> tuple[int, int]:
+        """(instructions a cycle, cycles each occupies) of a group: 0.5 -> (2, 1); 8 -> (1, 8)."""
+        rt = self.throughput(group)
+        return (round(1 / rt), 1) if rt < 1 else (1, round(rt))
 
     def vector_lanes(self, elem_bytes: int) -> int:
         """Elements of `elem_bytes` bytes in one vector register."""
@@ -433,13 +454,22 @@ def _validate(m: Machine) -> None:
     positive("clock_ghz", m.clock_ghz)
     positive("cores", m.cores)
     a = m.access
-    for name in ("lanes", "outstanding", "queue_bytes", "issue_per_cycle", "traversal_units", "stream_slots"):
+    for name in ("lanes", "outstanding", "queue_bytes", "traversal_units", "stream_slots"):
         positive(f"access.{name}", getattr(a, name))
     e = m.execute
     need(e.simd_bits >= 8 and e.simd_bits % 8 == 0, "execute.simd_bits", e.simd_bits,
          "must be a positive multiple of 8")
-    for name in ExecuteUnit.COST_CLASSES:
+    for name in ("issue_width", "rob_entries", "store_buffer", "miss_slots"):
+        positive(f"execute.{name}", getattr(e, name))
+    need(e.prefetch_lines >= 0, "execute.prefetch_lines", e.prefetch_lines, "must be >= 0")
+    for name in ExecuteUnit.LATENCIES:
         non_negative(f"execute.{name}", getattr(e, name))
+    for group in ExecuteUnit.GROUPS:
+        key, rt = f"execute.{group}_throughput", getattr(e, f"{group}_throughput")
+        positive(key, rt)
+        whole = 1 / rt if rt < 1 else rt
+        need(abs(whole - round(whole)) < 1e-9, key, rt,
+             "must be a whole number of cycles or one over a whole number (0.25, 0.5, 1, 2, ...)")
     positive("execute.host_flops_per_cycle", e.host_flops_per_cycle)
     need(len(m.caches) > 0, "caches", "[]", "at least one cache level is needed")
     seen: set[str] = set()

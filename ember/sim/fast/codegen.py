@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from ...backend.dae import Access, Instr, Label, Mem, Program, Reg
-from ..execute import COST_CLASS
+from ..execute import TIMING, operands
+from ..machine import ExecuteUnit
 from ..tensors import is_table
 
 CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", "i32": "int32_t", "i16": "int16_t",
@@ -40,13 +41,17 @@ ALU_STREAM = {"add": "({x} + {y})", "sub": "({x} - {y})", "mul": "({x} * {y})", 
 BRANCH = ("blt", "bge", "beq", "jmp")
 
 OK, ERROR, MAX_CYCLES = 0, 1, 2  # status codes of the generated function
-FS_NAMES = ("clock", "busy", "load_stall", "pop_stall", "host_cycles", "host_flops", "host_bytes", "starved",
-            "access_busy")
-IS_NAMES = ("elements", "requests", "tokens", "operands", "operand_bytes", "callbacks", "lookups")
-OP_NAMES = tuple(sorted(set(COST_CLASS) | {"dispatch", "host"}))
-COSTS = (*OP_NAMES, "gather_lane")  # per-op costs, then the per-lane cost of gathers and scatters
+CATEGORIES = ("compute", "load", "pop", "token", "store", "mispredict")  # pipeline.CATEGORIES, runtime.h's CAT_*
+FS_NAMES = ("cycles", "host_cycles", "host_flops", "host_bytes", "access_busy", *(f"stall_{c}" for c in CATEGORIES))
+IS_NAMES = ("elements", "requests", "tokens", "operands", "operand_bytes", "callbacks", "lookups", "instructions",
+            "prefetches", *(f"pipe_{g}" for g in ExecuteUnit.GROUPS))
+OP_NAMES = tuple(sorted(set(TIMING) | {"dispatch", "host", "run"}))
+# XP: the machine's numbers the generated code reads (the source holds none, so one build serves every machine)
+XP_NAMES = ("issue_slot", "rob_entries", "store_buffer", "miss_slots", "prefetch_lines", "queue_latency",
+            "l1_latency", "access_slot", "max_cycles", "outstanding", *ExecuteUnit.LATENCIES,
+            *(f"per_cycle_{g}" for g in ExecuteUnit.GROUPS), *(f"hold_{g}" for g in ExecuteUnit.GROUPS))
 SIGNATURE = ("int64_t simulate(void **T, int64_t *SH, int64_t shw, int64_t *BA, int64_t *OK, int64_t *OWN, "
-             "int64_t *NA, Mem *mem, Queue *q, double *CO, int64_t *CNT, double *FS, int64_t *IS, double *MP, "
+             "int64_t *NA, Mem *mem, Queue *q, double *XP, int64_t *CNT, double *FS, int64_t *IS, "
              "int64_t *LEVELS, double (*host)(int64_t), double *HC)")
 
 
@@ -122,6 +127,7 @@ class Generator:
         self.pushes: list[Push] | None = None  # operands of the rule whose callback is being inlined
         self.unit: _Unit | None = None
         self.acc_index = {a.name: i for i, a in enumerate(program.access)}
+        self.timed: set[Reg] = set()  # registers whose ready time the code keeps (tR3, tF1, tV2)
         self.scan_registers()
 
     # --- emission helpers ----------------------------------------------------------------
@@ -201,34 +207,55 @@ class Generator:
             if k in self.scratch:
                 self.var(f"sz{k}", "int64_t", f"OK[{k}] ? d{k}_0 * {_isz(s.dtype)} : -1")
                 self.var(f"cap{k}", "int64_t", f"OK[{k}] ? d{k}_0 : 0")
-        for name in ("c", "busy", "ac"):
-            self.var(name, "double", "0.0")
-        for name in FS_NAMES[2:]:
+        self.var("ac", "double", "0.0")
+        for name in FS_NAMES[1:5]:
             self.var(f"fs_{name}", "double", "0.0")
-        for name in IS_NAMES:
+        for name in IS_NAMES[:7] + ("prefetches",):
             self.var(f"is_{name}", "int64_t", "0")
         self.var("status", "int64_t", "0")
-        self.var("slot", "double", "MP[0]")
-        self.var("hidden", "double", "MP[1]")
-        self.var("maxc", "double", "MP[2]")
-        self.var("outst", "int64_t", "(int64_t)MP[3]")
+        for i, name in enumerate(XP_NAMES):
+            self.var(f"xp_{name}", "double", f"XP[{i}]")
+        self.var("outst", "int64_t", "(int64_t)xp_outstanding")
         self.var("lacc", "int64_t", "LEVELS[0]")
         self.var("lcore", "int64_t", "LEVELS[1]")
         self.var("win", "double *", "(double *)calloc((size_t)(outst > 0 ? outst : 1), sizeof(double))")
         self.var("wn", "int64_t", "0")
         self.var("wh", "int64_t", "0")
-        for i, op in enumerate(COSTS):
-            self.var(f"co_{op}", "double", f"CO[{i}]")
+        self.var("lpop", "double", "0.0")
+        self.var("pp", "Pipe", "{0}")
+        self.var("P", "Pipe *", "&pp")
+        self.var("pf", "int64_t", "(int64_t)xp_prefetch_lines")
+        self("P->slot = xp_issue_slot; P->rob = (int64_t)xp_rob_entries; P->sb_size = (int64_t)xp_store_buffer; "
+             "P->nmiss = (int64_t)xp_miss_slots;")
+        self("P->rob_t = (double *)calloc((size_t)P->rob, sizeof(double)); "
+             "P->rob_c = (int64_t *)calloc((size_t)P->rob, sizeof(int64_t));")
+        self("P->sb = (Store *)calloc((size_t)P->sb_size, sizeof(Store)); "
+             "P->miss_free = (double *)calloc((size_t)P->nmiss, sizeof(double));")
+        for g, group in enumerate(ExecuteUnit.GROUPS):
+            self(f"P->ports[{g}].per_cycle = (int64_t)xp_per_cycle_{group}; P->ports[{g}].hold = (int64_t)xp_hold_{group}; "
+                 f"P->ports[{g}].size = 4096; P->ports[{g}].used = (uint16_t *)calloc(4096, sizeof(uint16_t));")
+        for a in self.p.access:
+            self.var(f"tg{self.acc_index[a.name]}", "int64_t", "INT64_MIN")  # the case its dispatch jumped to last
+            self.var(f"tgs{self.acc_index[a.name]}", "int64_t", "0")  # whether it has jumped yet
         self.region(0, "halt", "END_MAIN")
         self("END_MAIN:")
-        self("FS[0] = c; FS[1] = busy;")
-        for i, name in enumerate(FS_NAMES[2:], 2):
+        self("pipe_wait(P, P->last_retire, P->last_cat); pipe_wait(P, P->last_commit, CAT_STORE); "
+             "pipe_wait(P, mem->dst[4], CAT_STORE);")
+        self("FS[0] = P->fe;")
+        for i, name in enumerate(FS_NAMES[1:5], 1):
             self(f"FS[{i}] = fs_{name};")
-        for i, name in enumerate(IS_NAMES):
+        for i in range(len(CATEGORIES)):
+            self(f"FS[{5 + i}] = P->stalls[{i}];")
+        for i, name in enumerate(IS_NAMES[:7]):
             self(f"IS[{i}] = is_{name};")
+        self("IS[7] = P->instructions; IS[8] = is_prefetches;")
+        for g in range(len(ExecuteUnit.GROUPS)):
+            self(f"IS[{9 + g}] = P->ports[{g}].count;")
         self("status = 0;")
         self("FAIL:")
-        self("free(win);")
+        self("free(win); free(P->rob_t); free(P->rob_c); free(P->sb); free(P->miss_free);")
+        for g in range(len(ExecuteUnit.GROUPS)):
+            self(f"free(P->ports[{g}].used);")
         for name in self.decls:
             if name.startswith("BUF"):
                 self(f"free({name});")
@@ -241,6 +268,8 @@ class Generator:
                         regs.append(a)
         for r in sorted(set(regs), key=lambda r: (r.cls, r.n)):
             self.var(f"{r.cls.upper()}{r.n}", "int64_t" if r.cls == "r" else "double", "0")
+        for r in sorted(self.timed, key=lambda r: (r.cls, r.n)):
+            self.var(f"t{r.cls.upper()}{r.n}", "double", "0.0")
         for v, vt in sorted(self.vtypes.items()):
             self.decls.setdefault(f"V{v}", f"{CTYPE[vt.dtype]} V{v}[{vt.lanes}] = {{0}};")
         runtime = resources.files("ember.sim.fast").joinpath("runtime.h").read_text()
@@ -291,7 +320,7 @@ class Generator:
             if op in ("halt", "ret"):
                 self(f"goto {exit_label};" if op == until else self.fail())
             elif op in BRANCH:
-                self.charge(op)
+                self.plain(ins)
                 target = names[self.labels[ins.args[-1].name]]
                 if op == "jmp":
                     self(f"goto {target};")
@@ -301,9 +330,40 @@ class Generator:
             else:
                 self.instr(ins)
 
-    def charge(self, op: str) -> None:
-        cost = "0.0" if op == "host" else f"co_{op}"
-        self(f"c += {cost}; busy += {cost}; CNT[{OP_NAMES.index(op)}] += 1;")
+    # --- timing: execute.Core, statement for statement -----------------------------------
+    def ready_var(self, r: Reg) -> str:
+        self.timed.add(r)
+        return f"t{r.cls.upper()}{r.n}"
+
+    def begin(self, ins: Instr, stores: str = "0") -> str:
+        """execute.Core.begin: count and dispatch `ins`; returns a C variable holding its operands' ready time."""
+        k = self.new_site()
+        t = self.var(f"t{k}", "double")
+        self(f"CNT[{OP_NAMES.index(ins.base)}] += 1; {t} = pipe_dispatch(P, {stores});")
+        for r in operands(ins)[1]:
+            rv = self.ready_var(r)
+            self(f"if ({rv} > {t}) {t} = {rv};")
+        return t
+
+    def done(self, ins: Instr, c: str, category: str) -> None:
+        """execute.Core.done: the destination is ready at `c` (a C expression) and `ins` retires."""
+        dst = operands(ins)[0]
+        if dst is not None:
+            self(f"{self.ready_var(dst)} = {c};")
+        self(f"pipe_retire(P, {c}, CAT_{category.upper()});")
+
+    def issue_at(self, group: str, t: str) -> str:
+        """A C variable holding pipe_issue's time for `group` at `t`."""
+        k = self.new_site()
+        e = self.var(f"e{k}", "double")
+        self(f"{e} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t});")
+        return e
+
+    def plain(self, ins: Instr) -> None:
+        """The timing of an instruction with a fixed latency (execute.Core.step)."""
+        latency, group = TIMING[ins.base]
+        e = self.issue_at(group, self.begin(ins))
+        self.done(ins, f"{e} + xp_{latency}", "compute")
 
     def ival(self, a: Any) -> str:
         if isinstance(a, Reg) and a.cls in "rf":
@@ -338,15 +398,25 @@ class Generator:
         return f"(b{n} + ({flat}) * {_isz(self.p.symbols[n].dtype)})"
 
     def watermark(self) -> str:
-        return "mind(ac, c)" if self.unit is not None else "c"
+        """No later memory request starts before this (runtime.h's book prunes DRAM intervals ending before it)."""
+        return "mind(ac, P->d)" if self.unit is not None else "P->d"
 
     def count_lookup(self, n: int, column: str) -> None:
         """Tensors.is_lookup: a load starting at column 0 of a table (tensors.is_table) reads one row."""
         if is_table(self.p.symbols[n]):
             self(f"if ({column} == 0) is_lookups += 1;")
 
-    def wait_for_load(self, done: str) -> None:
-        self(f"if ({done} - hidden > c) {{ fs_load_stall += {done} - hidden - c; c = {done} - hidden; }}")
+    def lines(self, addr: str, nbytes: str, e: str, write: bool, forward: bool) -> str:
+        """execute.Core.lines (and, for a load, its store-to-load forwarding): a C variable holding the arrival."""
+        k = self.new_site()
+        d = self.var(f"ld{k}", "double")
+        self(f"{d} = core_lines(P, mem, {addr}, {nbytes}, {e}, {int(write)}, pf, &is_prefetches, {self.watermark()});")
+        self(f"if ({d} < 0.0) {self.fail()}")
+        if forward:
+            f = self.var(f"fw{k}", "double")
+            self(f"{f} = forwarded(P, {addr}, {addr} + {nbytes}); "
+                 f"if ({f} >= 0.0 && {f} + xp_l1_latency > {d}) {d} = {f} + xp_l1_latency;")
+        return d
 
     def elem(self, n: int, index: str) -> str:
         return "0" if n in self.virtual else f"a{n}[{index}]"
@@ -354,12 +424,15 @@ class Generator:
     def instr(self, ins: Instr) -> None:
         a, op = ins.args, ins.base
         if op == "host":
-            self.charge("host")
             self.host(ins)
             return
-        if op not in COST_CLASS:
+        if op == "run":
+            self.run(ins)
+            return
+        if op not in TIMING:
             raise Unsupported(f"instruction '{ins.op}'")
-        self.charge(op)
+        if op not in ("ld", "st", "vld", "vst", "vgather", "vscatter", "pop", "popb"):
+            self.plain(ins)
         if op in INT_OPS:
             self.need(a[0], "r")
             self(f"R{a[0].n} = {INT_OPS[op].format(a=self.ival(a[1]), b=self.ival(a[2]))};")
@@ -391,9 +464,9 @@ class Generator:
         elif op == "alloc":
             self.alloc(a[0].n, [self.ival(x) for x in a[1]])
         elif op == "pop":
-            self.pop(a[0])
+            self.pop(ins, a[0])
         elif op == "popb":
-            self.popb(a[0].n)
+            self.popb(ins, a[0].n)
         elif op in VEC_OPS:
             self.vec_binary(ins)
         elif op in ("vld", "vst"):
@@ -425,8 +498,6 @@ class Generator:
             else:
                 lane = f"({CTYPE[dst.dtype]}){lane}"
             self(f"for (int64_t l = 0; l < {dst.lanes}; l++) V{a[0].n}[l] = {lane};")
-        elif op == "run":
-            self.run(ins)
         else:
             raise Unsupported(f"instruction '{ins.op}'")
 
@@ -489,11 +560,9 @@ class Generator:
         m: Mem = a[1]
         idx = [self.ival(i) for i in m.index]
         fl = self.flat(m, idx)
-        k = self.new_site()
-        dn = self.var(f"dn{k}", "double")
-        self(f"{dn} = mem_access(mem, {self.addr(m.sym, fl)}, c, lcore, {self.watermark()});")
-        self(f"if ({dn} < 0.0) {self.fail()}")
-        self.wait_for_load(dn)
+        e = self.issue_at("load", self.begin(ins))
+        isz = _isz(self.p.symbols[m.sym].dtype)
+        self.done(ins, self.lines(self.addr(m.sym, fl), str(isz), e, False, True), "load")
         if idx:
             self.count_lookup(m.sym, idx[-1])
         if a[0].cls == "f":
@@ -513,10 +582,21 @@ class Generator:
             raise Unsupported("a float stored into an integer tensor")
         if m.sym not in self.virtual:
             self(f"a{m.sym}[{fl}] = {from_double(self.p.symbols[m.sym].dtype, self.ival(a[0]))};")
+        e = self.issue_at("store", self.begin(ins, "1"))
+        self.commit([(self.addr(m.sym, fl), str(_isz(self.p.symbols[m.sym].dtype)), e)], e)
+
+    def commit(self, parts: list[tuple[str, str, str]], t: str) -> None:
+        """execute.Core.store: each part (address, bytes, issue time) fetches its lines, the store retires at
+        the latest issue, then each part is committed."""
+        lines = [self.lines(addr, n, e, True, False) for addr, n, e in parts]
         k = self.new_site()
-        dn = self.var(f"dn{k}", "double")
-        self(f"{dn} = mem_access(mem, {self.addr(m.sym, fl)}, c, lcore, {self.watermark()});")
-        self(f"if ({dn} < 0.0) {self.fail()}")
+        r = self.var(f"r{k}", "double")
+        self(f"{r} = {t};")
+        for _, _, e in parts:
+            self(f"if ({e} > {r}) {r} = {e};")
+        self(f"{r} = pipe_retire(P, {r}, CAT_STORE);")
+        for (addr, n, e), line in zip(parts, lines):
+            self(f"pipe_commit(P, {addr}, {addr} + {n}, {e}, {r}, {line});")
 
     def vec_binary(self, ins: Instr) -> None:
         a = ins.args
@@ -530,7 +610,7 @@ class Generator:
         self(f"for (int64_t l = 0; l < {x.lanes}; l++) V{a[0].n}[l] = {from_double(x.dtype, expr) if half else expr};")
 
     def vector_contiguous(self, ins: Instr, store: bool) -> None:
-        """execute.Core.vector_contiguous: one cache range access for the lanes on."""
+        """execute.Core.vector_contiguous: one access per line the lanes on cover."""
         a = ins.args
         m: Mem = a[1]
         mt, vt = self.vtypes.get(a[2].n), self.vtypes.get(a[0].n)
@@ -543,32 +623,35 @@ class Generator:
         on0, onl = self.var(f"on0_{k}", "int64_t"), self.var(f"onl_{k}", "int64_t")
         self(f"{on0} = -1; {onl} = -1;")
         self(f"for (int64_t l = 0; l < {mt.lanes}; l++) if (V{a[2].n}[l]) {{ if ({on0} < 0) {on0} = l; {onl} = l; }}")
+        e = self.issue_at("store" if store else "load", self.begin(ins, f"{on0} >= 0 ? 1 : 0" if store else "0"))
         self.block(f"if ({on0} < 0)")
-        if not store:
+        if store:
+            self(f"pipe_retire(P, {e}, CAT_STORE);")
+        else:
             self(f"memset(V{a[0].n}, 0, sizeof(V{a[0].n}));")
+            self.done(ins, e, "load")
         self.close()
         self.block("else")
         lo = self.flat(m, idx[:-1] + [f"{idx[-1]} + {on0}"])
         hi = self.flat(m, idx[:-1] + [f"{idx[-1]} + {onl}"])
         isz = _isz(self.p.symbols[m.sym].dtype)
-        dn = self.var(f"dn{k}", "double")
-        self(f"{dn} = mem_range(mem, {self.addr(m.sym, lo)}, {self.addr(m.sym, hi)} - {self.addr(m.sym, lo)} + {isz},"
-             f" c, lcore, {self.watermark()});")
-        self(f"if ({dn} < 0.0) {self.fail()}")
+        addr, nbytes = self.var(f"va{k}", "int64_t"), self.var(f"vn{k}", "int64_t")
+        self(f"{addr} = {self.addr(m.sym, lo)}; {nbytes} = {self.addr(m.sym, hi)} - {addr} + {isz};")
         base = self.var(f"base{k}", "int64_t")
         self(f"{base} = {lo} - {on0};")
         if store:
             if m.sym not in self.virtual:
                 self(f"for (int64_t l = 0; l < {mt.lanes}; l++) if (V{a[2].n}[l]) a{m.sym}[{base} + l] = V{a[0].n}[l];")
+            self.commit([(addr, nbytes, e)], e)
         else:
             self(f"for (int64_t l = 0; l < {mt.lanes}; l++) V{a[0].n}[l] = V{a[2].n}[l] ? "
                  f"{self.elem(m.sym, f'{base} + l')} : 0;")
             self.count_lookup(m.sym, f"{idx[-1]} + {on0}")
-            self.wait_for_load(dn)
+            self.done(ins, self.lines(addr, nbytes, e, False, True), "load")
         self.close()
 
     def vector_indexed(self, ins: Instr, store: bool) -> None:
-        """execute.Core.vector_indexed: one access and `gather_lane` cycles per lane on."""
+        """execute.Core.vector_indexed: each lane on is an access through a load (store) pipe."""
         a = ins.args
         m: Mem = a[1]
         mt, vt = self.vtypes.get(a[2].n), self.vtypes.get(a[0].n)
@@ -579,33 +662,52 @@ class Generator:
             raise Unsupported("a gather converting types")
         k = self.new_site()
         prefix = [self.ival(i) for i in m.index[:-1]]
-        ct = CTYPE[vt.dtype]
-        if not store:
+        ct, isz = CTYPE[vt.dtype], _isz(vt.dtype)
+        n_on = self.var(f"non{k}", "int64_t")
+        self(f"{n_on} = 0; for (int64_t l = 0; l < {mt.lanes}; l++) {n_on} += V{a[2].n}[l] != 0;")
+        t = self.begin(ins, n_on if store else "0")
+        if store:
+            self.decls.setdefault(f"pa{k}", f"int64_t pa{k}[{mt.lanes}];")
+            self.decls.setdefault(f"pe{k}", f"double pe{k}[{mt.lanes}];")
+            self.decls.setdefault(f"pl{k}", f"double pl{k}[{mt.lanes}];")
+        else:
             self.decls.setdefault(f"tmp{k}", f"{ct} tmp{k}[{mt.lanes}];")
             self(f"memset(tmp{k}, 0, sizeof(tmp{k}));")
         dn = self.var(f"dn{k}", "double")
-        self(f"{dn} = c;")
+        np_ = self.var(f"np{k}", "int64_t")
+        self(f"{dn} = {t}; {np_} = 0;")
         lane = self.var(f"ln{k}", "int64_t")
         self.block(f"for ({lane} = 0; {lane} < {mt.lanes}; {lane}++)")
         self.block(f"if (V{a[2].n}[{lane}])")
         f = self.flat(m, prefix + [f"(int64_t)V{lanes.n}[{lane}]"])
-        d = self.var(f"d{k}", "double")
-        self("c += co_gather_lane; busy += co_gather_lane;")
-        self(f"{d} = mem_access(mem, {self.addr(m.sym, f)}, c, lcore, {self.watermark()});")
-        self(f"if ({d} < 0.0) {self.fail()}")
-        self(f"if ({d} > {dn}) {dn} = {d};")
-        if m.sym not in self.virtual:
-            self(f"a{m.sym}[{f}] = V{a[0].n}[{lane}];" if store else f"tmp{k}[{lane}] = a{m.sym}[{f}];")
+        e = self.issue_at("store" if store else "load", t)
+        if store:
+            if m.sym not in self.virtual:
+                self(f"a{m.sym}[{f}] = V{a[0].n}[{lane}];")
+            self(f"pa{k}[{np_}] = {self.addr(m.sym, f)}; pe{k}[{np_}] = {e}; {np_} += 1;")
+        else:
+            if m.sym not in self.virtual:
+                self(f"tmp{k}[{lane}] = a{m.sym}[{f}];")
+            d = self.lines(self.addr(m.sym, f), str(isz), e, False, True)
+            self(f"if ({d} > {dn}) {dn} = {d};")
         self.close()
         self.close()
-        if not store:
+        if store:  # execute.Core.store over the lanes, in three passes as there
+            self(f"for (int64_t j = 0; j < {np_}; j++) {{ pl{k}[j] = core_lines(P, mem, pa{k}[j], {isz}, pe{k}[j], 1, pf, "
+                 f"&is_prefetches, {self.watermark()}); if (pl{k}[j] < 0.0) {self.fail()} }}")
+            self(f"for (int64_t j = 0; j < {np_}; j++) if (pe{k}[j] > {dn}) {dn} = pe{k}[j];")
+            self(f"{dn} = pipe_retire(P, {dn}, CAT_STORE);")
+            self(f"for (int64_t j = 0; j < {np_}; j++) pipe_commit(P, pa{k}[j], pa{k}[j] + {isz}, pe{k}[j], {dn}, "
+                 f"pl{k}[j]);")
+        else:
             self(f"memcpy(V{a[0].n}, tmp{k}, sizeof(tmp{k}));")
-            self.wait_for_load(dn)
+            self.done(ins, f"{dn} + xp_gather_latency", "load")
 
     def host(self, ins: Instr) -> None:
         """Host ONNX ops call back into Python (onnx.reference), as the reference engine runs them."""
         _, _, out_syms, _ = ins.args
         index = self.p.code.index(ins)
+        self.begin(ins)
         self(f"if (host({index}) < 0.0) {self.fail()}")
         for s in out_syms:
             n = s.n
@@ -614,16 +716,20 @@ class Generator:
                 self(f"d{n}_{d} = SH[{n} * shw + {d}];")
             if n in self.scratch:
                 self(f"sz{n} = d{n}_0 * {_isz(self.p.symbols[n].dtype)}; cap{n} = 0;")
-        self("c += HC[0]; busy += HC[0]; fs_host_cycles += HC[0]; fs_host_flops += HC[1]; fs_host_bytes += HC[2];")
+        self("pipe_wait(P, P->last_retire, P->last_cat); pipe_wait(P, P->last_commit, CAT_STORE); P->fe += HC[0]; "
+             "pipe_retire(P, P->fe, CAT_COMPUTE);")
+        self("fs_host_cycles += HC[0]; fs_host_flops += HC[1]; fs_host_bytes += HC[2];")
 
     # --- pops: bound to the pushes of the rule whose callback is being inlined -----------
-    def take(self, push: Push) -> None:
-        """engine/execute pop_entry: the pop (already charged) ends no earlier than the operand is ready."""
-        self(f"if ({push.ready} > c - co_pop) {{ fs_pop_stall += {push.ready} + co_pop - c; "
-             f"c = {push.ready} + co_pop; }}")
-        self(f"q->pop[{push.seq} & q->mask] = c;")
+    def take(self, ins: Instr, push: Push) -> None:
+        """execute.Core.pop_entry: read in order once the operand is there, ready a queue latency later."""
+        t = self.begin(ins)
+        self(f"if (lpop > {t}) {t} = lpop; if ({push.ready} > {t}) {t} = {push.ready};")
+        e = self.issue_at("load", t)
+        self(f"lpop = {e}; q->pop[{push.seq} & q->mask] = {e};")
+        self.done(ins, f"{e} + xp_queue_latency", "pop")
 
-    def pop(self, dst: Reg) -> None:
+    def pop(self, ins: Instr, dst: Reg) -> None:
         push = self.next_push()
         if dst.cls == "v":
             vt = self.vtypes.get(dst.n)
@@ -634,7 +740,7 @@ class Generator:
                 raise Retype(self.vtypes)
             if vt != push.vtype:
                 raise Unsupported(f"v{dst.n} popped as {push.vtype} and used as {vt}")
-            self.take(push)
+            self.take(ins, push)
             if push.kind == "iota":
                 self(f"for (int64_t l = 0; l < {vt.lanes}; l++) V{dst.n}[l] = {push.value} + l;")
             else:
@@ -642,17 +748,17 @@ class Generator:
         elif dst.cls == "r":
             if push.kind != "int":
                 raise Unsupported("an integer pop of a non-integer operand")
-            self.take(push)
+            self.take(ins, push)
             self(f"R{dst.n} = {push.value};")
         elif dst.cls == "f":
             if push.kind not in ("int", "float"):
                 raise Unsupported("a float pop of a vector operand")
-            self.take(push)
+            self.take(ins, push)
             self(f"F{dst.n} = (double)({push.value});")
         else:
             raise Unsupported(f"pop into {dst}")
 
-    def popb(self, n: int) -> None:
+    def popb(self, ins: Instr, n: int) -> None:
         """Tensors.set_scratch: the buffer keeps its base address while it is no larger than the last one."""
         s = self.p.symbols[n]
         push = self.next_push()
@@ -660,7 +766,7 @@ class Generator:
             raise Unsupported("popb of an operand that is not a buffer of the symbol's type")
         if self.rank[n] != 1 or s.shape[0] is not None:
             raise Unsupported("popb into a symbol that is not of shape [?]")
-        self.take(push)
+        self.take(ins, push)
         ln, ct, isz = f"BL{push.stream}", CTYPE[s.dtype], _isz(s.dtype)
         self(f"if (sz{n} < {ln} * {isz}) {{ b{n} = NA[0]; BA[{n}] = b{n}; NA[0] += ({ln} * {isz} + 4095) / 4096 * 4096 "
              f"+ 4096; }}")
@@ -672,6 +778,8 @@ class Generator:
         self.close()
         self(f"memcpy(a{n}, BUF{push.stream}, (size_t){ln} * sizeof({ct}));")
         self(f"d{n}_0 = {ln}; SH[{n} * shw] = {ln}; OK[{n}] = 1;")
+        self(f"if ({ln} > 0 && mem_place(mem, b{n}, {ln} * {isz}, lacc, {push.ready}, lpop, {self.watermark()}) < 0) "
+             f"{self.fail()}")
 
     def next_push(self) -> Push:
         if not self.pushes:
@@ -689,19 +797,21 @@ class Generator:
         unit = _Unit(acc, f"{self.acc_index[acc.name]}_")
         for body in acc.body:
             unit.declare(body, self.p.symbols)
+        t = self.begin(ins)
+        self(f"pipe_retire(P, {t}, CAT_COMPUTE);")
         self.unit = unit
         for i, a in enumerate(ins.args[1:]):
             self.var(f"P{unit.pre}{i}", "int64_t")
             self(f"P{unit.pre}{i} = {self.ival(a)};")
         k = self.new_site()
         ac0, stall0 = self.var(f"ac0_{k}", "double"), self.var(f"stall0_{k}", "double")
-        self(f"ac = c; {ac0} = ac; {stall0} = q->stall; wn = 0; wh = 0;")
+        self(f"ac = {t}; {ac0} = ac; {stall0} = q->stall; wn = 0; wh = 0;")
         self.declare_streams(unit)
         for s in unit.top_streams:
             self.issue(s)
         for r in unit.roots:
             self.walk(unit.tus[r])
-        self("if (ac > c) c = ac;")
+        self("pipe_wait(P, ac, CAT_TOKEN);")
         self(f"fs_access_busy += ac - {ac0} - (q->stall - {stall0});")
         self.unit = None
 
@@ -755,7 +865,7 @@ class Generator:
         if ins.op == "alu":
             self.int_stream(a[2])
             self.int_stream(a[3])
-            self(f"{it} = ac; ac += slot; is_elements += 1;")
+            self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
             (x, tx), (y, ty) = self.aval(a[2]), self.aval(a[3])
             if a[1] == "div":
                 self(f"if ({y} == 0) {self.fail()}")
@@ -767,7 +877,7 @@ class Generator:
         if isinstance(last, Reg) and last.cls == "t" and unit.tus[last.n].vl:
             self.issue_vector(ins, last.n, k)
             return
-        self(f"{it} = ac; ac += slot; is_elements += 1;")
+        self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
         idx = self.indices(m, it)
         fl = self.flat(m, idx)
         dn = self.var(f"dn{k}", "double")
@@ -794,7 +904,7 @@ class Generator:
     def request(self, addr: str, when: str, done: str) -> None:
         """One access-unit request: it leaves at `when`, or once the request `outstanding` before it is done."""
         self(f"if (wn == outst) {when} = maxd({when}, win[wh]);")
-        self(f"{done} = mem_access(mem, {addr}, {when}, lacc, mind(ac, c));")
+        self(f"{done} = mem_access(mem, {addr}, {when}, lacc, mind(ac, P->d), 0);")
         self(f"if ({done} < 0.0) {self.fail()}")
         self(f"if (wn == outst) {{ win[wh] = {done}; wh = wh + 1 == outst ? 0 : wh + 1; }} "
              f"else {{ win[wh + wn < outst ? wh + wn : wh + wn - outst] = {done}; wn += 1; }}")
@@ -807,7 +917,7 @@ class Generator:
         pre, dst, m = unit.pre, a[0].n, a[1]
         vl = unit.tus[t].vl
         n, w = self.var(f"n{k}", "int64_t"), f"it{k}"
-        self(f"{n} = ACT{pre}{t}; {w} = ac; ac += slot * {n}; is_elements += {n};")
+        self(f"{n} = ACT{pre}{t}; {w} = ac; ac += xp_access_slot * {n}; is_elements += {n};")
         idx = self.indices(m, w)
         first = self.flat(m, idx)
         self.block(f"if ({n} > 0)")
@@ -896,9 +1006,7 @@ class Generator:
             self("ac = q_push(q, 8, ac);")
             self(f"if (ac < 0.0) {self.fail()}")
             self(f"{tq} = q->tail - 1; {tr} = {fr} > ac ? {fr} : ac; is_tokens += 1;")
-            self(f"if ({tr} > c) {{ fs_starved += {tr} - c; c = {tr}; }}")
-            self(f"q->pop[{tq} & q->mask] = c;")
-            self.charge("dispatch")
+            self.dispatch(unit.acc.name, token, tr, tq)
             label = f"{unit.acc.name}.{token}"
             if label not in self.labels:
                 raise Unsupported(f"no case label {label}")
@@ -910,7 +1018,23 @@ class Generator:
             self.pushes = saved
             self(f"RET{k}:;")
             self("is_callbacks += 1;")
-            self(f"if (c > maxc) {self.fail(MAX_CYCLES)}")
+            self(f"if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES)}")
+
+    def dispatch(self, program: str, token: int, ready: str, seq: str) -> None:
+        """execute.Core.dispatch: read the token, test for the end, jump (predicted: the last case)."""
+        k = self.new_site()
+        t, c = self.var(f"dt{k}", "double"), self.var(f"dc{k}", "double")
+        self(f"CNT[{OP_NAMES.index('dispatch')}] += 1;")
+        self(f"{t} = pipe_dispatch(P, 0); if (lpop > {t}) {t} = lpop; if ({ready} > {t}) {t} = {ready};")
+        self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index('load')}, {t}); lpop = {t}; q->pop[{seq} & q->mask] = {t};")
+        self(f"{c} = {t} + xp_queue_latency; pipe_retire(P, {c}, CAT_TOKEN);")
+        for group, latency in (("int_alu", "int_alu_latency"), ("branch", "branch_latency")):
+            self(f"{t} = pipe_dispatch(P, 0); if ({c} > {t}) {t} = {c};")
+            self(f"{c} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t}) + xp_{latency}; "
+                 f"pipe_retire(P, {c}, CAT_TOKEN);")
+        n = self.acc_index[program]
+        self(f"if (!tgs{n} || tg{n} != {token}LL) {{ tgs{n} = 1; tg{n} = {token}LL; pipe_wait(P, {c}, CAT_TOKEN); "
+             f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }}")
 
     def describe_push(self, a: Any) -> Push:
         unit = self.unit

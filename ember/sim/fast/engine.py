@@ -33,7 +33,9 @@ from ..machine import Machine
 from ..queue import OutputQueue
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
-from .codegen import COSTS, FS_NAMES, IS_NAMES, MAX_CYCLES, OK, OP_NAMES, Unsupported, generate
+from ..access import check_resources
+from ..execute import queue_latency
+from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, MAX_CYCLES, OK, OP_NAMES, XP_NAMES, Unsupported, generate
 
 CFLAGS = ["-O2", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
 DRAM_SLOTS = 1 << 16  # booked DRAM intervals kept; older ones are pruned (they can never matter again)
@@ -104,7 +106,7 @@ def load(source: str) -> ctypes.CDLL:
         os.replace(tmp, so)
     lib = ctypes.CDLL(str(so))
     lib.simulate.restype = ctypes.c_int64
-    lib.simulate.argtypes = [_P] * 9 + [_P] * 6 + [HOST_FN, _P]
+    lib.simulate.argtypes = [_P] * 9 + [_P] * 5 + [HOST_FN, _P]
     lib.simulate.argtypes[2] = ctypes.c_int64
     lib.release.argtypes = [_P, _P, ctypes.c_int64]
     _loaded[key] = lib
@@ -146,6 +148,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     """Run `program`; the same results and statistics as ember.sim.engine.simulate.  `host_seconds`
     leaves out the one-off compilation of a program not yet in the cache."""
     notes.clear()
+    check_resources(program, machine)
     virtual = virtual_symbols(program) if timing_only else frozenset()
     lib = compiled_or_none(program, timing_only)
     if lib is None:
@@ -221,7 +224,7 @@ class _State:
             self.rdy[self.llc[1]] = 0.0  # present from cycle 0 (cache.SharedMemory)
             count = int(shared.dram[2][0])
             self.ds[:count], self.de[:count], self.dn[:] = shared.dram[0][:count], shared.dram[1][:count], count
-        self.dst = np.zeros(3)
+        self.dst = np.zeros(5)  # DRAM requests, bytes, busy cycles, write-back bytes, end of the last transfer
         self.dpar = np.array([float(machine.dram.latency), levels[0].line_bytes / machine.dram.bytes_per_cycle])
         self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.cst,
                                                                self.ds, self.de, self.dn)),
@@ -238,15 +241,18 @@ class _State:
         self.queue = _Queue(0, 0, 0, 0, 0, cap, ring - 1, self.qb.ctypes.data, self.qh.ctypes.data,
                             self.qp.ctypes.data, 0.0)
 
-        from ..execute import COST_CLASS
-
         ex = machine.execute
-        self.co = np.array([0.0 if op == "host" else ex.cost(COST_CLASS.get(op, op)) for op in COSTS])
+        xp = {"issue_slot": 1.0 / ex.issue_width, "rob_entries": ex.rob_entries, "store_buffer": ex.store_buffer,
+              "miss_slots": ex.miss_slots, "prefetch_lines": ex.prefetch_lines,
+              "queue_latency": queue_latency(machine), "l1_latency": levels[0].latency,
+              "access_slot": 1.0 / machine.access.lanes, "max_cycles": np.inf if max_cycles is None else max_cycles,
+              "outstanding": machine.access.outstanding, **{k: getattr(ex, k) for k in ex.LATENCIES}}
+        for g in ex.GROUPS:
+            xp[f"per_cycle_{g}"], xp[f"hold_{g}"] = ex.pipes(g)
+        self.xp = np.array([float(xp[name]) for name in XP_NAMES])
         self.cnt = np.zeros(len(OP_NAMES), dtype=np.int64)
         self.fs = np.zeros(len(FS_NAMES))
         self.is_ = np.zeros(len(IS_NAMES), dtype=np.int64)
-        self.mp = np.array([1.0 / machine.access.issue_per_cycle, ex.hidden_load_latency,
-                            np.inf if max_cycles is None else float(max_cycles), float(machine.access.outstanding)])
         self.hc = np.zeros(3)
 
     def share(self, shared: SharedArrays) -> None:
@@ -305,7 +311,7 @@ class _State:
         d = [a.ctypes.data for a in (self.ptrs, self.shapes, self.bases, self.ok, self.own, self.next_addr)]
         status = lib.simulate(d[0], d[1], self.shapes.shape[1], d[2], d[3], d[4], d[5],
                               ctypes.addressof(self.mem), ctypes.addressof(self.queue),
-                              *(a.ctypes.data for a in (self.co, self.cnt, self.fs, self.is_, self.mp, self.levels)),
+                              *(a.ctypes.data for a in (self.xp, self.cnt, self.fs, self.is_, self.levels)),
                               callback, self.hc.ctypes.data)
         if self.orphans:
             free = ctypes.CDLL(None).free
@@ -329,8 +335,10 @@ class _State:
         fs = dict(zip(FS_NAMES, self.fs.tolist()))
         is_ = dict(zip(IS_NAMES, self.is_.tolist()))
         counts = {op: int(c) for op, c in zip(OP_NAMES, self.cnt) if c}
-        core = SimpleNamespace(clock=fs["clock"], busy=fs["busy"], counts=counts, lookups=0,
-                               load_stall=fs["load_stall"], pop_stall=fs["pop_stall"],
+        ports = {g: SimpleNamespace(count=is_[f"pipe_{g}"]) for g in m.execute.GROUPS}
+        pipe = SimpleNamespace(instructions=is_["instructions"], ports=ports,
+                               stalls={c: fs[f"stall_{c}"] for c in CATEGORIES})
+        core = SimpleNamespace(pipe=pipe, counts=counts, lookups=0, prefetches=is_["prefetches"],
                                host_cycles=fs["host_cycles"], host_flops=fs["host_flops"])
         q = OutputQueue(m.access.queue_total_bytes)
         q.stall = float(self.queue.stall)
@@ -342,9 +350,9 @@ class _State:
         for lv, (hits, misses, nbytes) in zip(levels, self.cst.tolist()):  # counters only: one set each
             lv.hits, lv.misses, lv.bytes = hits, misses, nbytes
         mem = SimpleNamespace(levels=levels, dram_requests=int(self.dst[0]), dram_bytes=int(self.dst[1]),
-                              dram_busy=float(self.dst[2]))
+                              dram_busy=float(self.dst[2]), dram_write_bytes=int(self.dst[3]))
         mem.report = lambda st, prefix="": MemorySystem.report(mem, st, prefix)  # type: ignore[arg-type]
         totals = {k: is_[k] for k in ("elements", "requests", "tokens", "operands", "operand_bytes", "lookups")}
-        run = SimpleNamespace(m=m, core=core, access_totals=totals, queue=q, starved=fs["starved"],
+        run = SimpleNamespace(m=m, core=core, access_totals=totals, queue=q, cycles=fs["cycles"],
                               access_busy=fs["access_busy"], callbacks=is_["callbacks"], mem=mem)
         return reference.statistics(run, host_seconds)  # type: ignore[arg-type]

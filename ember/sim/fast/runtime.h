@@ -14,7 +14,8 @@ typedef struct {
     int64_t *tags; double *rdy;  /* per set: count, then lines most recent first; their arrival times */
     int64_t *cst;                /* per level: hits, misses, bytes filled */
     double *ds, *de; int64_t *dn, dcap;  /* booked DRAM transfers: sorted disjoint intervals */
-    double *dst, *dpar;          /* DRAM requests, bytes, busy cycles; DRAM latency, transfer time */
+    double *dst, *dpar;          /* DRAM requests, bytes, busy cycles, write-back bytes, end of the last
+                                    transfer; DRAM latency, transfer time */
     double floor;                /* never prune bookings ending after this (a later core starts at 0) */
 } Mem;
 
@@ -61,26 +62,75 @@ static inline int64_t set_of(const int64_t *lv, int64_t k, int64_t line) {
 }
 
 /* Set s of level k keeps, in `tags` from slot lv[k*5+2] + s*(ways+1): the number of lines held, then
- * the lines most recently used first; `rdy` (from lv[k*5+4] + s*ways) their arrival times.  The count
- * and the most recent line share a host cache line, so a repeated access touches one. */
-static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double watermark) {
+ * the lines most recently used first, each as line * 2 + dirty; `rdy` (from lv[k*5+4] + s*ways) their
+ * arrival times.  The count and the most recent line share a host cache line, so a repeated access
+ * touches one. */
+static inline int64_t *set_tags(Mem *m, int64_t k, int64_t line) {
+    int64_t *lv = m->lv, ways = lv[k * 5 + 1];
+    return m->tags + lv[k * 5 + 2] + set_of(lv, k, line) * (ways + 1);
+}
+static inline double *set_rdy(Mem *m, int64_t k, int64_t line) {
+    int64_t *lv = m->lv, ways = lv[k * 5 + 1];
+    return m->rdy + lv[k * 5 + 4] + set_of(lv, k, line) * ways;
+}
+static inline int64_t find_line(const int64_t *tg, int64_t line) {
+    for (int64_t j = 0; j < tg[0]; j++) if ((tg[1 + j] >> 1) == line) return j;
+    return -1;
+}
+static inline int mem_contains(Mem *m, int64_t k, int64_t line) {
+    return find_line(set_tags(m, k, line), line) >= 0;
+}
+
+/* cache.MemorySystem.transfer: one line to or from DRAM; returns its start (negative: out of slots). */
+static double transfer(Mem *m, double now, double watermark) {
+    double start = book(m, now, watermark);
+    if (start < 0.0) return -1.0;
+    m->dst[0] += 1.0; m->dst[1] += (double)m->lv[3]; m->dst[2] += m->dpar[1];
+    if (start + m->dpar[1] > m->dst[4]) m->dst[4] = start + m->dpar[1];
+    return start;
+}
+
+/* cache.MemorySystem.fill: the line becomes level k's most recent (tag carries its dirty bit); a dirty
+ * victim is written back at t to the next level, or to DRAM from the last.  Returns 0, or -1 on failure. */
+static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t, double watermark) {
+    int64_t ways = m->lv[k * 5 + 1], line = tag >> 1;
+    int64_t *tg = set_tags(m, k, line);
+    double *rd = set_rdy(m, k, line);
+    int64_t victim = tg[0] == ways ? tg[ways] : -1;  /* the least recently used line of a full set */
+    int64_t n = tg[0] < ways ? tg[0] : ways - 1;
+    memmove(tg + 2, tg + 1, (size_t)n * sizeof(int64_t));
+    memmove(rd + 1, rd, (size_t)n * sizeof(double));
+    tg[1] = tag; rd[0] = ready;
+    tg[0] = n + 1;
+    if (victim < 0 || !(victim & 1)) return 0;
+    if (k + 1 == m->nlev) {
+        if (transfer(m, t, watermark) < 0.0) return -1;
+        m->dst[3] += (double)m->lv[3];
+        return 0;
+    }
+    int64_t vline = victim >> 1, *otg = set_tags(m, k + 1, vline), pos = find_line(otg, vline);
+    if (pos < 0) return mem_fill(m, k + 1, vline * 2 + 1, t, t, watermark);
+    otg[1 + pos] |= 1;
+    return 0;
+}
+
+static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double watermark, int write) {
     int64_t nlev = m->nlev, *lv = m->lv;
     int64_t line = lv[3] == 64 ? addr >> 6 : addr / lv[3];
     double now = t, done = 0.0;
     int64_t last = nlev;
     for (int64_t k = first; k < nlev; k++) {
         now = now + m->lat[k];
-        int64_t ways = lv[k * 5 + 1], s = set_of(lv, k, line);
-        int64_t *tg = m->tags + lv[k * 5 + 2] + s * (ways + 1);
-        double *rd = m->rdy + lv[k * 5 + 4] + s * ways;
-        int64_t n = tg[0], pos = -1;
-        for (int64_t j = 0; j < n; j++) if (tg[1 + j] == line) { pos = j; break; }
+        int64_t *tg = set_tags(m, k, line);
+        double *rd = set_rdy(m, k, line);
+        int64_t pos = find_line(tg, line);
         if (pos >= 0) {
             double r = rd[pos];
+            int64_t tag = tg[1 + pos];
             if (pos > 0) {
                 memmove(tg + 2, tg + 1, (size_t)pos * sizeof(int64_t));
                 memmove(rd + 1, rd, (size_t)pos * sizeof(double));
-                tg[1] = line; rd[0] = r;
+                tg[1] = tag; rd[0] = r;
             }
             m->cst[k * 3] += 1;
             done = r > now ? r : now;
@@ -90,35 +140,43 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double w
         m->cst[k * 3 + 1] += 1;
     }
     if (last == nlev) {
-        double start = book(m, now, watermark);
+        double start = transfer(m, now, watermark);
         if (start < 0.0) return -1.0;
         done = start + m->dpar[0] + m->dpar[1];
-        m->dst[0] += 1.0; m->dst[1] += (double)lv[3]; m->dst[2] += m->dpar[1];
     }
     for (int64_t k = first; k < last; k++) {
         m->cst[k * 3 + 2] += lv[k * 5 + 3];
-        int64_t ways = lv[k * 5 + 1], s = set_of(lv, k, line);
-        int64_t *tg = m->tags + lv[k * 5 + 2] + s * (ways + 1);
-        double *rd = m->rdy + lv[k * 5 + 4] + s * ways;
-        int64_t n = tg[0] < ways ? tg[0] : ways - 1;  /* a full set drops its least recently used line */
-        memmove(tg + 2, tg + 1, (size_t)n * sizeof(int64_t));
-        memmove(rd + 1, rd, (size_t)n * sizeof(double));
-        tg[1] = line; rd[0] = done;
-        tg[0] = n + 1;
+        if (mem_fill(m, k, line * 2, done, t, watermark) < 0) return -1.0;
     }
+    if (write) set_tags(m, first, line)[1] |= 1;  /* the line is level first's most recent */
     return done;
 }
 
-static double mem_range(Mem *m, int64_t addr, int64_t nbytes, double t, int64_t first, double watermark) {
+/* cache.MemorySystem.place: lines the access unit wrote into level k (its queue); victims leave at t. */
+static int mem_place(Mem *m, int64_t addr, int64_t nbytes, int64_t k, double ready, double t, double watermark) {
     int64_t lb = m->lv[3], lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
-    double done = t;
-    for (int64_t ln = lo; ln <= hi; ln++) {
-        double d = mem_access(m, ln * lb, t, first, watermark);
-        if (d < 0.0) return -1.0;
-        if (d > done) done = d;
+    for (int64_t line = lo; line <= hi; line++) {
+        for (int64_t j = 0; j < k; j++) {
+            int64_t *tg = set_tags(m, j, line), pos = find_line(tg, line);
+            if (pos < 0) continue;
+            double *rd = set_rdy(m, j, line);
+            memmove(tg + 1 + pos, tg + 2 + pos, (size_t)(tg[0] - pos - 1) * sizeof(int64_t));
+            memmove(rd + pos, rd + pos + 1, (size_t)(tg[0] - pos - 1) * sizeof(double));
+            tg[0] -= 1;
+        }
+        int64_t *tg = set_tags(m, k, line), pos = find_line(tg, line);
+        if (pos >= 0) {
+            double *rd = set_rdy(m, k, line);
+            memmove(tg + 2, tg + 1, (size_t)pos * sizeof(int64_t));
+            memmove(rd + 1, rd, (size_t)pos * sizeof(double));
+            tg[1] = line * 2; rd[0] = ready;
+        } else if (mem_fill(m, k, line * 2, ready, t, watermark) < 0) {
+            return -1;
+        }
     }
-    return done;
+    return 0;
 }
+
 
 typedef struct {
     int64_t head, tail, held, max_bytes, max_entries, cap, mask;
@@ -192,4 +250,137 @@ static inline uint16_t d2b(double x) {
     float f = (float)x; uint32_t u; memcpy(&u, &f, 4);
     if (f != f) return (uint16_t)((u >> 16) | 0x40);
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* ---- The out-of-order pipeline of ember/sim/pipeline.py, transcribed. ---- */
+enum { CAT_COMPUTE, CAT_LOAD, CAT_POP, CAT_TOKEN, CAT_STORE, CAT_MISPREDICT, NCAT };
+
+typedef struct {             /* one pipe group's bookings: a ring of per-cycle counts from cycle `base` */
+    int64_t per_cycle, hold, base, size, count;
+    uint16_t *used;
+} Ports;
+
+typedef struct { int64_t lo, hi; double data, commit; } Store;
+
+typedef struct {
+    double fe, d, slot, last_retire, last_commit;
+    int64_t last_cat, instructions;
+    double stalls[NCAT];
+    int64_t rob, rob_n, rob_h; double *rob_t; int64_t *rob_c;   /* retire time, category of the last rob */
+    int64_t sb_size, sb_n, sb_h; Store *sb;
+    int64_t nmiss; double *miss_free;
+    Ports ports[9];
+} Pipe;
+
+static inline void pipe_wait(Pipe *p, double t, int64_t cat) {
+    if (t > p->fe) { p->stalls[cat] += t - p->fe; p->fe = t; }
+}
+
+static inline double pipe_dispatch(Pipe *p, int64_t stores) {
+    if (p->rob_n == p->rob) {
+        double t = p->rob_t[p->rob_h]; int64_t cat = p->rob_c[p->rob_h];
+        p->rob_h = p->rob_h + 1 == p->rob ? 0 : p->rob_h + 1; p->rob_n -= 1;
+        pipe_wait(p, t, cat);
+    }
+    int64_t need = p->sb_n + stores - p->sb_size;
+    if (need > p->sb_n) need = p->sb_n;  /* a scatter may want more entries than the buffer has */
+    if (need > 0) {
+        pipe_wait(p, p->sb[(p->sb_h + need - 1) % p->sb_size].commit, CAT_STORE);
+        p->sb_h = (p->sb_h + need) % p->sb_size; p->sb_n -= need;
+    }
+    double d = p->d = p->fe;
+    p->fe = d + p->slot;
+    p->instructions += 1;
+    return d;
+}
+
+/* pipeline.Ports.book: the first whole cycle k >= floor(t) with room for `hold` cycles. */
+static double pipe_issue(Pipe *p, int64_t g, double t) {
+    Ports *q = &p->ports[g];
+    int64_t floor_d = (int64_t)floor(p->d), k0 = (int64_t)floor(t), k = k0;
+    if (floor_d > q->base) {  /* cycles before the last dispatch can never be booked again */
+        if (floor_d - q->base >= q->size) memset(q->used, 0, (size_t)q->size * sizeof(uint16_t));
+        else for (int64_t c = q->base; c < floor_d; c++) q->used[c & (q->size - 1)] = 0;
+        q->base = floor_d;
+    }
+    for (;;) {
+        while (k + q->hold > q->base + q->size) {  /* grow the ring to reach cycle k + hold */
+            int64_t size = q->size * 2;
+            uint16_t *used = (uint16_t *)calloc((size_t)size, sizeof(uint16_t));
+            for (int64_t c = q->base; c < q->base + q->size; c++) used[c & (size - 1)] = q->used[c & (q->size - 1)];
+            free(q->used); q->used = used; q->size = size;
+        }
+        int64_t j = 0;
+        while (j < q->hold && q->used[(k + j) & (q->size - 1)] < q->per_cycle) j++;
+        if (j == q->hold) break;
+        k += 1;
+    }
+    for (int64_t j = 0; j < q->hold; j++) q->used[(k + j) & (q->size - 1)] += 1;
+    q->count += 1;
+    return k == k0 ? t : (double)k;
+}
+
+static inline double pipe_retire(Pipe *p, double c, int64_t cat) {
+    if (c > p->last_retire) { p->last_retire = c; p->last_cat = cat; }
+    int64_t at = p->rob_h + p->rob_n; if (at >= p->rob) at -= p->rob;
+    p->rob_t[at] = p->last_retire; p->rob_c[at] = p->last_cat; p->rob_n += 1;
+    return p->last_retire;
+}
+
+/* pipeline.Pipeline.miss_slot: the fill buffer free earliest (lowest index on a tie). */
+static inline int64_t miss_slot(Pipe *p) {
+    int64_t k = 0;
+    for (int64_t j = 1; j < p->nmiss; j++) if (p->miss_free[j] < p->miss_free[k]) k = j;
+    return k;
+}
+
+/* pipeline.Pipeline.forwarded: data time of the youngest buffered store overlapping [lo, hi), or -1. */
+static inline double forwarded(Pipe *p, int64_t lo, int64_t hi) {
+    for (int64_t j = p->sb_n - 1; j >= 0; j--) {
+        Store *s = &p->sb[(p->sb_h + j) % p->sb_size];
+        if (s->lo < hi && lo < s->hi) return s->data;
+    }
+    return -1.0;
+}
+
+static inline void pipe_commit(Pipe *p, int64_t lo, int64_t hi, double data, double retire, double line) {
+    double c = retire > p->last_commit ? retire : p->last_commit;
+    p->last_commit = line > c ? line : c;
+    if (p->sb_n == p->sb_size) { p->sb_h = (p->sb_h + 1) % p->sb_size; p->sb_n -= 1; }
+    Store *s = &p->sb[(p->sb_h + p->sb_n) % p->sb_size];
+    s->lo = lo; s->hi = hi; s->data = data; s->commit = p->last_commit;
+    p->sb_n += 1;
+}
+
+/* execute.Core.lines: every line of [addr, addr + nbytes) at e; a line not in L1 waits for a fill
+ * buffer, holds it until the line arrives, and has the next `pf` lines prefetched if a buffer is free.
+ * Returns the last arrival (negative on failure). */
+static double core_lines(Pipe *p, Mem *m, int64_t addr, int64_t nbytes, double e, int write, int64_t pf,
+                         int64_t *prefetches, double watermark) {
+    int64_t lb = m->lv[3], lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
+    double done = e;
+    for (int64_t line = lo; line <= hi; line++) {
+        double d;
+        if (mem_contains(m, 0, line)) {
+            d = mem_access(m, line * lb, e, 0, watermark, write);
+        } else {
+            int64_t k = miss_slot(p);
+            double start = p->miss_free[k] > e ? p->miss_free[k] : e;
+            d = mem_access(m, line * lb, start, 0, watermark, write);
+            if (d < 0.0) return -1.0;
+            p->miss_free[k] = d;
+            for (int64_t nxt = line + 1; nxt <= line + pf; nxt++) {
+                if (mem_contains(m, 0, nxt)) continue;
+                int64_t s = miss_slot(p);
+                if (p->miss_free[s] > start) continue;
+                double f = mem_access(m, nxt * lb, start, 0, watermark, 0);
+                if (f < 0.0) return -1.0;
+                p->miss_free[s] = f;
+                *prefetches += 1;
+            }
+        }
+        if (d < 0.0) return -1.0;
+        if (d > done) done = d;
+    }
+    return done;
 }
