@@ -244,7 +244,7 @@ def future_version(data: bytes) -> bytes:
 
 
 def text_instead(data: bytes) -> bytes:
-    return b".dae 1\n.code\n  halt\n.end\n"
+    return b".dae 2\n.code\n  halt\n.end\n"
 
 
 def set_item(name: str, index: int, value: int) -> Callable[[dict[str, np.ndarray]], None]:
@@ -446,7 +446,14 @@ CASES = [
               "  mem s2, @7[s1]\n  alu s1, add, t0, 1\n", "s1 is used before it is defined", at="@7[s1]"),
     text_case("dae-missing-end", "dae", "  ret\n.end\n", "  ret\n", "'.code' has no matching '.end'",
               at=".code"),
-    other_case("dae-empty-file", "asm", empty_dae, "empty file: expected '.dae 1'"),
+    text_case("dae-work-unknown-kind", "dae", ".work bag sum", ".work pool sum",
+              "unknown work kind 'pool' (expected gather, bag or scatter_rows)", at="pool"),
+    text_case("dae-work-undeclared-symbol", "dae", "offsets=@7", "offsets=@70", "symbol @70 is not declared",
+              at="@70"),
+    text_case("dae-work-field-twice", "dae", "output=@9 empty", "output=@9 output=@9 empty",
+              "field 'output' is given twice", at="output=@9 empty"),
+    text_case("dae-work-missing-field", "dae", " indices=@0", "", "a bag record needs indices=@n", at=".work"),
+    other_case("dae-empty-file", "asm", empty_dae, "empty file: expected '.dae 2'"),
     other_case("dae-binary-file", "asm", binary_as_text, "not a text file"),
     other_case("dae-missing-weights-file", "asm", missing_weights, "No such file or directory"),
     # .bin (ember-disasm, ember-sim)

@@ -14,14 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ember.backend import binary
 from ember.backend.binary import MAGIC, SECTIONS, assemble, disassemble
-from ember.backend.dae import FORMAT_VERSION, Instr, Label, Program, Reg, Symbol, SymRef
+from ember.backend.dae import FORMAT_VERSION, Instr, Label, Program, Reg, Symbol, SymRef, Work
 from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.diagnostics import EmberError
 from ember.ir.printer import DenseAttr
 from ember.ir.types import ScalarType, ShapedType
 
-EXAMPLE = (Path(__file__).resolve().parent.parent / "tests" / "data" / "example.dae").read_text()
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = (ROOT / "tests" / "data" / "example.dae").read_text()
+BAG = Work("bag", "sum", table=0, indices=1, offsets=2, output=3, empty="identity")  # what the example computes
 
 
 def example(with_data: bool = True) -> Program:
@@ -60,7 +63,7 @@ def test_layout_magic_version_table_and_checksum() -> None:
     magic, version, count, total = struct.unpack_from("<8sHHI", b)
     assert (magic, version, count, total) == (MAGIC, FORMAT_VERSION, len(SECTIONS), len(b))
     names = [struct.unpack_from("<8sII", b, 16 + 16 * i)[0].rstrip(b"\0").decode() for i in range(count)]
-    assert names == ["syms", "access", "code", "strs", "data"]
+    assert names == ["syms", "work", "access", "code", "strs", "data"]
     assert struct.unpack("<I", b[-4:])[0] == zlib.crc32(b[:-4])
     assert b"pickle" not in b and b"bag.weight" in b  # strings are stored once, as UTF-8
     assert assemble(example()) == b  # deterministic
@@ -115,7 +118,7 @@ def test_operand_and_attribute_values_come_back_exactly() -> None:
 
 def test_empty_program() -> None:
     p = Program()
-    assert print_dae(disassemble(assemble(p), "m.bin")) == ".dae 1\n.code\n.end\n"
+    assert print_dae(disassemble(assemble(p), "m.bin")) == ".dae 2\n.code\n.end\n"
 
 
 def test_assemble_checks_the_program_first() -> None:
@@ -139,6 +142,7 @@ def test_assemble_checks_the_program_first() -> None:
 @pytest.fixture(scope="module")
 def small() -> bytes:
     p = example()
+    p.work = [BAG, Work("bag", "max", table=0, indices=1, offsets=2, output=3, padding_idx=-3, empty="zero")]
     p.data = {0: np.arange(6, dtype=np.float32).reshape(2, 3)}
     p.symbols[0].shape = (2, 3)
     return assemble(p)
@@ -209,11 +213,11 @@ def test_damage_behind_a_valid_checksum_never_escapes_as_another_exception(small
     assert accepted > 0
 
 
-EXAMPLE_BIN = assemble(example())
+EXAMPLE_BIN = assemble(Program(**{**vars(example()), "work": [BAG]}))
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.binary(max_size=64), st.integers(0, 4))
+@given(st.binary(max_size=64), st.integers(0, len(SECTIONS) - 1))
 def test_random_section_contents_are_rejected_cleanly(junk: bytes, which: int) -> None:
     """Replace one section with random bytes (valid table and checksum): only EmberErrors come out."""
     b = EXAMPLE_BIN
@@ -231,3 +235,66 @@ def test_random_section_contents_are_rejected_cleanly(junk: bytes, which: int) -
         disassemble(with_crc(body), "m.bin")
     except EmberError as e:
         assert str(e).startswith("m.bin: error: ")
+
+
+# ----------------------------------------------------------------------------- work records
+
+
+@pytest.mark.parametrize("name", ["bag_sum", "bag_weighted", "gather"])
+def test_handwritten_work_records_round_trip(name: str) -> None:
+    text = (ROOT / "samples" / "handwritten" / f"{name}.dae").read_text()
+    p = parse_dae(text, f"{name}.dae")
+    assert len(p.work) == 1
+    q = disassemble(assemble(p), "m.bin")
+    assert q.work == p.work and print_dae(q) == print_dae(p)
+
+
+def test_old_files_without_work_are_refused_by_version() -> None:
+    """A version-1 file has no work section: the version says so before the section table would."""
+    b = bytearray(EXAMPLE_BIN)
+    b[8:10] = struct.pack("<H", 1)
+    assert error_of(with_crc(b)) == f"m.bin: error: unsupported format version 1 (this ember reads version " \
+                                    f"{FORMAT_VERSION})"
+
+
+def work_section(fields: list[tuple[str, object]], kind: str = "bag", mode: str = "sum") -> bytes:
+    """The example as a binary whose one work record has exactly `fields`, encoded as the format does."""
+    def encode(enc: binary._Encoder, p: Program) -> bytes:
+        w = binary._Writer()
+        w.uint(1)
+        w.uint(enc.s(kind))
+        w.uint(enc.s(mode))
+        w.uint(len(fields))
+        for name, v in fields:
+            w.uint(enc.s(name))
+            enc.value(w, v, 1)
+        return bytes(w.buf)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(binary._Encoder, "work", encode)
+        return assemble(example())
+
+
+GOOD_FIELDS = [("table", SymRef(0)), ("indices", SymRef(1)), ("offsets", SymRef(2)), ("output", SymRef(3)),
+               ("empty", "zero")]
+
+
+def test_a_hand_encoded_record_decodes() -> None:
+    assert disassemble(work_section(GOOD_FIELDS), "m.bin").work == [
+        Work("bag", "sum", table=0, indices=1, offsets=2, output=3, empty="zero")]
+
+
+@pytest.mark.parametrize("fields, kind, message", [
+    ([*GOOD_FIELDS, ("rows", SymRef(0))], "bag", "malformed 'work' section: unknown work field 'rows'"),
+    ([*GOOD_FIELDS, ("table", SymRef(0))], "bag", "malformed 'work' section: work field 'table' given twice"),
+    ([("table", 0), *GOOD_FIELDS[1:]], "bag", "malformed 'work' section: bad value for work field 'table'"),
+    ([*GOOD_FIELDS, ("padding_idx", True)], "bag", "malformed 'work' section: bad value for work field "
+     "'padding_idx'"),
+    ([*GOOD_FIELDS, ("negative", [1])], "bag", "malformed 'work' section: bad value for work field 'negative'"),
+    ([("table", SymRef(40)), *GOOD_FIELDS[1:]], "bag", "work record 0: symbol @40 is not declared"),
+    (GOOD_FIELDS[1:], "bag", "work record 0: a bag record needs table=@n"),
+    (GOOD_FIELDS, "bagz", "work record 0: unknown work kind 'bagz'"),
+])
+def test_bad_work_records_are_one_line_errors(fields: list[tuple[str, object]], kind: str, message: str) -> None:
+    err = error_of(work_section(fields, kind))
+    assert err == f"m.bin: error: {message}" or err.startswith(f"m.bin: error: {message} (")

@@ -12,7 +12,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ember.backend.binary import assemble, disassemble
-from ember.backend.dae import ALU_OPS, EVENTS, Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef
+from ember.backend.dae import (
+    ALU_OPS,
+    EVENTS,
+    WORK_EMPTY,
+    WORK_KINDS,
+    Access,
+    Instr,
+    Label,
+    Mem,
+    Program,
+    Reg,
+    Symbol,
+    SymRef,
+    Work,
+)
 from ember.backend.dae_text import SYMBOL_KINDS, parse_dae, print_dae, validate
 from ember.ir.diagnostics import EmberError
 from ember.ir.printer import DenseAttr
@@ -72,7 +86,7 @@ def test_crlf_line_endings() -> None:
 
 
 RICH = """\
-.dae 1
+.dae 2
 .sym @0 input "x \\"quoted\\" \\u00e9\\n" bf16 [0, ?, 3]
 .sym @1 temp "" index []
 .code
@@ -158,17 +172,17 @@ MALFORMED = [
     (edit("f32 []", "f33 []"), "x.dae:8:19: error: unknown element type 'f33'"),
     (edit("[13]", "[-1]"), "x.dae:5:30: error: a dimension is a non-negative integer or '?'"),
     (edit(".opset 17", ".opset 17\n.foo 3"), "x.dae:4:1: error: unknown directive '.foo'"),
-    (edit(".dae 1", ".dae 2"), "x.dae:1:6: error: unsupported .dae version 2"),
+    (edit(".dae 2", ".dae 3"), "x.dae:1:6: error: unsupported .dae version 3"),
     (edit(".opset 17", '.opset 17\n.weights "w"'), "x.dae:4:1: error: '.weights' is given twice"),
-    (edit(".dae 1\n", ""), "x.dae:1:1: error: a .dae file starts with '.dae 1'"),
+    (edit(".dae 2\n", ""), "x.dae:1:1: error: a .dae file starts with '.dae 2'"),
     (edit('.weights "bag_sum.ts.onnx"', ".weights bag"), "x.dae:2:10: error: '.weights' expects"),
     (edit("\n.end\n.code", "\n.code"), "x.dae:20:1: error: '.code' is not allowed inside .access"),
     (EXAMPLE[: -len(".end\n")], "x.dae:21:1: error: '.code' has no matching '.end'"),
     (EXAMPLE + "  halt\n", "x.dae:46:3: error: nothing may follow the .end of .code"),
     (edit("L0:", "nan:"), "x.dae:27:1: error: bad label name \"nan\""),
     (edit('"bag.weight"', '"bag\\q"'), "x.dae:4:15: error: bad string literal"),
-    (".dae 1\n.sym @0 input \"x\" f32 [2]\n", "x.dae:2:1: error: missing .code section"),
-    ("", "x.dae:1:1: error: empty file: expected '.dae 1'"),
+    (".dae 2\n.sym @0 input \"x\" f32 [2]\n", "x.dae:2:1: error: missing .code section"),
+    ("", "x.dae:1:1: error: empty file: expected '.dae 2'"),
 ]
 
 
@@ -210,6 +224,116 @@ def test_validate_names_the_item_without_source() -> None:
                 Program(code=[Instr("host", ["x", [], [], {"k": object()}])]), Program(data={3: None})):
         with pytest.raises(EmberError):
             validate(bad)
+
+
+# ----------------------------------------------------------------------------- work records
+
+WORK_TEXT = """\
+.dae 2
+.sym @0 param "table" f32 [10, 8]
+.sym @1 input "indices" i64 [?]
+.sym @2 input "offsets" i64 [?]
+.sym @3 input "weights" f32 [?]
+.sym @4 output "bags" f32 [?, 8]
+.sym @5 input "idx2" i32 [2, 3]
+.sym @6 temp "rows" f32 [2, 3, 8]
+.sym @7 input "dst" i64 [6]
+.sym @8 temp "updates" f32 [6, 8]
+.sym @9 param "zeros" f32 [4, 8]
+.sym @10 output "agg" f32 [4, 8]
+.work bag sum table=@0 indices=@1 offsets=@2 weights=@3 output=@4 padding_idx=0 empty=identity
+.work gather table=@0 indices=@5 output=@6 negative=wrap
+.work bag mean table=@0 indices=@1 offsets=@2 output=@4 empty=zero
+.work scatter_rows max table=@8 targets=@7 data=@9 output=@10
+.code
+  halt
+.end
+"""
+
+
+def test_work_records_print_back_byte_for_byte_and_through_the_binary() -> None:
+    p = parse(WORK_TEXT)
+    assert p.work == [
+        Work("bag", "sum", table=0, indices=1, offsets=2, weights=3, output=4, padding_idx=0, empty="identity"),
+        Work("gather", table=0, indices=5, output=6, negative="wrap"),
+        Work("bag", "mean", table=0, indices=1, offsets=2, output=4, empty="zero"),
+        Work("scatter_rows", "max", table=8, targets=7, data=9, output=10)]
+    assert print_dae(p) == WORK_TEXT
+    assert print_dae(disassemble(assemble(p), "w.bin")) == WORK_TEXT
+
+
+def test_work_fields_may_come_in_any_order_and_before_the_symbols() -> None:
+    lines = WORK_TEXT.splitlines()
+    shuffled = [" ".join(line.split()[:3] + line.split()[3:][::-1]) if line.startswith(".work bag") else line
+                for line in lines]
+    assert shuffled != lines and parse("\n".join(shuffled)) == parse(WORK_TEXT)
+    work = [line for line in lines if line.startswith(".work")]
+    moved = [lines[0], *work, *(line for line in lines[1:] if not line.startswith(".work"))]
+    assert print_dae(parse("\n".join(moved))) == WORK_TEXT
+
+
+def wedit(old: str, new: str) -> str:
+    assert WORK_TEXT.count(old) == 1, old
+    return WORK_TEXT.replace(old, new)
+
+
+BAG = ".work bag mean table=@0 indices=@1 offsets=@2 output=@4 empty=zero"
+MALFORMED_WORK = [
+    (wedit(".work gather", ".work gathr"), "x.dae:14:7: error: unknown work kind 'gathr' (expected gather, bag or "
+     "scatter_rows)"),
+    (wedit("bag mean", "bag median"), "x.dae:15:11: error: unknown bag mode 'median' (expected sum, mean or max)"),
+    (wedit("bag mean", "bag"), "x.dae:15:7: error: a bag record needs a mode (sum, mean or max)"),
+    (wedit("gather table", "gather sum table"), "x.dae:14:14: error: a gather record takes no mode, got 'sum'"),
+    (wedit("table=@8", "table=@11"), "x.dae:16:30: error: symbol @11 is not declared"),
+    (wedit("output=@6", "output=@6 output=@6"), "x.dae:14:44: error: field 'output' is given twice"),
+    (wedit(" offsets=@2 output=@4 empty", " output=@4 empty"), "x.dae:15:1: error: a bag record needs offsets=@n"),
+    (wedit(" empty=zero", ""), "x.dae:15:1: error: a bag record needs empty=zero or identity"),
+    (wedit(" data=@9", ""), "x.dae:16:1: error: a scatter_rows record needs data=@n"),
+    (wedit("negative=wrap", "negative=clip"), "x.dae:14:53: error: negative must be wrap, got 'clip'"),
+    (wedit("empty=zero", "empty=none"), "x.dae:15:63: error: empty must be zero or identity, got 'none'"),
+    (wedit("negative=wrap", "padding_idx=0"), "x.dae:14:56: error: a gather record has no field 'padding_idx'"),
+    (wedit(BAG, BAG + " targets=@7"), "x.dae:15:76: error: a bag record has no field 'targets'"),
+    (wedit("indices=@5", "indices=5"), "x.dae:14:31: error: field 'indices' must be a symbol (@n), got '5'"),
+    (wedit("padding_idx=0", "padding_idx=@0"), "x.dae:13:79: error: field 'padding_idx' must be an integer"),
+    (wedit("indices=@5", "rows=@5"), "x.dae:14:23: error: unknown .work field 'rows' (expected one of table, "),
+    (wedit("indices=@5", "@5"), "x.dae:14:23: error: '.work' expects key=value fields after its kind and mode, "
+     "got '@5'"),
+    (wedit(".work gather table=@0", ".work table=@0"), "x.dae:14:7: error: '.work' expects a kind (gather, bag "),
+    (wedit("gather table", "gather a b table"), "x.dae:14:16: error: '.work' expects a kind and a mode, then "
+     "key=value fields: unexpected 'b'"),
+    (wedit("table=@8", "table=@7"), "x.dae:16:30: error: table=@7 must hold floats, @7 is i64"),
+    (wedit("offsets=@2 output=@4 empty=zero", "offsets=@5 output=@4 empty=zero"),
+     "x.dae:15:44: error: offsets=@5 must have rank 1, @5 has rank 2"),
+    (wedit("weights=@3", "weights=@3 data=@9"), "x.dae:13:62: error: a bag record has no field 'data'"),
+    (wedit("bag sum", "bag max"), "x.dae:13:54: error: per-lookup weights need mode sum"),
+    (wedit(".code", ".code\n.work gather table=@0 indices=@5 output=@6"),
+     "x.dae:18:1: error: '.work' is not allowed inside .code"),
+]
+
+
+@pytest.mark.parametrize("text, expected", MALFORMED_WORK,
+                         ids=[m[1].split("error: ")[1][:40] for m in MALFORMED_WORK])
+def test_malformed_work_records_point_at_the_mistake(text: str, expected: str) -> None:
+    with pytest.raises(EmberError) as info:
+        parse(text)
+    assert str(info.value).startswith(expected)
+    assert len(str(info.value).splitlines()) == 3  # the message, the source line and the caret
+
+
+def test_validate_names_the_work_record_without_source() -> None:
+    p = parse(WORK_TEXT)
+    p.work[2] = Work("bag", "mean", table=0, indices=1, offsets=99, output=4, empty="zero")
+    with pytest.raises(EmberError) as info:
+        validate(p, "m.bin")
+    assert str(info.value) == "m.bin: error: work record 2: symbol @99 is not declared"
+    p.work[2] = Work("bag", "mean", table=0, indices=1, output=4, empty="zero")
+    with pytest.raises(EmberError, match="work record 2: a bag record needs offsets=@n"):
+        validate(p)
+    for bad in (Work("bag", "sum", table=0, indices=1, offsets=2, output=4, empty="zero", padding_idx=True),  # type: ignore[arg-type]
+                Work(3, table=0), "not a record"):  # type: ignore[arg-type]
+        p.work[2] = bad  # type: ignore[call-overload]
+        with pytest.raises(EmberError, match="work record 2"):
+            validate(p)
 
 
 # ----------------------------------------------------------------------------- random programs
@@ -274,6 +398,9 @@ def programs(draw: st.DrawFn) -> Program:
     shapes = st.lists(st.one_of(st.none(), st.integers(0, 64)), max_size=3).map(tuple)
     symbol = st.builds(Symbol, st.sampled_from(SYMBOL_KINDS), st.text(max_size=8), scalars, shapes)
     symbols = draw(st.lists(symbol, min_size=1, max_size=5))
+    if draw(st.booleans()):  # symbols every kind of work record can name
+        symbols += [Symbol("param", "t", "f32", (4, 3)), Symbol("input", "i", "i64", (5,)),
+                    Symbol("input", "w", "bf16", (None,))]
     access_names = draw(st.lists(names, unique=True, max_size=2))
     access = [draw(access_program(n, symbols)) for n in access_names]
     labels = draw(st.lists(names, unique=True, max_size=4))
@@ -340,7 +467,34 @@ def programs(draw: st.DrawFn) -> Program:
     code: list[Instr | Label] = [instr() for _ in range(draw(st.integers(0, 12)))]
     for name in labels:
         code.insert(draw(st.integers(0, len(code))), Label(name))
-    return Program(symbols, access, code, draw(st.text(max_size=10)), draw(st.integers(0, 30)))
+    return Program(symbols, access, code, draw(st.text(max_size=10)), draw(st.integers(0, 30)),
+                   work=draw(work_records(symbols)))
+
+
+@st.composite
+def work_records(draw: st.DrawFn, symbols: list[Symbol]) -> list[Work]:
+    """Random valid work records over `symbols`: each field a symbol of the class and rank its kind reads."""
+    out = []
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(sorted(WORK_KINDS)))
+        spec = WORK_KINDS[kind]
+        wanted = {**spec.required, **{f: v for f, v in spec.optional.items() if draw(st.booleans())}}
+        fields: dict[str, object] = {}
+        for f, (cls, rank) in wanted.items():
+            fits = [n for n, s in enumerate(symbols) if (s.dtype[0] in "fb") == (cls == "float")
+                    and (len(s.shape) == rank if rank is not None else f != "table" or len(s.shape) > 0)]
+            if not fits:
+                break
+            fields[f] = draw(st.sampled_from(fits))
+        else:
+            mode = "sum" if "weights" in fields else draw(st.sampled_from(spec.modes))
+            if kind == "bag":
+                fields["empty"] = draw(st.sampled_from(WORK_EMPTY))
+                fields["padding_idx"] = draw(st.one_of(st.none(), st.integers(-2, 2**40)))
+            if kind == "gather" and draw(st.booleans()):
+                fields["negative"] = "wrap"
+            out.append(Work(kind, mode, **fields))  # type: ignore[arg-type]
+    return out
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

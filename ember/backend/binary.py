@@ -7,15 +7,16 @@ Layout (all integers little endian):
     count    u16      number of sections
     length   u32      total file length, checksum included (so truncation is named as such)
     table    count x (name 8 bytes NUL-padded, offset u32, length u32)
-    sections syms, access, code, strs, data (each fully consumed by its decoder)
+    sections syms, work, access, code, strs, data (each fully consumed by its decoder)
     crc      u32      zlib.crc32 of everything before it
 
 Inside sections numbers are LEB128 varints (signed ones zigzag-encoded), floats are f64, and every
 string (names, opcodes, labels) is an index into the `strs` string table, which also holds the
 host attribute dicts.  Operands are tagged values, so the decoder needs no opcode table and an
-opcode added later cannot shift the meaning of old files.  The decoder trusts nothing: each read
-is bounds-checked and the decoded program goes through the same `validate` as `.dae` text, so
-whatever `disassemble` accepts prints as valid text.
+opcode added later cannot shift the meaning of old files.  For the same reason a work record is
+its kind and mode, then the fields it sets as (name, tagged value) pairs.  The decoder trusts
+nothing: each read is bounds-checked and the decoded program goes through the same `validate` as
+`.dae` text, so whatever `disassemble` accepts prints as valid text.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ import numpy as np
 from ..ir.diagnostics import EmberError
 from ..ir.printer import DenseAttr
 from ..ir.types import ScalarType, ShapedType
-from .dae import FORMAT_VERSION, Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef
+from .dae import FORMAT_VERSION, WORK_FIELDS, Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef, Work
 from .dae_text import SYMBOL_KINDS, validate
 
 MAGIC = b"EMBERBIN"
-SECTIONS = ("syms", "access", "code", "strs", "data")
+SECTIONS = ("syms", "work", "access", "code", "strs", "data")
 _HEAD = struct.Struct("<8sHHI")
 _ENTRY = struct.Struct("<8sII")
 _U32 = struct.Struct("<I")
@@ -195,6 +196,20 @@ class _Encoder:
                 w.uint(0 if d is None else d + 1)
         return bytes(w.buf)
 
+    def work(self, p: Program) -> bytes:
+        """Each work record: kind, mode, then its set fields as (name, tagged value): symbols as SymRef."""
+        w = _Writer()
+        w.uint(len(p.work))
+        for rec in p.work:
+            w.uint(self.s(rec.kind))
+            w.uint(self.s(rec.mode))
+            fields = {f: getattr(rec, f) for f in WORK_FIELDS if getattr(rec, f) not in (None, "")}
+            w.uint(len(fields))
+            for f, v in fields.items():
+                w.uint(self.s(f))
+                self.value(w, SymRef(v) if WORK_FIELDS[f] == "sym" else v, 1)
+        return bytes(w.buf)
+
     def access(self, p: Program) -> bytes:
         """Each access program: name, parameter count, instructions."""
         w = _Writer()
@@ -257,7 +272,8 @@ def assemble(p: Program) -> bytes:
     """Encode a valid Program (checked first, like parsed text) as `.bin` bytes."""
     validate(p)
     enc = _Encoder()
-    body = {"syms": enc.syms(p), "access": enc.access(p), "code": enc.code(p), "data": enc.data(p)}
+    body = {"syms": enc.syms(p), "work": enc.work(p), "access": enc.access(p), "code": enc.code(p),
+            "data": enc.data(p)}
     body["strs"] = enc.strs()  # last: the other sections add strings and attribute dicts
     offset = _HEAD.size + _ENTRY.size * len(SECTIONS)
     total = offset + sum(len(b) for b in body.values()) + _U32.size
@@ -444,6 +460,25 @@ class _Decoder:
             name, dtype = self.s(r), self.s(r)
             p.symbols.append(Symbol(SYMBOL_KINDS[kind], name, dtype, self.dims(r)))
 
+    def work(self, r: _Reader, p: Program) -> None:
+        """The work records: each field a known name, given once, with a value of its form (validate then
+        holds the record to its kind and the symbol table)."""
+        forms = {"sym": SymRef, "int": int, "name": str}
+        for _ in range(r.count()):
+            kind, mode = self.s(r), self.s(r)
+            fields: dict[str, Any] = {}
+            for _ in range(r.count()):
+                name = self.s(r)
+                if name not in WORK_FIELDS:
+                    raise _Corrupt(f"unknown work field {name!r}")
+                if name in fields:
+                    raise _Corrupt(f"work field {name!r} given twice")
+                v = self.value(r, 1)
+                if not isinstance(v, forms[WORK_FIELDS[name]]) or isinstance(v, bool):
+                    raise _Corrupt(f"bad value for work field {name!r}")
+                fields[name] = v.n if isinstance(v, SymRef) else v
+            p.work.append(Work(kind, mode, **fields))
+
     def access(self, r: _Reader, p: Program) -> None:
         """The access programs."""
         for _ in range(r.count()):
@@ -532,7 +567,8 @@ def disassemble(data: bytes, filename: str) -> Program:
         raise bad("bad checksum (file is corrupted)")
     sections = _table(data, count, bad)
     p, dec = Program(), _Decoder()
-    steps = [("strs", dec.strs), ("syms", lambda r: dec.syms(r, p)), ("access", lambda r: dec.access(r, p)),
+    steps = [("strs", dec.strs), ("syms", lambda r: dec.syms(r, p)), ("work", lambda r: dec.work(r, p)),
+             ("access", lambda r: dec.access(r, p)),
              ("code", lambda r: dec.code(r, p)), ("data", lambda r: dec.data(r, p))]
     for name, step in steps:
         r = _Reader(sections[name])

@@ -4,7 +4,8 @@ Every scalar SSA value gets its own register (r for integers, f for floats); eve
 symbol.  Core loop nests become compare-and-branch loops; each `dlc.offload` becomes an access
 program started by `run`, whose cases are emitted after `halt` under labels `A<k>.<id>`.
 Function-level integers the access unit needs are passed as `run` parameters (constants are
-written as immediates).
+written as immediates).  Each `work` op (what an emb op computed) becomes a `.work` record naming the
+symbols that hold its tensors at the end of the run.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from ..ir.core import Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.types import ScalarType, ShapedType
-from .dae import Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef
+from .dae import Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef, Work
 
 INT_OPS = {"addi": "add", "subi": "sub", "muli": "mul", "divi": "div", "mini": "min", "maxi": "max"}
 FLOAT_OPS = {"addf": "fadd", "subf": "fsub", "mulf": "fmul", "divf": "fdiv", "maxf": "fmax", "minf": "fmin"}
@@ -63,6 +64,7 @@ class _Gen:
         self.consts: dict[Value, int | float] = {}
         self.const_regs: dict[tuple[str, str], Reg] = {}
         self.prologue: list[Instr | Label] = []
+        self.work: list[Op] = []  # `work` ops, made records once every symbol is final
 
     # --- symbols and registers -------------------------------------------------------------
     def symbol(self, v: Value, kind: str, name: str) -> int:
@@ -103,7 +105,28 @@ class _Gen:
                 self.code.append(Instr("host", ["Identity", [SymRef(sym)], [SymRef(out)], {}]))
         self.code.append(Instr("halt"))
         self.p.code = self.prologue + self.code + self.cases
+        self.p.work = [self.work_record(op) for op in self.work]
         return self.p
+
+    def work_record(self, op: Op) -> Work:
+        """The `.work` record of a `work` op: after the outputs are copied, so a result that is returned
+        names the output symbol that holds it at the end."""
+        syms = []
+        for v in op.operands:
+            if v not in self.syms:
+                raise op.error(f"names %{v.name}, which has no symbol")
+            syms.append(self.syms[v])
+        a = op.attrs
+        if a["op"] == "emb.gather":
+            table, indices, output = syms
+            return Work("gather", table=table, indices=indices, output=output, negative=a.get("negative", ""))
+        if a["op"] == "emb.bag":
+            table, indices, offsets, *weights, output = syms
+            return Work("bag", a["mode"], table=table, indices=indices, offsets=offsets,
+                        weights=weights[0] if weights else None, output=output,
+                        padding_idx=a.get("padding_idx"), empty=a["empty"])
+        data, targets, updates, output = syms
+        return Work("scatter_rows", a["reduction"], table=updates, targets=targets, data=data, output=output)
 
     def result_symbol(self, v: Value) -> int:
         if v in self.outputs and v not in self.syms:
@@ -114,6 +137,8 @@ class _Gen:
         n = op.name
         if n == "param":
             self.symbol(op.result, "param", op.attrs["name"])
+        elif n == "work":
+            self.work.append(op)
         elif n == "host.onnx":
             ins = [SymRef(self.syms[v]) for v in op.operands]
             outs = [SymRef(self.result_symbol(r)) for r in op.results]

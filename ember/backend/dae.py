@@ -7,14 +7,23 @@ tokens until the access unit is done: token k of access program `A0` runs the co
 `A0.k` up to its `ret`).  Every instruction is an `Instr`
 (opcode and arguments), so the text parser, printer, assembler and simulator work from one
 opcode table, `OPCODES`, below.
+
+A program also carries *work records* (`Work`, `.work` in the text): what embedding operation it
+computes, on which of its symbols.  The compiler copies them from the `emb` ops it lowered, and a
+hand-written program declares them, so the simulator can bound a run by the operation and its data
+alone (`ember/sim/work.py`), whatever code computes it.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
-FORMAT_VERSION = 1
+from ..ir.types import SCALARS
+
+FORMAT_VERSION = 2  # 2: work records (`.work`, the binary's `work` section)
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,121 @@ class Access:
     body: list[Instr] = field(default_factory=list)
 
 
+WORK_SYMBOLS = ("table", "indices", "offsets", "weights", "targets", "data", "output")  # Work's symbol fields
+# Every field of `.work KIND [MODE] key=value ...`, in printing order, and the form of its value.
+WORK_FIELDS = {**{f: "sym" for f in WORK_SYMBOLS}, "padding_idx": "int", "empty": "name", "negative": "name"}
+WORK_EMPTY = ("zero", "identity")  # emb.bag {empty}
+WORK_NEGATIVE = ("wrap",)  # emb.gather {negative}
+
+
+@dataclass(frozen=True)
+class WorkKind:
+    """What a record of one kind holds: its modes, each symbol field it needs or may have with the element
+    class ("int" or "float") and rank (None: any) of that symbol, and the other fields it may set."""
+
+    modes: tuple[str, ...]
+    required: dict[str, tuple[str, int | None]]
+    optional: dict[str, tuple[str, int | None]]
+    options: tuple[str, ...]
+
+
+WORK_KINDS: dict[str, WorkKind] = {
+    "gather": WorkKind(("",), {"table": ("float", None), "indices": ("int", None), "output": ("float", None)},
+                       {}, ("negative",)),
+    "bag": WorkKind(("sum", "mean", "max"),
+                    {"table": ("float", 2), "indices": ("int", 1), "offsets": ("int", 1), "output": ("float", 2)},
+                    {"weights": ("float", 1)}, ("padding_idx", "empty")),
+    "scatter_rows": WorkKind(("add", "mul", "max", "min"),
+                             {"table": ("float", 2), "targets": ("int", 1), "data": ("float", 2),
+                              "output": ("float", 2)}, {}, ()),
+}
+
+
+@dataclass(frozen=True)
+class Work:
+    """One embedding operation the program computes, on its symbols (numbers into `Program.symbols`).
+
+    gather:       output[i..., :] = table[indices[i...], :]; with `negative = "wrap"` an index in
+                  [-rows, 0) counts from the end.
+    bag:          output[b] = mode over table[indices[j], :] (times weights[j]) for j in
+                  [offsets[b], offsets[b+1]), the include-last offsets the program holds; lookups of row
+                  `padding_idx` are left out; an empty bag gives 0 (`empty = "zero"`) or the reduction's
+                  identity (`"identity"`), as emb.bag says.
+    scatter_rows: output = data, then output[targets[e], :] = mode(output[targets[e], :], table[e, :])
+                  for every e in order.  `table` is the update rows, each read once, in order: the op
+                  has no source indices (a gather of x[src] before it is a record of its own).
+    """
+
+    kind: str
+    mode: str = ""  # bag: sum | mean | max; scatter_rows: add | mul | max | min; gather: ""
+    table: int | None = None
+    indices: int | None = None
+    offsets: int | None = None
+    weights: int | None = None
+    targets: int | None = None  # scatter_rows: the output row of each update
+    data: int | None = None  # scatter_rows: the rows the output starts from
+    output: int | None = None
+    padding_idx: int | None = None
+    empty: str = ""
+    negative: str = ""
+
+    def __str__(self) -> str:
+        """The record as its `.work` line: kind, mode, then the fields that are set, in WORK_FIELDS order."""
+        words = [".work", self.kind] + ([self.mode] if self.mode else [])
+        for f, form in WORK_FIELDS.items():
+            v = getattr(self, f)
+            if v is not None and v != "":
+                words.append(f"{f}=@{v}" if form == "sym" else f"{f}={v}")
+        return " ".join(words)
+
+    def problem(self, symbols: list[Symbol]) -> tuple[str, ...] | None:
+        """Why the record does not fit `WORK_KINDS` and the program's symbols: (message, field at fault),
+        the field left out when the record as a whole is wrong; None when it fits."""
+        spec = WORK_KINDS.get(self.kind) if isinstance(self.kind, str) else None
+        if spec is None:
+            return f"unknown work kind {self.kind!r} (expected {one_of(tuple(WORK_KINDS))})", "kind"
+        if self.mode not in spec.modes:
+            return (f"a {self.kind} record takes no mode, got {self.mode!r}" if spec.modes == ("",) else
+                    f"a {self.kind} record needs a mode ({one_of(spec.modes)})" if self.mode == "" else
+                    f"unknown {self.kind} mode {self.mode!r} (expected {one_of(spec.modes)})"), "mode"
+        fields = {**spec.required, **spec.optional}
+        for f in WORK_SYMBOLS:
+            n = getattr(self, f)
+            if n is None:
+                if f in spec.required:
+                    return (f"a {self.kind} record needs {f}=@n",)
+                continue
+            if f not in fields:
+                return f"a {self.kind} record has no field '{f}'", f
+            if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(symbols):
+                return f"symbol @{n} is not declared", f
+            s, (cls, rank) = symbols[n], fields[f]
+            if (s.dtype[0] in "fb") != (cls == "float"):
+                return f"{f}=@{n} must hold {'floats' if cls == 'float' else 'integers'}, @{n} is {s.dtype}", f
+            if (rank is not None and len(s.shape) != rank) or (f == "table" and not s.shape):
+                return f"{f}=@{n} must have rank {'1 or more' if rank is None else rank}, @{n} has rank " \
+                       f"{len(s.shape)}", f
+        for f in ("padding_idx", "empty", "negative"):
+            v = getattr(self, f)
+            if v is not None and v != "" and f not in spec.options:
+                return f"a {self.kind} record has no field '{f}'", f
+        pad = self.padding_idx
+        if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool)):
+            return f"padding_idx must be an integer, got {self.padding_idx!r}", "padding_idx"
+        for f, allowed in (("empty", WORK_EMPTY), ("negative", WORK_NEGATIVE)):
+            if getattr(self, f) not in ("", *allowed):
+                return f"{f} must be {one_of(allowed)}, got {getattr(self, f)!r}", f
+        if self.kind == "bag" and self.empty == "":
+            return (f"a bag record needs empty={one_of(WORK_EMPTY)}",)
+        if self.weights is not None and self.mode != "sum":
+            return "per-lookup weights need mode sum", "weights"
+        return None
+
+    def symbols(self) -> dict[str, int]:
+        """The symbol fields that are set, in WORK_SYMBOLS order."""
+        return {f: v for f in WORK_SYMBOLS if (v := getattr(self, f)) is not None}
+
+
 @dataclass
 class Program:
     symbols: list[Symbol] = field(default_factory=list)
@@ -94,6 +218,7 @@ class Program:
     weights: str = ""  # file the param data came from (kept for the record; .bin embeds the data)
     opset: int = 0  # ONNX opset of host operations
     data: dict[int, Any] = field(default_factory=dict, compare=False)  # symbol -> numpy array (params; .bin only)
+    work: list[Work] = field(default_factory=list)  # the embedding operations it computes
 
 
 # Argument kinds used in OPCODES signatures:
@@ -152,3 +277,100 @@ OPCODES: dict[str, tuple[str, str]] = {
 
 ALU_OPS = ("add", "sub", "mul", "div", "min", "max")
 EVENTS = ("beg", "ite", "end")
+
+
+# ----------------------------------------------------------------------------- signatures
+# OPCODES parsed, and the words messages use for them: the text parser, checker and printer all read
+# operands through these.
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One operand position of an opcode signature: its kind letter, list-ness and repetition."""
+
+    kind: str
+    many: bool  # `*K`: a bracketed list of K
+    mode: str  # "" (required), "?" (optional trailing) or "..." (zero or more trailing)
+
+
+@cache
+def signature(base: str) -> tuple[Slot, ...]:
+    """The parsed OPCODES signature of an opcode without type suffix."""
+    out = []
+    for word in OPCODES[base][0].split():
+        mode = "..." if word.endswith("...") else "?" if word.endswith("?") else ""
+        word = word.removesuffix("...").removesuffix("?")
+        out.append(Slot(word.lstrip("*"), word.startswith("*"), mode))
+    return tuple(out)
+
+
+def arity(base: str) -> tuple[int, int | None]:
+    """Smallest and largest operand count (None: unbounded)."""
+    sig = signature(base)
+    lo = sum(1 for s in sig if not s.mode)
+    if any(s.mode == "..." for s in sig):
+        return lo, None
+    return lo, lo + sum(1 for s in sig if s.mode == "?")
+
+
+def slots_for(base: str, n: int) -> list[Slot]:
+    """The slot of each of `n` operands (optional and variadic slots follow the required ones)."""
+    sig = signature(base)
+    out = [s for s in sig if not s.mode]
+    for s in sig:
+        if s.mode == "?" and len(out) < n:
+            out.append(s)
+        elif s.mode == "...":
+            out.extend([s] * max(0, n - len(out)))
+    return out[:n]
+
+
+def _operands(n: int) -> str:
+    """'no operands', '1 operand', '3 operands': messages read as English."""
+    return "no operands" if n == 0 else "1 operand" if n == 1 else f"{n} operands"
+
+
+def arity_message(base: str, got: int) -> str:
+    """The operand-count error, worded from the signature so it never disagrees with OPCODES."""
+    lo, hi = arity(base)
+    if hi is None:
+        want = f"at least {_operands(lo)}"
+    elif hi == lo:
+        want = _operands(lo)
+    elif hi == lo + 1:
+        want = f"{lo} or {_operands(hi)}"
+    else:
+        want = f"{lo} to {_operands(hi)}"
+    return f"'{base}' expects {want}, got {got}"
+
+
+def one_of(names: tuple[str, ...]) -> str:
+    """'a, b or c', for listing the few allowed words in a message."""
+    if len(names) == 1:
+        return names[0]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+KIND_DESC = {
+    "R": "an r register", "F": "an f register", "D": "an r or f register", "W": "a v register",
+    "G": "an r, f or v register", "Y": "an r or v register",
+    "I": "an r register or an integer", "V": "a register or a number",
+    "P": "a p, s or t register or an integer", "T": "a TU register (t)", "N": "a stream register (s)",
+    "S": "a symbol (@n)", "M": "a memory reference (@n[...])", "L": "a label",
+    "A": "an access program name", "E": f"an event ({one_of(EVENTS)})",
+    "U": f"an ALU operation ({one_of(ALU_OPS)})", "Q": "a string", "X": "an attribute dict {...}",
+}
+
+
+def slot_desc(slot: Slot) -> str:
+    """What an operand slot accepts, in words, for 'must be ...' messages."""
+    return f"a list [...], each item {KIND_DESC[slot.kind]}" if slot.many else KIND_DESC[slot.kind]
+
+
+def unknown_opcode(op: str) -> str:
+    """Why `op` is not an opcode, with a close match rather than the whole table."""
+    base, dot, suffix = op.partition(".")
+    if base in OPCODES:
+        return f"unknown type suffix '.{suffix}' on '{base}' (expected one of {', '.join(SCALARS)})"
+    close = difflib.get_close_matches(base, list(OPCODES), n=1)
+    return f"unknown opcode '{base}'" + (f" (did you mean '{close[0]}'?)" if close else "")

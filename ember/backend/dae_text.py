@@ -10,13 +10,10 @@ accept exactly the same programs and every mistake is reported once, where it is
 
 from __future__ import annotations
 
-import difflib
 import json
 import numbers
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from functools import cache
 from typing import Any, NoReturn
 
 from lark import Token, Tree
@@ -30,119 +27,37 @@ from .dae import (
     ALU_OPS,
     EVENTS,
     FORMAT_VERSION,
+    KIND_DESC,
     OPCODES,
+    WORK_FIELDS,
+    WORK_KINDS,
     Access,
     Instr,
     Label,
     Mem,
     Program,
     Reg,
+    Slot,
     Symbol,
     SymRef,
+    Work,
+    arity,
+    arity_message,
+    one_of,
+    slot_desc,
+    slots_for,
+    unknown_opcode,
 )
 
 SYMBOL_KINDS = ("param", "input", "output", "temp")
 ACCESS_OPS = frozenset({"tu", "vtu", "mem", "alu", "mask", "buf", "on"})  # the only opcodes allowed inside .access
-DIRECTIVES = (".dae", ".weights", ".opset", ".sym", ".access", ".code", ".end")
+DIRECTIVES = (".dae", ".weights", ".opset", ".sym", ".work", ".access", ".code", ".end")
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # labels, access programs, attribute keys
 RESERVED_NAMES = frozenset({"inf", "nan"})  # would read back as floats where an operand may be a number
 _REG_RE = re.compile(r"([rfvpst])(\d+)")
 _TYPE_RE = re.compile(r"(tensor|memref|vector)<(\*x|(?:(?:\d+|\?)x)*)([a-z0-9]+)>")
 
-Key = tuple[Any, ...]  # where something is: ("sym", i[, field]), ("access", a[, i[, j]]), ("code", i[, j])
-
-
-# ----------------------------------------------------------------------------- signatures
-
-
-@dataclass(frozen=True)
-class Slot:
-    """One operand position of an opcode signature: its kind letter, list-ness and repetition."""
-
-    kind: str
-    many: bool  # `*K`: a bracketed list of K
-    mode: str  # "" (required), "?" (optional trailing) or "..." (zero or more trailing)
-
-
-@cache
-def signature(base: str) -> tuple[Slot, ...]:
-    """The parsed OPCODES signature of an opcode without type suffix."""
-    out = []
-    for word in OPCODES[base][0].split():
-        mode = "..." if word.endswith("...") else "?" if word.endswith("?") else ""
-        word = word.removesuffix("...").removesuffix("?")
-        out.append(Slot(word.lstrip("*"), word.startswith("*"), mode))
-    return tuple(out)
-
-
-def arity(base: str) -> tuple[int, int | None]:
-    """Smallest and largest operand count (None: unbounded)."""
-    sig = signature(base)
-    lo = sum(1 for s in sig if not s.mode)
-    if any(s.mode == "..." for s in sig):
-        return lo, None
-    return lo, lo + sum(1 for s in sig if s.mode == "?")
-
-
-def slots_for(base: str, n: int) -> list[Slot]:
-    """The slot of each of `n` operands (optional and variadic slots follow the required ones)."""
-    sig = signature(base)
-    out = [s for s in sig if not s.mode]
-    for s in sig:
-        if s.mode == "?" and len(out) < n:
-            out.append(s)
-        elif s.mode == "...":
-            out.extend([s] * max(0, n - len(out)))
-    return out[:n]
-
-
-def _operands(n: int) -> str:
-    """'no operands', '1 operand', '3 operands': messages read as English."""
-    return "no operands" if n == 0 else "1 operand" if n == 1 else f"{n} operands"
-
-
-def arity_message(base: str, got: int) -> str:
-    """The operand-count error, worded from the signature so it never disagrees with OPCODES."""
-    lo, hi = arity(base)
-    if hi is None:
-        want = f"at least {_operands(lo)}"
-    elif hi == lo:
-        want = _operands(lo)
-    elif hi == lo + 1:
-        want = f"{lo} or {_operands(hi)}"
-    else:
-        want = f"{lo} to {_operands(hi)}"
-    return f"'{base}' expects {want}, got {got}"
-
-
-def _one_of(names: tuple[str, ...]) -> str:
-    """'a, b or c', for listing the few allowed words in a message."""
-    return ", ".join(names[:-1]) + " or " + names[-1]
-
-
-KIND_DESC = {
-    "R": "an r register", "F": "an f register", "D": "an r or f register", "W": "a v register",
-    "G": "an r, f or v register", "Y": "an r or v register",
-    "I": "an r register or an integer", "V": "a register or a number",
-    "P": "a p, s or t register or an integer", "T": "a TU register (t)", "N": "a stream register (s)",
-    "S": "a symbol (@n)", "M": "a memory reference (@n[...])", "L": "a label",
-    "A": "an access program name", "E": f"an event ({_one_of(EVENTS)})",
-    "U": f"an ALU operation ({_one_of(ALU_OPS)})", "Q": "a string", "X": "an attribute dict {...}",
-}
-
-
-def slot_desc(slot: Slot) -> str:
-    """What an operand slot accepts, in words, for 'must be ...' messages."""
-    return f"a list [...], each item {KIND_DESC[slot.kind]}" if slot.many else KIND_DESC[slot.kind]
-
-
-def unknown_opcode(op: str) -> str:
-    """Why `op` is not an opcode, with a close match rather than the whole table."""
-    base, dot, suffix = op.partition(".")
-    if base in OPCODES:
-        return f"unknown type suffix '.{suffix}' on '{base}' (expected one of {', '.join(SCALARS)})"
-    close = difflib.get_close_matches(base, list(OPCODES), n=1)
-    return f"unknown opcode '{base}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+Key = tuple[Any, ...]  # where: ("sym", i[, field]), ("work", i[, field]), ("access", a[, i[, j]]), ("code", i[, j])
 
 
 # ----------------------------------------------------------------------------- checking
@@ -270,6 +185,8 @@ class _Checker:
             return f"symbol @{key[1]}"
         if key[0] == "data":
             return f"data of symbol {key[1]!r}"
+        if key[0] == "work":
+            return f"work record {key[1]}"
         if key[0] == "access" and len(key) > 1:
             name = getattr(p.access[key[1]], "name", "?")
             if len(key) > 2 and _is_int(key[2]):
@@ -298,6 +215,8 @@ class _Checker:
             self.fail(f"bad opset {p.opset!r}", ("program",))
         for i, s in enumerate(p.symbols):
             self.symbol(i, s)
+        for i, w in enumerate(p.work):
+            self.work(i, w)
         for a, acc in enumerate(p.access):
             if not isinstance(acc, Access):
                 self.fail(f"not an access program: {type(acc).__name__}", ("access", a))
@@ -337,7 +256,7 @@ class _Checker:
         if not isinstance(s, Symbol):
             self.fail(f"not a symbol: {type(s).__name__}", ("sym", i))
         if s.kind not in SYMBOL_KINDS:
-            self.fail(f"unknown symbol kind {_show(s.kind)} (expected {_one_of(SYMBOL_KINDS)})",
+            self.fail(f"unknown symbol kind {_show(s.kind)} (expected {one_of(SYMBOL_KINDS)})",
                       ("sym", i, 1))
         if not isinstance(s.name, str):
             self.fail("symbol name must be a string", ("sym", i, 2))
@@ -346,6 +265,14 @@ class _Checker:
                       ("sym", i, 3))
         if not isinstance(s.shape, tuple) or not all(d is None or (_is_int(d) and d >= 0) for d in s.shape):
             self.fail("a shape is a list of non-negative integers or '?'", ("sym", i, 4))
+
+    def work(self, i: int, w: Any) -> None:
+        """A work record must fit its kind (`Work.problem`); errors point at the field at fault."""
+        if not isinstance(w, Work):
+            self.fail(f"not a work record: {type(w).__name__}", ("work", i))
+        problem = w.problem(self.p.symbols)
+        if problem is not None:
+            self.fail(problem[0], ("work", i, *problem[1:]))
 
     # --- instructions
 
@@ -489,6 +416,8 @@ def _describe(t: Tree) -> str:
         return "an attribute dict"
     if t.data == "dynamic":
         return "'?'"
+    if t.data == "keyval":
+        return f"'{t.children[0]}=...'"
     return f"'{t.children[0]}'"
 
 
@@ -576,6 +505,8 @@ class _Builder:
                 raise self.err("the opset cannot be negative", items[0].children[0])
         elif name == ".sym":
             self.sym(tok, items)
+        elif name == ".work":
+            self.work(tok, items)
         elif name == ".access":
             self.shape(tok, items, ["name", "int"], "a name and a parameter count")
             a = len(self.p.access)
@@ -612,7 +543,7 @@ class _Builder:
             raise self.err(f"symbol {toks[0]} is declared out of order (expected @{n})", toks[0])
         kind, dtype = str(toks[1]), str(toks[3])
         if kind not in SYMBOL_KINDS:
-            raise self.err(f"unknown symbol kind '{kind}' (expected {_one_of(SYMBOL_KINDS)})", toks[1])
+            raise self.err(f"unknown symbol kind '{kind}' (expected {one_of(SYMBOL_KINDS)})", toks[1])
         if dtype not in SCALARS:
             raise self.err(f"unknown element type '{dtype}' (expected one of {', '.join(SCALARS)})", toks[3])
         dims: list[int | None] = []
@@ -627,6 +558,43 @@ class _Builder:
         for f, t in enumerate(toks):
             self.locs[("sym", n, f)] = t
         self.p.symbols.append(Symbol(kind, self.string(toks[2]), dtype, tuple(dims)))
+
+    def work(self, tok: Token, items: list[Tree]) -> None:
+        """`.work KIND [MODE] key=value ...`: one embedding operation the program computes (a `Work`).
+        Here only the forms are checked; the checker holds the record to its kind and the symbol table."""
+        n = len(self.p.work)
+        words: list[Token] = []
+        for t in items:
+            if t.data != "name":
+                break
+            words.append(_first_token(t))
+        if not words:
+            raise self.err(f"'.work' expects a kind ({one_of(tuple(WORK_KINDS))}), then key=value fields",
+                           (_first_token(items[0]) if items else None) or tok)
+        if len(words) > 2:
+            raise self.err(f"'.work' expects a kind and a mode, then key=value fields: unexpected '{words[2]}'",
+                           words[2])
+        self.locs[("work", n)] = tok
+        self.locs[("work", n, "kind")] = words[0]
+        self.locs[("work", n, "mode")] = words[-1]
+        fields: dict[str, Any] = {}
+        for t in items[len(words):]:
+            if t.data != "keyval":
+                raise self.err(f"'.work' expects key=value fields after its kind and mode, got {_describe(t)}",
+                               _first_token(t) or tok)
+            key_tok, val = t.children
+            key, vtok = str(key_tok), _first_token(val) or key_tok
+            form = WORK_FIELDS.get(key)
+            if form is None:
+                raise self.err(f"unknown .work field '{key}' (expected one of {', '.join(WORK_FIELDS)})", key_tok)
+            if key in fields:
+                raise self.err(f"field '{key}' is given twice", key_tok)
+            if val.data != form:
+                want = {"sym": "a symbol (@n)", "int": "an integer", "name": "a name"}[form]
+                raise self.err(f"field '{key}' must be {want}, got {_describe(val)}", vtok)
+            fields[key] = int(str(vtok)[1:]) if form == "sym" else int(vtok) if form == "int" else str(vtok)
+            self.locs[("work", n, key)] = vtok
+        self.p.work.append(Work(str(words[0]), str(words[1]) if len(words) > 1 else "", **fields))
 
     # --- code
 
@@ -814,6 +782,7 @@ def print_dae(p: Program) -> str:
     for i, s in enumerate(p.symbols):
         shape = ", ".join(_dim(d) for d in s.shape)
         out.append(f".sym @{i} {s.kind} {json.dumps(s.name)} {s.dtype} [{shape}]")
+    out.extend(str(w) for w in p.work)
     for a in p.access:
         out.append(f".access {a.name} {a.params}")
         out.extend("  " + format_instr(ins) for ins in a.body)

@@ -1,9 +1,13 @@
-"""Ops every level shares: module, func, return, param (a weight tensor), host.onnx (a host op)."""
+"""Ops every level shares: module, func, return, param (a weight tensor), host.onnx (a host op), and
+work (the record of an embedding op that lower-emb replaced by loops)."""
 
 from __future__ import annotations
 
+import json
+
 from ..ir.core import Op, check, define
 from ..ir.types import ShapedType
+from .emb import EMPTY, MODES, REDUCTIONS
 
 
 @define("module", regions=1)
@@ -42,3 +46,35 @@ def _host(op: Op) -> None:
     for v in [*op.operands, *op.results]:
         check(isinstance(v.type, ShapedType) and v.type.kind in ("tensor", "memref"), op,
               f"operands and results must be tensors or memrefs, got {v.type}")
+
+
+WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.scatter_rows": (4, 4)}  # the op's operands + result
+WORK_ATTRS: dict[str, dict[str, tuple[str | None, ...]]] = {  # None: the attribute may be absent
+    "emb.gather": {"negative": ("wrap", None)},
+    "emb.bag": {"mode": MODES, "empty": EMPTY},
+    "emb.scatter_rows": {"reduction": REDUCTIONS},
+}
+
+
+@define("work", operands=(3, 5), attrs=("op",))
+def _work(op: Op) -> None:
+    """What an emb op computed, kept after lower-emb replaced it by loop nests: its operands, then the tensor
+    that holds its result, and its attributes with `op` naming it.  Its uses keep it pointing at the tensors
+    later passes rewrite (replace_uses updates it like any op); codegen turns it into the program's `.work`
+    record and no code, so a program can be judged by the operation it computes, whatever code computes it."""
+    kind = op.attrs["op"]
+    check(isinstance(kind, str) and kind in WORK_OPERANDS, op,
+          f"'op' must name an emb op ({', '.join(WORK_OPERANDS)}), got {kind!r}")
+    lo, hi = WORK_OPERANDS[kind]
+    check(lo <= len(op.operands) <= hi, op, f"a record of {kind} has {lo if lo == hi else f'{lo} or {hi}'} "
+          f"operands (the op's operands, then its result), got {len(op.operands)}")
+    for v in op.operands:
+        check(isinstance(v.type, ShapedType) and v.type.kind in ("tensor", "memref"), op,
+              f"operands must be tensors or memrefs, got {v.type}")
+    for key, allowed in WORK_ATTRS[kind].items():  # what codegen copies into the record
+        value = op.attrs.get(key)
+        check(value in allowed, op, f"{key} must be {' or '.join(json.dumps(a) for a in allowed if a)}"
+              + (" when given" if None in allowed else "") + f" (a record of {kind})")
+    pad = op.attrs.get("padding_idx")
+    check(pad is None or (kind == "emb.bag" and isinstance(pad, int) and not isinstance(pad, bool)), op,
+          "padding_idx must be an integer, on a record of emb.bag")

@@ -1,7 +1,8 @@
 """lower-emb: emb ops -> loop nests over memrefs; every tensor becomes a memref (a buffer).
 
 The nests say exactly what each op computes, element by element, so later passes need to know
-nothing about embeddings: they see loads, stores, arithmetic and loops.
+nothing about embeddings: they see loads, stores, arithmetic and loops.  What each op was stays in a
+`work` op (dialects/builtin.py), which codegen turns into the program's `.work` record.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from ..ir.builder import Builder
-from ..ir.core import Op, Value
+from ..ir.core import Op, Value, new_op
 from ..ir.rewrite import replace_uses
 from ..ir.types import I1, INDEX, ScalarType, ShapedType, Type
 from .base import Pass
@@ -44,6 +45,8 @@ class LowerEmb(Pass):
 
     @staticmethod
     def replace(op: Op, fn: object) -> None:
+        """Lower `op` in place, and record what it computed in a `work` op just before the function's
+        return: after every nest and every tensor it names, where no pass looks for a nest's neighbours."""
         block = op.parent
         assert block is not None
         b = Builder(block, block.ops.index(op), op.loc)
@@ -53,6 +56,10 @@ class LowerEmb(Pass):
         new.name = old.name
         if block.parent is not None:
             replace_uses(block.parent, old, new)
+        record = new_op("work", [*op.operands, new], [], {"op": op.name, **op.attrs}, loc=op.loc)
+        record.parent = block
+        block.ops.insert(len(block.ops) - 1 if block.ops and block.ops[-1].name == "return" else len(block.ops),
+                         record)
 
 
 def dyn_dims(b: Builder, src: Value, shape: tuple[int | None, ...], start: int = 0) -> list[Value]:

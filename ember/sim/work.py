@@ -1,0 +1,160 @@
+"""Work counts: the least an embedding operation needs, whatever code computes it.
+
+A speed-of-light bound judged against a program must not come from that program, or a program
+that does less than the operation needs would raise its own bar.  Each program's `.work` records
+(`ember/backend/dae.py`) say which embedding operations it computes on which of its symbols, and
+`work_counts` counts them from the tensors' values alone.  Every variant of a workload (-O0..-O3,
+core-only, hand-written) computes the same operations on the same data, so all get the same counts.
+
+Row widths are in elements of the table; a vector *chunk* is `elem_lanes(table itemsize)` of them
+(16 for f32 on a 512-bit machine).  A narrow (f16, bf16) table's chunks are counted at its own
+width, so they never exceed what a wider accumulator needs: the counts stay lower bounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..backend.dae import Program, Work
+from ..ir.diagnostics import EmberError
+from .tensors import Tensors, dtype_of
+
+Values = Callable[[int], np.ndarray | None]  # a symbol's final array, or None when it holds no data
+
+
+@dataclass(frozen=True)
+class WorkCounts:
+    """What the operations of a run need at the very least (summed over records, and over runs with +)."""
+
+    lookups: int = 0  # table rows that must be read: index entries, less the padding_idx ones a bag skips
+    distinct_rows: int = 0  # distinct table rows among them (a wrapped negative index counts as its row)
+    compulsory_bytes: int = 0  # distinct rows, every index/offset/target/weight, a scatter's data and the output, once
+    access_elements: int = 0  # fewest stream elements: lookups x row width + one per index/offset/target/weight
+    vector_fp_ops: int = 0  # fewest vector float ops: one per lookup and chunk of a reduction (+ a mean's divides)
+    row_chunks: int = 0  # fewest vector reads of row data by the core: lookups x chunks
+    output_chunks: int = 0  # fewest vector stores of results: output rows x chunks
+
+    def __add__(self, other: WorkCounts) -> WorkCounts:
+        return WorkCounts(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+
+    @staticmethod
+    def total(counts: Iterable[WorkCounts]) -> WorkCounts:
+        """The sum of several runs' counts (cores, tables); all zeros for none."""
+        return sum(counts, WorkCounts())
+
+
+def work_counts(program: Program, value: Values, elem_lanes: Callable[[int], int]) -> WorkCounts:
+    """The counts of every `.work` record of `program`, from the final tensor values `value(sym)`.
+
+    Only a table (or a scatter's data) may have no value, as in a timing-only run: its declared shape is
+    used instead.  Indices, offsets, targets and weights must have values.  `elem_lanes(itemsize)` is the
+    machine's vector lanes for elements of that many bytes."""
+    return WorkCounts.total(_record(program, i, w, value, elem_lanes) for i, w in enumerate(program.work))
+
+
+def tensor_values(t: Tensors) -> Values:
+    """`value` for `work_counts` from a reference-engine run's tensors (None where a symbol got no data)."""
+    return lambda n: t.arrays[n]
+
+
+def named_values(program: Program, inputs: dict[str, np.ndarray]) -> Values:
+    """`value` from what a run starts with: inputs by name and the program's param data.  Enough when the
+    records name only inputs and params (a temp, such as an exporter's offsets, needs the run's tensors)."""
+    def value(n: int) -> np.ndarray | None:
+        s = program.symbols[n]
+        if s.kind == "input":
+            return np.asarray(inputs[s.name]) if s.name in inputs else None
+        return program.data.get(n) if s.kind == "param" else None
+
+    return value
+
+
+def vector_lanes(bits: int) -> Callable[[int], int]:
+    """`elem_lanes` for vectors of `bits` bits (512: 16 four-byte lanes)."""
+    return lambda itemsize: max(1, bits // (8 * itemsize))
+
+
+def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[int], int]) -> WorkCounts:
+    """One record's counts; see WorkCounts for what each one means."""
+    assert w.table is not None and w.output is not None
+    table_shape = _shape(p, i, w.table, value)
+    width = math.prod(table_shape[1:])
+    itemsize = dtype_of(p.symbols[w.table].dtype).itemsize
+    chunks = -(-width // elem_lanes(itemsize))
+    out_item = dtype_of(p.symbols[w.output].dtype).itemsize
+    if w.kind == "scatter_rows":  # update e is row e of `table`: each read once, in order
+        assert w.targets is not None and w.data is not None
+        targets = _need(p, i, w.targets, value)
+        lookups = distinct = targets.size
+        out_rows = _shape(p, i, w.data, value)[0]
+        other_bytes = targets.nbytes + out_rows * width * dtype_of(p.symbols[w.data].dtype).itemsize
+        elements = targets.size
+        fp_ops = lookups * chunks
+    else:
+        assert w.indices is not None
+        indices = _need(p, i, w.indices, value)
+        if w.kind == "gather":
+            read = indices.reshape(-1)
+            out_rows, other_bytes, elements = read.size, read.nbytes, read.size
+        else:
+            assert w.offsets is not None
+            offsets = _need(p, i, w.offsets, value).astype(np.int64)
+            positions = _bag_positions(offsets)
+            read = indices[positions]
+            out_rows = len(offsets) - 1
+            other_bytes = read.nbytes + offsets.nbytes
+            elements = read.size + offsets.size
+            if w.weights is not None:
+                weights = _need(p, i, w.weights, value)
+                other_bytes += positions.size * weights.itemsize
+                elements += positions.size
+        rows = read.astype(np.int64)
+        if w.negative == "wrap":
+            rows = np.where(rows < 0, rows + table_shape[0], rows)
+        if w.padding_idx is not None:
+            rows = rows[rows != w.padding_idx]
+        lookups, distinct = rows.size, np.unique(rows).size
+        fp_ops = 0 if w.kind == "gather" else lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)
+    return WorkCounts(
+        lookups=int(lookups),
+        distinct_rows=int(distinct),
+        compulsory_bytes=int(distinct * width * itemsize + other_bytes + out_rows * width * out_item),
+        access_elements=int(lookups * width + elements),
+        vector_fp_ops=int(fp_ops),
+        row_chunks=int(lookups * chunks),
+        output_chunks=int(out_rows * chunks),
+    )
+
+
+def _bag_positions(offsets: np.ndarray) -> np.ndarray:
+    """The index positions the bags read, bag after bag: [offsets[b], offsets[b+1]) for each b (a bag whose
+    end is before its start reads nothing, as its loop runs no iteration)."""
+    starts = offsets[:-1]
+    lengths = np.maximum(offsets[1:] - starts, 0)
+    first = np.cumsum(lengths) - lengths  # where each bag's run starts in the result
+    return np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
+def _need(p: Program, i: int, n: int, value: Values) -> np.ndarray:
+    """The value of a symbol a record reads that must have data."""
+    a = value(n)
+    if a is None:
+        raise EmberError(f"work record {i}: symbol @{n} ('{p.symbols[n].name}') has no value to count from")
+    return np.asarray(a)
+
+
+def _shape(p: Program, i: int, n: int, value: Values) -> tuple[int, ...]:
+    """A symbol's shape: its value's, else (timing-only) its declared one, which must then be static."""
+    a = value(n)
+    if a is not None:
+        return tuple(np.shape(a))
+    shape = p.symbols[n].shape
+    if any(d is None for d in shape):
+        raise EmberError(f"work record {i}: symbol @{n} ('{p.symbols[n].name}') has neither a value nor a "
+                         "static shape")
+    return tuple(d for d in shape if d is not None)
