@@ -329,6 +329,17 @@ def machine_file_case(case_id: str, text: str, at: str, message: str) -> object:
     return pytest.param("sim", make, message, id=case_id)
 
 
+def machine_value_case(case_id: str, line: str, message: str) -> object:
+    """ember-sim --machine FILE.toml whose [execute] table holds a value the timing model cannot use."""
+
+    def make(tmp: Path, good: Good) -> Bad:
+        src = tmp / "core.toml"
+        src.write_text(f'base = "default"\n[execute]\n{line}\n')
+        return Bad(sim_args(good.files["bin"], good.files["npz"], tmp, "--machine", str(src)), f"{src}: error: ")
+
+    return pytest.param("sim", make, message, id=case_id)
+
+
 def other_case(case_id: str, tool: str, make: Make, message: str) -> object:
     return pytest.param(tool, make, message, id=case_id)
 
@@ -507,6 +518,12 @@ CASES = [
     sim_flags_case("machine-set-no-value", ["--set", "access.lanes"], "bad --set 'access.lanes'"),
     machine_file_case("machine-file-syntax", 'base = "default"\n[access]\nlanes = = 4\n', "= 4",
                       "Invalid value"),
+    machine_value_case("machine-issue-width-zero", "issue_width = 0",
+                       "machine key 'execute.issue_width' = 0: must be positive"),
+    machine_value_case("machine-negative-latency", "fp_alu_latency = -4.0",
+                       "machine key 'execute.fp_alu_latency' = -4.0: must be a finite number >= 0"),
+    machine_value_case("machine-zero-throughput", "store_throughput = 0",
+                       "machine key 'execute.store_throughput' = 0.0: must be positive"),
     # input files that do not exist
     missing_case("import"),
     missing_case("opt"),

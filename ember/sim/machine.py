@@ -61,7 +61,7 @@ class ExecuteUnit:
 
     simd_bits: int = field(metadata=_doc("vector register width in bits"))
     issue_width: int = field(metadata=_doc("instructions dispatched (renamed) per cycle, in program order"))
-    rob_entries: int = field(metadata=_doc("reorder-buffer entries: instructions in flight from dispatch to retirement"))
+    rob_entries: int = field(metadata=_doc("reorder-buffer entries: instructions from dispatch to retirement"))
     store_buffer: int = field(metadata=_doc("store-buffer entries: stores in flight from dispatch until written to L1"))
     miss_slots: int = field(metadata=_doc("L1 miss slots (fill buffers): lines the core may have in flight"))
     prefetch_lines: int = field(metadata=_doc("lines after a core miss the next-line prefetcher fetches (0: none)"))

@@ -232,8 +232,9 @@ class Generator:
         self("P->sb = (Store *)calloc((size_t)P->sb_size, sizeof(Store)); "
              "P->miss_free = (double *)calloc((size_t)P->nmiss, sizeof(double));")
         for g, group in enumerate(ExecuteUnit.GROUPS):
-            self(f"P->ports[{g}].per_cycle = (int64_t)xp_per_cycle_{group}; P->ports[{g}].hold = (int64_t)xp_hold_{group}; "
-                 f"P->ports[{g}].size = 4096; P->ports[{g}].used = (uint16_t *)calloc(4096, sizeof(uint16_t));")
+            self(f"P->ports[{g}].per_cycle = (int64_t)xp_per_cycle_{group}; "
+                 f"P->ports[{g}].hold = (int64_t)xp_hold_{group}; P->ports[{g}].size = 4096; "
+                 f"P->ports[{g}].used = (uint16_t *)calloc(4096, sizeof(uint16_t));")
         for a in self.p.access:
             self.var(f"tg{self.acc_index[a.name]}", "int64_t", "INT64_MIN")  # the case its dispatch jumped to last
             self.var(f"tgs{self.acc_index[a.name]}", "int64_t", "0")  # whether it has jumped yet
@@ -693,8 +694,8 @@ class Generator:
         self.close()
         self.close()
         if store:  # execute.Core.store over the lanes, in three passes as there
-            self(f"for (int64_t j = 0; j < {np_}; j++) {{ pl{k}[j] = core_lines(P, mem, pa{k}[j], {isz}, pe{k}[j], 1, pf, "
-                 f"&is_prefetches, {self.watermark()}); if (pl{k}[j] < 0.0) {self.fail()} }}")
+            self(f"for (int64_t j = 0; j < {np_}; j++) {{ pl{k}[j] = core_lines(P, mem, pa{k}[j], {isz}, pe{k}[j], "
+                 f"1, pf, &is_prefetches, {self.watermark()}); if (pl{k}[j] < 0.0) {self.fail()} }}")
             self(f"for (int64_t j = 0; j < {np_}; j++) if (pe{k}[j] > {dn}) {dn} = pe{k}[j];")
             self(f"{dn} = pipe_retire(P, {dn}, CAT_STORE);")
             self(f"for (int64_t j = 0; j < {np_}; j++) pipe_commit(P, pa{k}[j], pa{k}[j] + {isz}, pe{k}[j], {dn}, "
@@ -1026,7 +1027,8 @@ class Generator:
         t, c = self.var(f"dt{k}", "double"), self.var(f"dc{k}", "double")
         self(f"CNT[{OP_NAMES.index('dispatch')}] += 1;")
         self(f"{t} = pipe_dispatch(P, 0); if (lpop > {t}) {t} = lpop; if ({ready} > {t}) {t} = {ready};")
-        self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index('load')}, {t}); lpop = {t}; q->pop[{seq} & q->mask] = {t};")
+        self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index('load')}, {t}); lpop = {t}; "
+             f"q->pop[{seq} & q->mask] = {t};")
         self(f"{c} = {t} + xp_queue_latency; pipe_retire(P, {c}, CAT_TOKEN);")
         for group, latency in (("int_alu", "int_alu_latency"), ("branch", "branch_latency")):
             self(f"{t} = pipe_dispatch(P, 0); if ({c} > {t}) {t} = {c};")

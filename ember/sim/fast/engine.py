@@ -27,14 +27,14 @@ import numpy as np
 from ...backend.dae import Program
 from ...ir.diagnostics import EmberError
 from .. import engine as reference
+from ..access import check_resources
 from ..cache import CacheLevel, MemorySystem
+from ..execute import queue_latency
 from ..host import host_cost, run_host
 from ..machine import Machine
 from ..queue import OutputQueue
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
-from ..access import check_resources
-from ..execute import queue_latency
 from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, MAX_CYCLES, OK, OP_NAMES, XP_NAMES, Unsupported, generate
 
 CFLAGS = ["-O2", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
