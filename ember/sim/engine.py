@@ -16,12 +16,14 @@ import numpy as np
 from ..backend.dae import Instr, Program
 from ..ir.diagnostics import EmberError
 from .access import AccessUnit, check_resources
+from .bounds import report_roofline, report_sol, sol_cycles
 from .cache import MemorySystem, SharedMemory
 from .execute import Core
 from .machine import Machine
 from .queue import OutputQueue
 from .stats import Stats
 from .tensors import Tensors
+from .work import WorkCounts, tensor_values, vector_lanes, work_counts
 
 
 class _Run:
@@ -39,6 +41,7 @@ class _Run:
         self.access_totals = {"elements": 0, "requests": 0, "tokens": 0, "operands": 0, "operand_bytes": 0,
                               "lookups": 0}
         self.cycles = 0.0
+        self.counts = WorkCounts()
         self.access_busy = 0.0
         self.callbacks = 0
 
@@ -84,6 +87,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
     set_symbols(r.t, program, inputs)
     r.core.run_from(0, "halt")
     r.cycles = r.core.finish(r.mem.busy_until)
+    r.counts = work_counts(program, tensor_values(r.t), vector_lanes(machine.execute.simd_bits))
     outputs = {s.name: r.t.get(n) for n, s in enumerate(program.symbols) if s.kind == "output"}
     return outputs, statistics(r, time.perf_counter() - t0)
 
@@ -159,20 +163,10 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
            "achieved DRAM bandwidth / peak", "Ratio")
     ex = m.execute
     pipes = max([instructions / width] + [pipe.ports[g].count * ex.throughput(g) for g in ex.GROUPS])
+    report_sol(st, cycles, sol_cycles(r.counts, m, bool(r.p.access), core.host_cycles))
     report_roofline(st, cycles, {
         "access": (acc["elements"] / m.access.lanes, "stream elements / elements issued per cycle (lanes)"),
         "dram": (dram_bytes / peak, "DRAM bytes / DRAM bytes per cycle"),
         "execute": (pipes + core.host_cycles, "this program's dispatch slots or its busiest pipe group, "
                     "plus host ops: its own time without stalls")})
     return st
-
-
-def report_roofline(st: Stats, cycles: float, bounds: dict[str, tuple[float, str]]) -> None:
-    """The access, DRAM and execute bounds of this program (value, what it is), the largest, and the share of
-    the run it covers: how much of the program's own time is not stalls, not how good the program is."""
-    for name, (value, doc) in bounds.items():
-        st.set(f"roofline.{name}_cycles", value, f"bound: {doc}", "Cycle")
-    limit = max(bounds, key=lambda k: bounds[k][0])
-    st.set("roofline.bound_cycles", bounds[limit][0], f"largest bound ({limit})", "Cycle")
-    st.set("roofline_fraction", bounds[limit][0] / cycles if cycles else 0.0,
-           "bound / cycles: the share of this program's time that is not stalls", "Ratio")

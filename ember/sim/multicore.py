@@ -19,8 +19,8 @@ import numpy as np
 from ..backend.dae import Program
 from ..ir.diagnostics import EmberError
 from . import engine as reference
+from .bounds import report_roofline, report_sol
 from .cache import SharedMemory
-from .engine import report_roofline
 from .engines import needs_fast
 from .machine import Machine
 from .stats import Stats
@@ -81,6 +81,10 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
         "access": (max(s["roofline.access_cycles"] for s in per_core), "the busiest core's access issue"),
         "dram": (st["dram_bytes"] / peak, "all cores' DRAM bytes / DRAM bytes per cycle"),
         "execute": (max(s["roofline.execute_cycles"] for s in per_core), "the busiest core's execute work")})
+    # each core's speed of light bounds its own time; DRAM's too, since the rows one core must read come from
+    # DRAM at least once whichever core fetches them (adding the cores' bytes would count shared rows twice)
+    report_sol(st, cycles, {name: max(s[f"sol.{name}_cycles"] for s in per_core)
+                            for name in ("dram", "access", "execute")})
     for k, s in enumerate(per_core):
         st.update(s, f"core{k}.")
     return st

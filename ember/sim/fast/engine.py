@@ -35,6 +35,7 @@ from ..machine import Machine
 from ..queue import OutputQueue
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
+from ..work import vector_lanes, work_counts
 from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, MAX_CYCLES, OK, OP_NAMES, XP_NAMES, Unsupported, generate
 
 CFLAGS = ["-O2", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
@@ -181,7 +182,7 @@ class _State:
 
     def __init__(self, program: Program, inputs: dict[str, np.ndarray], machine: Machine,
                  max_cycles: float | None, virtual: frozenset[int], shared: SharedArrays | None):
-        self.p, self.m = program, machine
+        self.p, self.m, self.virtual = program, machine, virtual
         syms = program.symbols
         t = Tensors(program)
         n_syms = len(syms)
@@ -353,6 +354,10 @@ class _State:
                               dram_busy=float(self.dst[2]), dram_write_bytes=int(self.dst[3]))
         mem.report = lambda st, prefix="": MemorySystem.report(mem, st, prefix)  # type: ignore[arg-type]
         totals = {k: is_[k] for k in ("elements", "requests", "tokens", "operands", "operand_bytes", "lookups")}
-        run = SimpleNamespace(m=m, core=core, access_totals=totals, queue=q, cycles=fs["cycles"],
-                              access_busy=fs["access_busy"], callbacks=is_["callbacks"], mem=mem)
+        def value(n: int) -> np.ndarray | None:
+            return None if n in self.virtual or not self.ok[n] else self.array(n)
+
+        counts = work_counts(self.p, value, vector_lanes(m.execute.simd_bits))
+        run = SimpleNamespace(m=m, p=self.p, counts=counts, core=core, access_totals=totals, queue=q,
+                              cycles=fs["cycles"], access_busy=fs["access_busy"], callbacks=is_["callbacks"], mem=mem)
         return reference.statistics(run, host_seconds)  # type: ignore[arg-type]

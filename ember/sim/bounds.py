@@ -1,0 +1,57 @@
+"""The two kinds of bound a run is judged against (DESIGN.md §4), kept apart.
+
+- **Speed of light** (`sol.*`) comes from the operations the program computes (its `.work` records,
+  counted from the tensors by work.py), never from its code, so it judges code quality:
+  - `sol.dram_cycles`: the compulsory bytes (each distinct row read, every index, offset and weight,
+    the output, once) over the DRAM's bytes per cycle;
+  - `sol.access_cycles`: the fewest stream elements the access unit must issue over its lanes (each
+    issues one a cycle); 0 for a core-only program, which does not use the access unit;
+  - `sol.execute_cycles`: the fewest vector FP operations, row-chunk reads and output-chunk stores
+    the core must do, each over its pipe group's throughput (the largest of the three), plus the
+    host ops' roofline time, which every program of the model pays;
+  - `sol.bound_cycles`, their maximum, and `sol_fraction` = bound / cycles, at most 1.
+- **Roofline** (`roofline.*`) comes from this program's own work: its stream elements, DRAM bytes and
+  instructions.  `roofline_fraction` says how much of the program's time is not stalls, not how good
+  the program is: a program that does twice the work it needs can still reach 1.
+"""
+
+from __future__ import annotations
+
+from .machine import Machine
+from .stats import Stats
+from .work import WorkCounts
+
+
+def report_roofline(st: Stats, cycles: float, bounds: dict[str, tuple[float, str]]) -> None:
+    """The access, DRAM and execute bounds of this program (value, what it is), the largest, and the share of
+    the run it covers."""
+    for name, (value, doc) in bounds.items():
+        st.set(f"roofline.{name}_cycles", value, f"bound: {doc}", "Cycle")
+    limit = max(bounds, key=lambda k: bounds[k][0])
+    st.set("roofline.bound_cycles", bounds[limit][0], f"largest bound ({limit})", "Cycle")
+    st.set("roofline_fraction", bounds[limit][0] / cycles if cycles else 0.0,
+           "bound / cycles: the share of this program's time that is not stalls", "Ratio")
+
+
+def sol_cycles(counts: WorkCounts, machine: Machine, decoupled: bool, host_cycles: float,
+               cores: int = 1) -> dict[str, float]:
+    """The speed-of-light bounds of `counts` on `machine` (work spread evenly over `cores`, DRAM shared)."""
+    ex = machine.execute
+    execute = max(counts.vector_fp_ops * ex.throughput("fp"), counts.row_chunks * ex.throughput("load"),
+                  counts.output_chunks * ex.throughput("store")) / cores
+    return {"dram": counts.compulsory_bytes / machine.dram.bytes_per_cycle,
+            "access": counts.access_elements / (machine.access.lanes * cores) if decoupled else 0.0,
+            "execute": execute + host_cycles}
+
+
+def report_sol(st: Stats, cycles: float, sol: dict[str, float]) -> None:
+    """`sol.*` and `sol_fraction` (module docstring) from `sol_cycles`' bounds."""
+    docs = {"dram": "compulsory bytes / DRAM bytes per cycle",
+            "access": "fewest stream elements / lanes (0 without an access unit)",
+            "execute": "fewest vector FP ops, row reads or output stores over their pipes' rates, plus host ops"}
+    for name, value in sol.items():
+        st.set(f"sol.{name}_cycles", value, f"speed of light: {docs[name]}", "Cycle")
+    limit = max(sol, key=lambda k: sol[k])
+    st.set("sol.bound_cycles", sol[limit], f"largest speed-of-light bound ({limit})", "Cycle")
+    st.set("sol_fraction", sol[limit] / cycles if cycles else 0.0,
+           "speed-of-light bound / cycles: how close the code is to what the machine allows", "Ratio")
