@@ -20,7 +20,7 @@ from .published import (
     published_hand_percent,
     published_speedup,
 )
-from .run import HOST_TIME, Result
+from .run import HOST_TIME, VARIANTS, Result
 from .workloads import Workload
 
 LEVELS = ("O1", "O2", "O3")
@@ -241,10 +241,35 @@ def bandwidth_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table | 
     return t
 
 
+def limiting_bound(idx: ResultIndex, workload: str, variant: str) -> str | None:
+    """Which speed-of-light bound is the largest for a point: dram, access or execute."""
+    values = {k: idx.stat(workload, variant, f"sol.{k}_cycles") for k in ("dram", "access", "execute")}
+    if any(v is None for v in values.values()):
+        return None
+    return max(values, key=lambda k: values[k] or 0.0)
+
+
+def sol_table(idx: ResultIndex) -> Table:
+    """Every point against the machine's speed of light, a bound that does not depend on the code."""
+    t = _table("Share of the speed-of-light bound (the bound that sets it)")
+    variants = [v for v in VARIANTS if v in idx.variants]
+    for v in variants:
+        t.add_column(v, justify="right")
+    for w in idx.workloads:
+        t.add_row(w, *(f"{frac_cell(idx.stat(w, v, 'sol_fraction'))} ({limiting_bound(idx, w, v) or DASH})"
+                       for v in variants))
+    t.add_section()
+    t.add_row("geomean", *(frac_cell(geomean(idx.stat(w, v, "sol_fraction") for w in idx.workloads))
+                           for v in variants), style="bold")
+    t.caption = ("sol_fraction = the largest of: compulsory bytes / DRAM peak, fewest stream elements / access "
+                 "lanes (DAE code only), fewest vector ops / their pipes (plus host ops); over cycles.")
+    return t
+
+
 def tables(results: Sequence[Result], workloads: Sequence[Workload]) -> list[Table]:
     """Every table the run's variants allow, in a fixed order; `caption` says what they were run on."""
     idx = ResultIndex(results)
-    built = [speedup_table(idx), hand_table(idx), core_table(idx), bandwidth_table(idx, workloads)]
+    built = [speedup_table(idx), hand_table(idx), core_table(idx), sol_table(idx), bandwidth_table(idx, workloads)]
     return [t for t in built if t is not None]
 
 

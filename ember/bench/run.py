@@ -20,11 +20,13 @@ from .workloads import Workload
 
 VARIANTS = ("O0", "O1", "O2", "O3", "hand", "core")
 SUMMED = ("cycles", "tokens", "operands", "callbacks", "access.elements", "execute.busy_cycles",
-          "execute.starved_cycles", "execute.load_stall_cycles", "execute.pop_stall_cycles", "access.stall_cycles",
+          "execute.starved_cycles", "execute.load_stall_cycles", "execute.pop_stall_cycles",
+          "execute.store_stall_cycles", "execute.compute_stall_cycles", "execute.mispredict_cycles",
+          "access.stall_cycles",
           "dram_bytes", "roofline.access_cycles", "roofline.dram_cycles", "roofline.execute_cycles",
-          "execute.instructions", "host_seconds")
-DERIVED = ("roofline.bound_cycles", "roofline_fraction", "dram_bandwidth_fraction", "useful_bandwidth_fraction",
-           "lookups_per_kcycle", "lookups_per_host_second", "sim_cycles_per_host_second")
+          "sol.access_cycles", "sol.dram_cycles", "sol.execute_cycles", "execute.instructions", "host_seconds")
+DERIVED = ("roofline.bound_cycles", "roofline_fraction", "sol.bound_cycles", "sol_fraction", "dram_bandwidth_fraction",
+           "useful_bandwidth_fraction", "lookups_per_kcycle", "lookups_per_host_second", "sim_cycles_per_host_second")
 STATS = SUMMED + DERIVED  # every statistic `run` reports, so a sweep can check a plotted metric before it runs
 HOST_TIME = ("host_seconds", "lookups_per_host_second", "sim_cycles_per_host_second")  # vary run to run
 
@@ -99,6 +101,8 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
     bound = max(s["roofline.access_cycles"], s["roofline.dram_cycles"], s["roofline.execute_cycles"])
     s["roofline.bound_cycles"] = bound
     s["roofline_fraction"] = bound / s["cycles"] if s["cycles"] else 0.0
+    s["sol.bound_cycles"] = max(s["sol.access_cycles"], s["sol.dram_cycles"], s["sol.execute_cycles"])
+    s["sol_fraction"] = s["sol.bound_cycles"] / s["cycles"] if s["cycles"] else 0.0
     s["dram_bandwidth_fraction"] = s["dram_bytes"] / (s["cycles"] * machine.dram.bytes_per_cycle)
     s["useful_bandwidth_fraction"] = w.useful_bytes() / (s["cycles"] * machine.dram.bytes_per_cycle)
     s["lookups_per_kcycle"] = 1000.0 * w.lookups / s["cycles"]

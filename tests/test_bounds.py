@@ -1,0 +1,71 @@
+"""Speed-of-light bounds: independent of the code, never above the run they bound, and sane in each part."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from ember.backend.dae import Instr
+from ember.bench.run import VARIANTS, compile_variant, run
+from ember.bench.workloads import suite
+from ember.sim.engines import simulate
+from ember.sim.machine import load_machine
+
+MACHINES = {"default": load_machine("default"),
+            "dram1": load_machine("default").with_overrides(["dram.bytes_per_cycle=1"])}
+
+
+@pytest.mark.parametrize("machine", sorted(MACHINES))
+@pytest.mark.parametrize("workload", [w.name for w in suite("tiny")])
+def test_sol_is_the_same_for_every_variant_and_below_every_run(workload: str, machine: str) -> None:
+    """sol.* depend on the operation and its data only: every variant (O0..O3, core-only, hand-written) gets the
+    same DRAM and execute bounds, the decoupled ones the same access bound; and no run beats them."""
+    w = suite("tiny", [workload])[0]
+    m = MACHINES[machine]
+    stats = {v: run(w, v, m).stats for v in VARIANTS}
+    for v, s in stats.items():
+        assert 0 < s["sol_fraction"] <= 1.0, (v, s["sol_fraction"])
+        assert s["sol.bound_cycles"] == max(s["sol.dram_cycles"], s["sol.access_cycles"], s["sol.execute_cycles"])
+        assert s["roofline_fraction"] <= 1.0 + 1e-12, (v, s["roofline_fraction"])
+        assert s["sol.dram_cycles"] == stats["O0"]["sol.dram_cycles"]
+        assert s["sol.execute_cycles"] == stats["O0"]["sol.execute_cycles"]
+    assert stats["core"]["sol.access_cycles"] == 0
+    assert len({s["sol.access_cycles"] for v, s in stats.items() if v != "core"}) == 1
+
+
+def test_sol_parts_follow_from_the_workload() -> None:
+    """For a sum bag on the default machine: DRAM = distinct rows + indices + offsets + output bytes over 32 B a
+    cycle; access = (lookups x D + indices + offsets) over 8 lanes; execute = one add per 16 lanes per lookup,
+    two a cycle (computed here from the workload's inputs with numpy)."""
+    w = suite("tiny", ["RM2_L1"])[0]
+    m = MACHINES["default"]
+    s = run(w, "O3", m).stats
+    x = w.inputs(0)
+    distinct = len(np.unique(x["indices"]))
+    compulsory = distinct * w.dim * 4 + x["indices"].nbytes + x["offsets"].nbytes + w.bags * w.dim * 4
+    assert s["sol.dram_cycles"] == compulsory / 32
+    assert s["sol.access_cycles"] == (w.lookups * w.dim + w.lookups + len(x["offsets"])) / 8
+    assert s["sol.execute_cycles"] == w.lookups * (w.dim // 16) * 0.5
+
+
+def test_a_program_doing_twice_the_work_keeps_its_roofline_but_not_its_sol() -> None:
+    """The roofline judges a program by its own work, so code that runs its access program twice covers its
+    roofline as well as the original does; the speed of light does not move, so its share falls by the whole
+    extra time (less than half: the second pass finds the rows in the caches)."""
+    w = suite("tiny", ["RM3_L0"])[0]
+    m = MACHINES["default"]
+    program = compile_variant(w, "O3")
+    x = w.inputs(0)
+    program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = w.table(0, x["indices"])
+    _, once = simulate(program, x, m)
+    at = next(i for i, ins in enumerate(program.code) if isinstance(ins, Instr) and ins.op == "run")
+    assert program.code[at - 1].op == "mov"  # the bag counter starts again: `mov rB, -1`, then `run`
+    program.code[at + 1:at + 1] = copy.deepcopy(program.code[at - 1:at + 1])
+    _, twice = simulate(program, x, m)
+    assert twice["access.elements"] == 2 * once["access.elements"]
+    assert twice["sol.bound_cycles"] == once["sol.bound_cycles"]
+    assert twice["roofline_fraction"] > 0.8 * once["roofline_fraction"]
+    assert twice["cycles"] > 1.4 * once["cycles"]
+    assert twice["sol_fraction"] < 0.7 * once["sol_fraction"]
