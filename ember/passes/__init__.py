@@ -19,7 +19,7 @@ PRESETS: dict[str, str] = {
     "O1": "lower-emb,decouple,vectorize,to-dlc,codegen",
     "O2": "lower-emb,decouple,vectorize,bufferize,to-dlc,codegen",
     "O3": "lower-emb,decouple,vectorize,bufferize,align-queues,simplify-mem,init-ahead,to-dlc,codegen",
-    "core": "lower-emb,codegen",  # --target=core: every loop nest runs on the execute unit
+    "core": "lower-emb,vectorize,simplify-mem,codegen",  # --target=core: every loop nest on the execute unit
 }
 
 __all__ = ["PASSES", "PRESETS", "Pass", "make_pass", "parse_pipeline", "run_passes"]

@@ -27,7 +27,8 @@ from .stats import Stats
 
 SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access.elements", "access.requests",
           "access.stall_cycles", "execute.instructions", "execute.busy_cycles", "execute.starved_cycles",
-          "execute.load_stall_cycles", "execute.pop_stall_cycles", "host.cycles", "dram.requests",
+          "execute.load_stall_cycles", "execute.pop_stall_cycles", "execute.store_stall_cycles",
+          "execute.compute_stall_cycles", "execute.mispredict_cycles", "host.cycles", "dram.requests",
           "dram.busy_cycles", "dram_bytes")
 
 
