@@ -1,0 +1,199 @@
+"""The core model against LLVM's machine-code analyzer: simulated cycles per iteration of each kernel
+in ember/bench/kernels/ beside llvm-mca's for its x86 translation (`<name>.s`, run by samples/gen_mca.py
+with -mcpu=icelake-server; the numbers are stored in kernels/mca.json, so no llvm-mca is needed here).
+
+Both sides are measured the way llvm-mca measures: in the steady state, with every load hitting L1
+and every branch predicted.  So the simulated machine is the default one with the access unit's
+cache level (where its loads enter and its queue lives) set to L1, an access unit fast enough never
+to hold the core back, and no misprediction penalty; the cycles of one iteration are the difference
+between runs of 2N and N iterations, divided by N, which leaves out warm-up and drain.  llvm-mca
+does not see memory dependences between iterations either, so each kernel's iterations update
+different output rows where the DAE code would otherwise carry a dependence through memory.
+
+Two kinds of kernel:
+- *loops* (`LOOPS`): a DAE loop written to match the x86 loop instruction for instruction where both
+  ISAs have the instruction (address arithmetic that DAE's 2-D references do in one instruction is
+  the exception, and the point of comparing);
+- *callbacks* (`CALLBACKS`): the real callbacks that codegen emits at -O0..-O3, or the hand-written
+  baselines, run through the access unit and the dispatcher on a small L1-resident table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from ..backend.dae import Program
+from ..backend.dae_text import parse_dae
+from ..passes import PRESETS, parse_pipeline, run_passes
+from ..sim.engines import simulate
+from ..sim.machine import Machine, load_machine
+from .run import handwritten
+from .workloads import Workload
+
+TOLERANCE = 0.25  # the simulator must land within +-25% of llvm-mca on every kernel
+SETTINGS = ("access.cache_level=l1", "access.lanes=64", "access.outstanding=1024", "access.queue_bytes=16384",
+            "execute.mispredict_penalty=0",  # llvm-mca predicts every branch
+            # every access costs an L1 hit, as llvm-mca assumes: nothing beyond L1 adds latency or waits for DRAM
+            "caches.l2.latency=0", "caches.llc.latency=0", "dram.latency=0", "dram.bytes_per_cycle=1000000")
+ROWS = 16  # table rows: 16 x 128 floats = 8 KiB, in L1 after the first pass
+
+
+def machine() -> Machine:
+    """The default machine, set up for the comparison (module docstring)."""
+    return load_machine("default").with_overrides(SETTINGS)
+
+
+# --- loops -------------------------------------------------------------------------------------------
+_LOOP = """.dae 2
+.sym @0 input "n" i64 [1]
+.sym @1 input "x" f32 [4096]
+.sym @2 input "out" f32 [4096, 128]
+.sym @3 input "ptr" i64 [64]
+.sym @4 input "idx" i64 [4096]
+.code
+  li r0, 0
+  li r2, 128
+  li r5, 16
+  li r22, 16
+  ld r13, @0[0]
+  li f0, 1.0
+  vsplat.f32 v0, f0, 16
+  vsplat.f32 v1, f0, 16
+  vmask v9, r0, r2, 16
+{init}  li r12, 0
+  li r11, 0
+  li r20, 0
+  li r21, 7
+L0:
+{body}  add r12, r12, 1
+  blt r12, r13, L0
+  halt
+.end
+"""
+_NEXT_ROW = "  add r11, r11, 1\n"  # the next output row: iterations share no memory (see the module docstring)
+_CHUNK = ("  vmask v3, r15, r2, 16\n  vld v4, @1[r15], v3\n  vld v5, @2[r11, r15], v3\n"
+          "  vfadd.f32 v6, v5, v4\n  vst v6, @2[r11, r15], v3\n  add r15, r15, r5\n")
+
+LOOPS: dict[str, tuple[str, str]] = {  # name -> (set-up before the loop, loop body); one iteration each
+    "fp_chain": ("", "  vfadd.f32 v0, v1, v0\n" * 4),
+    "fp_independent": ("", "".join(f"  vfadd.f32 v{10 + i}, v1, v0\n" for i in range(8))),
+    "int_chain": ("", "  add r20, r20, 1\n" * 8),
+    "load_chain": ("", "  ld r20, @3[r20]\n" * 4),
+    "mul_div": ("", "  mul r8, r21, 3\n  mul r9, r21, 5\n  div r10, r21, r5\n"),
+    "sol_regacc_d128": ("".join(f"  vsplat.f32 v{10 + i}, f0, 16\n" for i in range(8)),
+                        "".join(f"  vld v{20 + i}, @1[{16 * i}], v9\n  vfadd.f32 v{10 + i}, v{10 + i}, v{20 + i}\n"
+                                for i in range(8))),
+    "o3_chunk": ("", "  mov r15, r0\n" + _CHUNK + _NEXT_ROW),
+    "init_zero": ("", "  mov r15, r0\n  vmask v3, r15, r2, 16\n  vst v0, @2[r11, r15], v3\n  add r15, r15, r5\n"
+                  + _NEXT_ROW),
+    "core_scalar": ("", "  mov r15, r0\n  ld f1, @1[r15]\n  ld f2, @2[r11, r15]\n  fadd.f32 f3, f2, f1\n"
+                    "  st f3, @2[r11, r15]\n  add r15, r15, 1\n" + _NEXT_ROW),
+    "core_vector_d128": ("", "  ld r14, @4[r12]\n  mov r15, r0\n" + _CHUNK * 8 + _NEXT_ROW),
+}
+
+
+def _loop_cycles(name: str, n: int) -> float:
+    init, body = LOOPS[name]
+    program = parse_dae(_LOOP.format(init=init, body=body), f"{name}.dae")
+    inputs = {"n": np.array([n]), "x": np.ones(4096, np.float32), "out": np.zeros((4096, 128), np.float32),
+              "ptr": np.zeros(64, np.int64), "idx": np.zeros(4096, np.int64)}
+    return simulate(program, inputs, machine())[1]["cycles"]
+
+
+# --- callbacks -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Callback:
+    """A callback of a compiled (or hand-written) bag or gather, measured per call."""
+
+    variant: str  # an -O level, or "hand:<file>"
+    kind: str  # "bag_sum", "bag_weighted" or "gather"
+    dim: int
+    pooling: int  # lookups a bag: the per-call figure is per extra lookup (1: per bag, its row included)
+    per: int = 1  # calls an added lookup makes (D / 16 chunk-loop iterations, or D elements at -O0)
+
+
+CALLBACKS: dict[str, Callback] = {
+    "o0_element": Callback("O0", "bag_sum", 8, 64, per=8),
+    "o1_chunk": Callback("O1", "bag_sum", 8, 1),
+    "o2_row_d128": Callback("O2", "bag_sum", 128, 1),
+    "o3_row_d128": Callback("O3", "bag_sum", 128, 64),
+    "o3_row_d32": Callback("O3", "bag_sum", 32, 64),
+    "o3_bag_d128": Callback("O3", "bag_sum", 128, 1),
+    "hand_bag_sum_d128": Callback("hand:bag_sum", "bag_sum", 128, 64),
+    "hand_weighted_d128": Callback("hand:bag_weighted", "bag_weighted", 128, 64),
+    "hand_gather_d128": Callback("hand:gather", "gather", 128, 1),
+}
+# o3_bag_d128 runs a bag of one lookup: a counting callback and a row callback, which llvm-mca sees as two
+# kernels, so it is compared with the sum of o3_bag_d128 and o3_row_d128 there.
+PAIRED = {"o3_bag_d128": ("o3_bag_d128", "o3_row_d128")}
+
+
+@cache
+def _program(variant: str, kind: str, dim: int, bags: int, pooling: int) -> Program:
+    if variant.startswith("hand:"):
+        return handwritten(variant.split(":")[1])
+    w = Workload("K", kind, 1, ROWS, dim, pooling, bags, 0.0, weighted=kind == "bag_weighted")
+    passes = parse_pipeline(PRESETS[variant])
+    run_passes(w.module(), passes)
+    return passes[-1].program  # type: ignore[attr-defined]
+
+
+def _callback_cycles(cb: Callback, bags: int) -> float:
+    """Cycles of `bags` bags of `cb.pooling` lookups each (gathers: `bags` rows)."""
+    rng = np.random.default_rng(0)
+    gather = cb.kind == "gather"
+    lookups = bags * cb.pooling
+    program = _program(cb.variant, cb.kind, cb.dim, bags, cb.pooling)
+    inputs: dict[str, np.ndarray] = {"indices": rng.integers(0, ROWS, size=lookups).astype(np.int64)}
+    if not gather:
+        inputs["offsets"] = np.arange(0, lookups + 1, cb.pooling, dtype=np.int64)
+    if cb.kind == "bag_weighted":
+        inputs["weights"] = rng.standard_normal(lookups).astype(np.float32)
+    table = rng.standard_normal((ROWS, cb.dim)).astype(np.float32)
+    for n, s in enumerate(program.symbols):
+        if s.kind == "param":
+            program.data[n] = table
+    return simulate(program, inputs, machine())[1]["cycles"]
+
+
+def _per_call(name: str) -> float:
+    cb = CALLBACKS[name]
+    if cb.pooling == 1:  # bags (or gathered rows) of one lookup: per bag
+        a, b = _callback_cycles(cb, 64), _callback_cycles(cb, 128)
+        return (b - a) / 64 / cb.per
+    base, more = Callback(cb.variant, cb.kind, cb.dim, cb.pooling, cb.per), \
+        Callback(cb.variant, cb.kind, cb.dim, 2 * cb.pooling, cb.per)
+    a, b = _callback_cycles(base, 4), _callback_cycles(more, 4)
+    return (b - a) / (4 * cb.pooling) / cb.per
+
+
+# --- the comparison ------------------------------------------------------------------------------------
+Measure = Callable[[], float]
+
+
+def simulated(name: str) -> float:
+    """Simulated cycles per iteration of kernel `name`."""
+    if name in LOOPS:
+        return (_loop_cycles(name, 4000) - _loop_cycles(name, 2000)) / 2000
+    return _per_call(name)
+
+
+def reference() -> dict[str, float]:
+    """llvm-mca's cycles per iteration of every kernel (kernels/mca.json), pairs summed (PAIRED)."""
+    data = json.loads(resources.files("ember.bench").joinpath("kernels", "mca.json").read_text())
+    cycles = {k: float(v["cycles_per_iteration"]) for k, v in data["kernels"].items()}
+    for name, parts in PAIRED.items():
+        cycles[name] = sum(cycles[p] for p in parts)
+    return cycles
+
+
+def comparison() -> list[tuple[str, float, float]]:
+    """(kernel, simulated, llvm-mca) for every kernel, in the stored order."""
+    ref = reference()
+    return [(name, simulated(name), mca) for name, mca in ref.items()]
