@@ -13,7 +13,8 @@ from .common import display_name, guarded, read_bytes, write_output
 
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
            "execute.starved_cycles", "access.stall_cycles", "queue_max_occupancy", "dram_bytes",
-           "dram_bandwidth_fraction", "roofline.bound_cycles", "roofline_fraction", "host.cycles")
+           "dram_bandwidth_fraction", "sol.bound_cycles", "sol_fraction", "roofline.bound_cycles", "roofline_fraction",
+           "host.cycles")
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
@@ -75,7 +76,8 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
     compiles the program to C once (cached in ~/.cache/ember/fast) and gives the same statistics as
     the reference engine; --timing-only simulates tables of any size without their data.  Statistics (DESIGN.md §4):
     cycles, tokens and operands marshaled, queue occupancy, cache and DRAM traffic, the fraction of
-    DRAM bandwidth used, and the roofline bound with the fraction of it reached.
+    DRAM bandwidth used, the speed-of-light bound of the program's operations (sol.*, which does not
+    depend on its code) with the fraction of it reached, and this program's own roofline.
     """
     from ..backend.binary import disassemble
     from ..sim.engines import DEFAULT_ENGINE, check_engine, simulate
