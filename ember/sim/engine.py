@@ -136,7 +136,7 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     pipe = core.pipe
     width = m.execute.issue_width
     instructions = pipe.instructions
-    st.set("execute.busy_cycles", instructions / width, "dispatch slots used: instructions / issue width", "Cycle")
+    st.set("execute.busy_cycles", instructions / width, "dispatch slots used: uops / issue width", "Cycle")
     stalls = pipe.stalls
     for key, name, doc in (("token", "starved", "a token (the reorder buffer full behind a token read, a "
                                                 "dispatch jump waiting for it, the access unit's end)"),
@@ -145,7 +145,10 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
                            ("compute", "compute_stall", "arithmetic latency and busy pipes"),
                            ("mispredict", "mispredict", "the front end after a mispredicted dispatch jump")):
         st.set(f"execute.{name}_cycles", stalls[key], f"cycles the front end waited for {doc}", "Cycle")
-    st.set("execute.instructions", instructions, "instructions executed (a dispatch is three)", "Count")
+    st.set("execute.instructions", sum(core.counts.values()), "instructions executed (a callback dispatch is one)",
+           "Count")
+    st.set("execute.uops", instructions, "uops dispatched (a callback dispatch is three, a vmask three, a viota two)",
+           "Count")
     for op in sorted(core.counts):
         st.set(f"execute.op.{op}", core.counts[op], f"'{op}' instructions executed", "Count")
     st.set("execute.prefetches", core.prefetches, "lines fetched by the next-line prefetcher", "Count")

@@ -37,6 +37,13 @@ TIMING: dict[str, tuple[str, str]] = {
     **dict.fromkeys(("ld", "vld", "vgather", "pop", "popb"), ("", "load")),
     **dict.fromkeys(("st", "vst", "vscatter"), ("", "store")),
 }
+# DAE instructions an Ice Lake core runs as several dependent uops, as their x86 translations in
+# ember/bench/kernels/ do: (latency field, pipe group) of each, in order; every other op is one uop (TIMING)
+UOPS: dict[str, tuple[tuple[str, str], ...]] = {
+    "vmask": (("int_alu_latency", "int_alu"), ("vec_alu_latency", "fp"), ("vec_alu_latency", "fp")),  # sub,
+    # vpbroadcastd of bound - start, vpcmpgtd against 0..15 into a mask register
+    "viota": (("vec_alu_latency", "fp"), ("int_alu_latency", "fp")),  # vpbroadcastq of start, vpaddq of 0..15
+}
 # ops whose first operand is a register they write (the others only read their register operands)
 WRITES = frozenset(TIMING) - {"st", "vst", "vscatter", "blt", "bge", "beq", "jmp", "popb", "alloc"}
 VFLOAT = {"vfadd": np.add, "vfsub": np.subtract, "vfmul": np.multiply, "vfdiv": np.divide,
@@ -184,9 +191,14 @@ class Core:
             return self.special(ins, op)
         if op not in TIMING:
             raise EmberError(f"the simulator does not implement '{ins.op}'")
-        latency, group = TIMING[op]
-        e = self.pipe.issue(group, self.begin(ins))
-        self.done(ins, e + self.lat[latency], "compute")
+        t = self.begin(ins)
+        uops = UOPS.get(op) or (TIMING[op],)
+        for k, (latency, group) in enumerate(uops):
+            if k:  # the next uop of the same instruction: dispatched after, fed by the one before
+                self.pipe.retire(t, "compute")
+                t = max(self.pipe.dispatch(), t)
+            t = self.pipe.issue(group, t) + self.lat[latency]
+        self.done(ins, t, "compute")
         if op in INT:
             regs[a[0]] = INT[op](self.val(a[1]), self.val(a[2]))
         elif op in FLOAT:

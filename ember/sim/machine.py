@@ -74,7 +74,7 @@ class ExecuteUnit:
     fp_mul_latency: float = field(metadata=_doc("latency of a float or vector multiply"))
     fp_div_latency: float = field(metadata=_doc("latency of a scalar float divide"))
     vfp_div_latency: float = field(metadata=_doc("latency of a vector float divide"))
-    vec_alu_latency: float = field(metadata=_doc("latency of vsplat/viota/vmask/vsel"))
+    vec_alu_latency: float = field(metadata=_doc("latency of a vector broadcast or compare (vsplat, vmask, viota)"))
     branch_latency: float = field(metadata=_doc("latency of a branch or jump"))
     gather_latency: float = field(metadata=_doc("cycles a vgather adds after its slowest lane's load"))
     int_alu_throughput: float = field(metadata=_doc("cycles per integer ALU op per pipe group (0.25: four a cycle)"))

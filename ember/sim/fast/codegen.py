@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...backend.dae import Access, Instr, Label, Mem, Program, Reg
-from ..execute import TIMING, operands
+from ..execute import TIMING, UOPS, operands
 from ..machine import ExecuteUnit
 from ..tensors import is_table
 
@@ -361,10 +361,13 @@ class Generator:
         return e
 
     def plain(self, ins: Instr) -> None:
-        """The timing of an instruction with a fixed latency (execute.Core.step)."""
-        latency, group = TIMING[ins.base]
-        e = self.issue_at(group, self.begin(ins))
-        self.done(ins, f"{e} + xp_{latency}", "compute")
+        """The timing of an instruction with a fixed latency, uop after uop (execute.Core.step)."""
+        t = self.begin(ins)
+        for k, (latency, group) in enumerate(UOPS.get(ins.base) or (TIMING[ins.base],)):
+            if k:
+                self(f"pipe_retire(P, {t}, CAT_COMPUTE); {{ double d = pipe_dispatch(P, 0); if (d > {t}) {t} = d; }}")
+            self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t}) + xp_{latency};")
+        self.done(ins, t, "compute")
 
     def ival(self, a: Any) -> str:
         if isinstance(a, Reg) and a.cls in "rf":
