@@ -6,10 +6,10 @@
 #   vld, vfadd, vst, add, jmp), the exit bge, ret.
 # Command (from the repository root; samples/gen_mca.py runs it and writes hand_weighted_d128.mca.txt and mca.json):
 #   llvm-mca -mtriple=x86_64-unknown-linux-gnu -mcpu=icelake-server -iterations=1000 ember/bench/kernels/hand_weighted_d128.s
-# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n) and %rdx (addresses),
-#   %rdi = the output's base (@4), %rbp = the scratch buffer @5; r10 = %r10 (the bag or lookup, counted on
-#   the core), r11 = %r11; vN = %zmmN as data and %kN as a mask; f1 = %xmm1; constant loaded before the
-#   loop: %zmm31 = 0, 1, ..., 15.
+# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n), %rdi = the output's base
+#   (@4), %rbp = the scratch buffer @5, %r9 = the address of output row r10 (@4[r10, 0], see the 2-D
+#   references below); r10 = %r10 (the bag or lookup, counted on the core), r11 = %r11; vN = %zmmN as data and
+#   %kN as a mask; f1 = %xmm1; constant loaded before the loop: %zmm31 = 0, 1, ..., 15.
 # Translation of each DAE instruction (the comment on every line names the one it implements):
 #   - dispatch (one turn of the core's dispatch loop; the simulator charges it as `execute.dispatch`): movq
 #     loads the token from the control queue (%rbx), addq $8 advances it (tokens are 8 bytes,
@@ -34,14 +34,18 @@
 #     alone is wrong for n < 0 or n >= 256.
 #   - vld vD, @buf[rC], vM (the scratch buffer): vmovups (%rbp,rC,4), %zmmD {%kM} {z}; zeroing, as the DAE
 #     leaves masked-off lanes 0.
-#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of
-#     1, 2, 4 or 8): imulq $stride, rR, %rdx + addq base, %rdx give the row's address, then (%rdx,rC,4).
-#     This is done at every DAE memory instruction: the row address is not shared with a neighbouring
-#     reference to the same row nor hoisted out of the loop, because the DAE code does not do that either
-#     (the simulator charges each vld/vst as one instruction). imulq + addq is the shortest sequence (movq +
-#     shlq + addq is one more).
-#   - vld vD, @sym[rR, rC], vM: the row address (above), then vmovups (%rdx,rC,4), %zmmD {%kM} {z}.
-#   - vst vS, @sym[rR, rC], vM: the row address (above), then vmovups %zmmS, (%rdx,rC,4) {%kM}.
+#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of 1,
+#     2, 4 or 8): imulq $stride, rR, B + addq base, B give the row's address in a base register B, then the
+#     reference is (B,rC,4); imulq + addq is the shortest sequence (movq + shlq + addq is one more). Row bases
+#     hoisted as a compiler would: computed where the row register changes. A row's address is computed once
+#     per value of its row register, at the place where that register is written, and every reference to the
+#     row shares its one base register, as LLVM at -O2 does (loop-invariant code motion and
+#     common-subexpression elimination); the DAE core's 2-D reference is one instruction with no separate
+#     address arithmetic. In this kernel: row r10 of the output in %r9, computed where r10 changes: in the
+#     counting callback A0.1 (`add r10, r10, 1`), not inside this callback at all; the 8 chunks' vld and vst
+#     share it.
+#   - vld vD, @sym[rR, rC], vM: vmovups (B,rC,4), %zmmD {%kM} {z}, B the row's base register (above).
+#   - vst vS, @sym[rR, rC], vM: vmovups %zmmS, (B,rC,4) {%kM}, B the row's base register (above).
 #   - vfadd.f32 vD, vA, vB: vaddps %zmmB, %zmmA, %zmmD (unmasked, as the DAE op).
 #   - vfmul.f32 vD, vA, vB: vmulps (not fused into an FMA with the vfadd that follows: the DAE code has two
 #     instructions).
@@ -69,13 +73,9 @@ R0:                                         # chunk 1 of 8
   vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
   vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @5[r11], v1
   vmulps %zmm4, %zmm2, %zmm2                # vfmul.f32 v2, v2, v4
-  imulq $512, %r10, %rdx                    # vld v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vld v3, @4[r10, r11], v1 (row address)
-  vmovups (%rdx,%r11,4), %zmm3 {%k1} {z}    # vld v3, @4[r10, r11], v1
+  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @4[r10, r11], v1
   vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  imulq $512, %r10, %rdx                    # vst v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vst v3, @4[r10, r11], v1 (row address)
-  vmovups %zmm3, (%rdx,%r11,4) {%k1}        # vst v3, @4[r10, r11], v1
+  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @4[r10, r11], v1
   addq $16, %r11                            # add r11, r11, r1
   jmp R0                                    # jmp R0
 # R0: chunk 2 of 8
@@ -87,13 +87,9 @@ R0:                                         # chunk 1 of 8
   vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
   vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @5[r11], v1
   vmulps %zmm4, %zmm2, %zmm2                # vfmul.f32 v2, v2, v4
-  imulq $512, %r10, %rdx                    # vld v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vld v3, @4[r10, r11], v1 (row address)
-  vmovups (%rdx,%r11,4), %zmm3 {%k1} {z}    # vld v3, @4[r10, r11], v1
+  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @4[r10, r11], v1
   vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  imulq $512, %r10, %rdx                    # vst v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vst v3, @4[r10, r11], v1 (row address)
-  vmovups %zmm3, (%rdx,%r11,4) {%k1}        # vst v3, @4[r10, r11], v1
+  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @4[r10, r11], v1
   addq $16, %r11                            # add r11, r11, r1
   jmp R0                                    # jmp R0
 # R0: chunk 3 of 8
@@ -105,13 +101,9 @@ R0:                                         # chunk 1 of 8
   vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
   vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @5[r11], v1
   vmulps %zmm4, %zmm2, %zmm2                # vfmul.f32 v2, v2, v4
-  imulq $512, %r10, %rdx                    # vld v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vld v3, @4[r10, r11], v1 (row address)
-  vmovups (%rdx,%r11,4), %zmm3 {%k1} {z}    # vld v3, @4[r10, r11], v1
+  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @4[r10, r11], v1
   vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  imulq $512, %r10, %rdx                    # vst v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vst v3, @4[r10, r11], v1 (row address)
-  vmovups %zmm3, (%rdx,%r11,4) {%k1}        # vst v3, @4[r10, r11], v1
+  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @4[r10, r11], v1
   addq $16, %r11                            # add r11, r11, r1
   jmp R0                                    # jmp R0
 # R0: chunk 4 of 8
@@ -123,13 +115,9 @@ R0:                                         # chunk 1 of 8
   vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
   vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @5[r11], v1
   vmulps %zmm4, %zmm2, %zmm2                # vfmul.f32 v2, v2, v4
-  imulq $512, %r10, %rdx                    # vld v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vld v3, @4[r10, r11], v1 (row address)
-  vmovups (%rdx,%r11,4), %zmm3 {%k1} {z}    # vld v3, @4[r10, r11], v1
+  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @4[r10, r11], v1
   vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  imulq $512, %r10, %rdx                    # vst v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vst v3, @4[r10, r11], v1 (row address)
-  vmovups %zmm3, (%rdx,%r11,4) {%k1}        # vst v3, @4[r10, r11], v1
+  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @4[r10, r11], v1
   addq $16, %r11                            # add r11, r11, r1
   jmp R0                                    # jmp R0
 # R0: chunk 5 of 8
@@ -141,13 +129,9 @@ R0:                                         # chunk 1 of 8
   vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
   vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @5[r11], v1
   vmulps %zmm4, %zmm2, %zmm2                # vfmul.f32 v2, v2, v4
-  imulq $512, %r10, %rdx                    # vld v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vld v3, @4[r10, r11], v1 (row address)
-  vmovups (%rdx,%r11,4), %zmm3 {%k1} {z}    # vld v3, @4[r10, r11], v1
+  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @4[r10, r11], v1
   vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  imulq $512, %r10, %rdx                    # vst v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vst v3, @4[r10, r11], v1 (row address)
-  vmovups %zmm3, (%rdx,%r11,4) {%k1}        # vst v3, @4[r10, r11], v1
+  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @4[r10, r11], v1
   addq $16, %r11                            # add r11, r11, r1
   jmp R0                                    # jmp R0
 # R0: chunk 6 of 8
@@ -159,13 +143,9 @@ R0:                                         # chunk 1 of 8
   vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
   vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @5[r11], v1
   vmulps %zmm4, %zmm2, %zmm2                # vfmul.f32 v2, v2, v4
-  imulq $512, %r10, %rdx                    # vld v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vld v3, @4[r10, r11], v1 (row address)
-  vmovups (%rdx,%r11,4), %zmm3 {%k1} {z}    # vld v3, @4[r10, r11], v1
+  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @4[r10, r11], v1
   vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  imulq $512, %r10, %rdx                    # vst v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vst v3, @4[r10, r11], v1 (row address)
-  vmovups %zmm3, (%rdx,%r11,4) {%k1}        # vst v3, @4[r10, r11], v1
+  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @4[r10, r11], v1
   addq $16, %r11                            # add r11, r11, r1
   jmp R0                                    # jmp R0
 # R0: chunk 7 of 8
@@ -177,13 +157,9 @@ R0:                                         # chunk 1 of 8
   vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
   vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @5[r11], v1
   vmulps %zmm4, %zmm2, %zmm2                # vfmul.f32 v2, v2, v4
-  imulq $512, %r10, %rdx                    # vld v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vld v3, @4[r10, r11], v1 (row address)
-  vmovups (%rdx,%r11,4), %zmm3 {%k1} {z}    # vld v3, @4[r10, r11], v1
+  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @4[r10, r11], v1
   vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  imulq $512, %r10, %rdx                    # vst v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vst v3, @4[r10, r11], v1 (row address)
-  vmovups %zmm3, (%rdx,%r11,4) {%k1}        # vst v3, @4[r10, r11], v1
+  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @4[r10, r11], v1
   addq $16, %r11                            # add r11, r11, r1
   jmp R0                                    # jmp R0
 # R0: chunk 8 of 8
@@ -195,13 +171,9 @@ R0:                                         # chunk 1 of 8
   vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
   vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @5[r11], v1
   vmulps %zmm4, %zmm2, %zmm2                # vfmul.f32 v2, v2, v4
-  imulq $512, %r10, %rdx                    # vld v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vld v3, @4[r10, r11], v1 (row address)
-  vmovups (%rdx,%r11,4), %zmm3 {%k1} {z}    # vld v3, @4[r10, r11], v1
+  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @4[r10, r11], v1
   vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  imulq $512, %r10, %rdx                    # vst v3, @4[r10, r11], v1 (row offset)
-  addq %rdi, %rdx                           # vst v3, @4[r10, r11], v1 (row address)
-  vmovups %zmm3, (%rdx,%r11,4) {%k1}        # vst v3, @4[r10, r11], v1
+  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @4[r10, r11], v1
   addq $16, %r11                            # add r11, r11, r1
   jmp R0                                    # jmp R0
 # R0: the exit test

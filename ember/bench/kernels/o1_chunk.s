@@ -6,10 +6,10 @@
 #   vfadd, vscatter).
 # Command (from the repository root; samples/gen_mca.py runs it and writes o1_chunk.mca.txt and mca.json):
 #   llvm-mca -mtriple=x86_64-unknown-linux-gnu -mcpu=icelake-server -iterations=1000 ember/bench/kernels/o1_chunk.s
-# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n) and %rdx (addresses),
-#   %rdi = the output's base (@9); r8 = %r8; vN = %zmmN as data and %kN as a mask; %k6, %k7 = copies of the
-#   mask that the gather and scatter consume; constants loaded before the loop: %zmm29 = 0, 2, ..., 30 (the
-#   vpermt2d selector).
+# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n), %rdi = the output's base
+#   (@9), %rdx = the address of output row r8 (@9[r8, 0], see the 2-D references below); r8 = %r8; vN = %zmmN
+#   as data and %kN as a mask; %k6, %k7 = copies of the mask that the gather and scatter consume; constants
+#   loaded before the loop: %zmm29 = 0, 2, ..., 30 (the vpermt2d selector).
 # Translation of each DAE instruction (the comment on every line names the one it implements):
 #   - dispatch (one turn of the core's dispatch loop; the simulator charges it as `execute.dispatch`): movq
 #     loads the token from the control queue (%rbx), addq $8 advances it (tokens are 8 bytes,
@@ -27,19 +27,22 @@
 #     lanes 8-15 from the next 64 bytes (column indices are < 2^31); addq $128. Shorter than 2 x vpmovqd +
 #     vinserti64x4, and it lets one vgatherdps/vscatterdps serve all 16 lanes (i64 lanes need two 8-lane
 #     vgatherqps/vscatterqps and a vinsertf32x8/vextractf32x8).
-#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of
-#     1, 2, 4 or 8): imulq $stride, rR, %rdx + addq base, %rdx give the row's address, then (%rdx,rC,4).
-#     This is done at every DAE memory instruction: the row address is not shared with a neighbouring
-#     reference to the same row nor hoisted out of the loop, because the DAE code does not do that either
-#     (the simulator charges each vld/vst as one instruction). imulq + addq is the shortest sequence (movq +
-#     shlq + addq is one more).
+#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of 1,
+#     2, 4 or 8): imulq $stride, rR, B + addq base, B give the row's address in a base register B, then the
+#     reference is (B,rC,4); imulq + addq is the shortest sequence (movq + shlq + addq is one more). Row bases
+#     hoisted as a compiler would: computed where the row register changes. A row's address is computed once
+#     per value of its row register, at the place where that register is written, and every reference to the
+#     row shares its one base register, as LLVM at -O2 does (loop-invariant code motion and
+#     common-subexpression elimination); the DAE core's 2-D reference is one instruction with no separate
+#     address arithmetic. In this kernel: row r8 of the output in %rdx, computed right after `pop r8` (where
+#     r8 is written), once per call; the vgather and the vscatter share it.
 #   - vfadd.f32 vD, vA, vB: vaddps %zmmB, %zmmA, %zmmD (unmasked, as the DAE op).
-#   - vgather vD, @sym[rR, vI], vM: the row address (imulq + addq), kmovw %kM into a spare mask register (a
+#   - vgather vD, @sym[rR, vI], vM: the row's base register B (above), kmovw %kM into a spare mask register (a
 #     gather clears its mask as lanes complete, and vM is used again), vpxord zeroes vD (the DAE leaves
-#     masked-off lanes 0; it also breaks the dependence on vD's old value), vgatherdps (%rdx,%zmmI,4), %zmmD
+#     masked-off lanes 0; it also breaks the dependence on vD's old value), vgatherdps (B,%zmmI,4), %zmmD
 #     {%kcopy}.
-#   - vscatter vS, @sym[rR, vI], vM: the row address (imulq + addq), kmovw %kM into a spare mask register (a
-#     scatter clears it too), vscatterdps %zmmS, (%rdx,%zmmI,4) {%kcopy}.
+#   - vscatter vS, @sym[rR, vI], vM: the row's base register B (above), kmovw %kM into a spare mask register
+#     (a scatter clears it too), vscatterdps %zmmS, (B,%zmmI,4) {%kcopy}.
 
 dispatch:                                   # the core's dispatch loop: one turn per control token
   movq (%rbx), %rax                         # dispatch: load the token from the control queue
@@ -52,19 +55,17 @@ A0.1:
   addq $8, %rsi                             # pop v3 (advance the queue: one mask word)
   movq (%rsi), %r8                          # pop r8
   addq $8, %rsi                             # pop r8 (advance the queue: i64)
+  imulq $32, %r8, %rdx                      # vgather v6 / vscatter v7, @9[r8, v4], v3 (row r8: offset, hoisted)
+  addq %rdi, %rdx                           # vgather v6 / vscatter v7, @9[r8, v4], v3 (row r8: address, hoisted)
   vmovdqu64 (%rsi), %zmm4                   # pop v4 (lanes 0-7 as i64)
   vpermt2d 64(%rsi), %zmm29, %zmm4          # pop v4 (each lane's low dword)
   addq $128, %rsi                           # pop v4 (advance the queue: 16 x i64)
   vmovups (%rsi), %zmm5                     # pop v5
   addq $64, %rsi                            # pop v5 (advance the queue: 16 x f32)
-  imulq $32, %r8, %rdx                      # vgather v6, @9[r8, v4], v3 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v4], v3 (row address)
   kmovw %k3, %k6                            # vgather v6, @9[r8, v4], v3 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v4], v3 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm4,4), %zmm6 {%k6}    # vgather v6, @9[r8, v4], v3
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $32, %r8, %rdx                      # vscatter v7, @9[r8, v4], v3 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v4], v3 (row address)
   kmovw %k3, %k7                            # vscatter v7, @9[r8, v4], v3 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm4,4) {%k7}   # vscatter v7, @9[r8, v4], v3
   jmp dispatch                              # ret

@@ -5,10 +5,10 @@
 #   vfadd, vscatter, add, jmp), the exit bge, ret.
 # Command (from the repository root; samples/gen_mca.py runs it and writes o2_row_d128.mca.txt and mca.json):
 #   llvm-mca -mtriple=x86_64-unknown-linux-gnu -mcpu=icelake-server -iterations=1000 ember/bench/kernels/o2_row_d128.s
-# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n) and %rdx (addresses),
-#   %rdi = the output's base (@9), %rbp = the scratch buffer @10; r8 = %r8, r9 = %r9; vN = %zmmN as data and
-#   %kN as a mask; %k6, %k7 = copies of the mask that the gather and scatter consume; constant loaded before
-#   the loop: %zmm31 = 0, 1, ..., 15.
+# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n), %rdi = the output's base
+#   (@9), %rbp = the scratch buffer @10, %rdx = the address of output row r8 (@9[r8, 0], see the 2-D
+#   references below); r8 = %r8, r9 = %r9; vN = %zmmN as data and %kN as a mask; %k6, %k7 = copies of the mask
+#   that the gather and scatter consume; constant loaded before the loop: %zmm31 = 0, 1, ..., 15.
 # Translation of each DAE instruction (the comment on every line names the one it implements):
 #   - dispatch (one turn of the core's dispatch loop; the simulator charges it as `execute.dispatch`): movq
 #     loads the token from the control queue (%rbx), addq $8 advances it (tokens are 8 bytes,
@@ -35,21 +35,24 @@
 #     alone is wrong for n < 0 or n >= 256.
 #   - vld vD, @buf[rC], vM (the scratch buffer): vmovups (%rbp,rC,4), %zmmD {%kM} {z}; zeroing, as the DAE
 #     leaves masked-off lanes 0.
-#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of
-#     1, 2, 4 or 8): imulq $stride, rR, %rdx + addq base, %rdx give the row's address, then (%rdx,rC,4).
-#     This is done at every DAE memory instruction: the row address is not shared with a neighbouring
-#     reference to the same row nor hoisted out of the loop, because the DAE code does not do that either
-#     (the simulator charges each vld/vst as one instruction). imulq + addq is the shortest sequence (movq +
-#     shlq + addq is one more).
+#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of 1,
+#     2, 4 or 8): imulq $stride, rR, B + addq base, B give the row's address in a base register B, then the
+#     reference is (B,rC,4); imulq + addq is the shortest sequence (movq + shlq + addq is one more). Row bases
+#     hoisted as a compiler would: computed where the row register changes. A row's address is computed once
+#     per value of its row register, at the place where that register is written, and every reference to the
+#     row shares its one base register, as LLVM at -O2 does (loop-invariant code motion and
+#     common-subexpression elimination); the DAE core's 2-D reference is one instruction with no separate
+#     address arithmetic. In this kernel: row r8 of the output in %rdx, computed right after `pop r8` (where
+#     r8 is written), once per call; the 8 chunks' vgather and vscatter share it.
 #   - vfadd.f32 vD, vA, vB: vaddps %zmmB, %zmmA, %zmmD (unmasked, as the DAE op).
 #   - viota vD, rS, 16: vpbroadcastd rS into 16 dword lanes + vpaddd the constant zmm31 = 0..15 (dword
 #     lanes, as the index vectors of vgatherdps/vscatterdps need).
-#   - vgather vD, @sym[rR, vI], vM: the row address (imulq + addq), kmovw %kM into a spare mask register (a
+#   - vgather vD, @sym[rR, vI], vM: the row's base register B (above), kmovw %kM into a spare mask register (a
 #     gather clears its mask as lanes complete, and vM is used again), vpxord zeroes vD (the DAE leaves
-#     masked-off lanes 0; it also breaks the dependence on vD's old value), vgatherdps (%rdx,%zmmI,4), %zmmD
+#     masked-off lanes 0; it also breaks the dependence on vD's old value), vgatherdps (B,%zmmI,4), %zmmD
 #     {%kcopy}.
-#   - vscatter vS, @sym[rR, vI], vM: the row address (imulq + addq), kmovw %kM into a spare mask register (a
-#     scatter clears it too), vscatterdps %zmmS, (%rdx,%zmmI,4) {%kcopy}.
+#   - vscatter vS, @sym[rR, vI], vM: the row's base register B (above), kmovw %kM into a spare mask register
+#     (a scatter clears it too), vscatterdps %zmmS, (B,%zmmI,4) {%kcopy}.
 
 dispatch:                                   # the core's dispatch loop: one turn per control token
   movq (%rbx), %rax                         # dispatch: load the token from the control queue
@@ -60,6 +63,8 @@ dispatch:                                   # the core's dispatch loop: one turn
 A0.1:
   movq (%rsi), %r8                          # pop r8
   addq $8, %rsi                             # pop r8 (advance the queue: i64)
+  imulq $512, %r8, %rdx                     # vgather v6 / vscatter v7, @9[r8, v3], v4 (row r8: offset, hoisted)
+  addq %rdi, %rdx                           # vgather v6 / vscatter v7, @9[r8, v3], v4 (row r8: address, hoisted)
   movq %rsi, %rbp                           # popb @10 (the buffer's base)
   addq $512, %rsi                           # popb @10 (advance the queue past the row: 512 bytes)
   xorl %r9d, %r9d                           # mov r9, r0
@@ -73,14 +78,10 @@ L4:                                         # chunk 1 of 8
   vpbroadcastd %eax, %zmm30                 # vmask v4, r9, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k4              # vmask v4, r9, r2, 16 (lanes k < n)
   vmovups (%rbp,%r9,4), %zmm5 {%k4} {z}     # vld v5, @10[r9], v4
-  imulq $512, %r8, %rdx                     # vgather v6, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v3], v4 (row address)
   kmovw %k4, %k6                            # vgather v6, @9[r8, v3], v4 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v3], v4 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm3,4), %zmm6 {%k6}    # vgather v6, @9[r8, v3], v4
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $512, %r8, %rdx                     # vscatter v7, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v3], v4 (row address)
   kmovw %k4, %k7                            # vscatter v7, @9[r8, v3], v4 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm3,4) {%k7}   # vscatter v7, @9[r8, v3], v4
   addq $16, %r9                             # add r9, r9, r6
@@ -95,14 +96,10 @@ L4:                                         # chunk 1 of 8
   vpbroadcastd %eax, %zmm30                 # vmask v4, r9, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k4              # vmask v4, r9, r2, 16 (lanes k < n)
   vmovups (%rbp,%r9,4), %zmm5 {%k4} {z}     # vld v5, @10[r9], v4
-  imulq $512, %r8, %rdx                     # vgather v6, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v3], v4 (row address)
   kmovw %k4, %k6                            # vgather v6, @9[r8, v3], v4 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v3], v4 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm3,4), %zmm6 {%k6}    # vgather v6, @9[r8, v3], v4
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $512, %r8, %rdx                     # vscatter v7, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v3], v4 (row address)
   kmovw %k4, %k7                            # vscatter v7, @9[r8, v3], v4 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm3,4) {%k7}   # vscatter v7, @9[r8, v3], v4
   addq $16, %r9                             # add r9, r9, r6
@@ -117,14 +114,10 @@ L4:                                         # chunk 1 of 8
   vpbroadcastd %eax, %zmm30                 # vmask v4, r9, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k4              # vmask v4, r9, r2, 16 (lanes k < n)
   vmovups (%rbp,%r9,4), %zmm5 {%k4} {z}     # vld v5, @10[r9], v4
-  imulq $512, %r8, %rdx                     # vgather v6, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v3], v4 (row address)
   kmovw %k4, %k6                            # vgather v6, @9[r8, v3], v4 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v3], v4 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm3,4), %zmm6 {%k6}    # vgather v6, @9[r8, v3], v4
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $512, %r8, %rdx                     # vscatter v7, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v3], v4 (row address)
   kmovw %k4, %k7                            # vscatter v7, @9[r8, v3], v4 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm3,4) {%k7}   # vscatter v7, @9[r8, v3], v4
   addq $16, %r9                             # add r9, r9, r6
@@ -139,14 +132,10 @@ L4:                                         # chunk 1 of 8
   vpbroadcastd %eax, %zmm30                 # vmask v4, r9, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k4              # vmask v4, r9, r2, 16 (lanes k < n)
   vmovups (%rbp,%r9,4), %zmm5 {%k4} {z}     # vld v5, @10[r9], v4
-  imulq $512, %r8, %rdx                     # vgather v6, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v3], v4 (row address)
   kmovw %k4, %k6                            # vgather v6, @9[r8, v3], v4 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v3], v4 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm3,4), %zmm6 {%k6}    # vgather v6, @9[r8, v3], v4
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $512, %r8, %rdx                     # vscatter v7, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v3], v4 (row address)
   kmovw %k4, %k7                            # vscatter v7, @9[r8, v3], v4 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm3,4) {%k7}   # vscatter v7, @9[r8, v3], v4
   addq $16, %r9                             # add r9, r9, r6
@@ -161,14 +150,10 @@ L4:                                         # chunk 1 of 8
   vpbroadcastd %eax, %zmm30                 # vmask v4, r9, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k4              # vmask v4, r9, r2, 16 (lanes k < n)
   vmovups (%rbp,%r9,4), %zmm5 {%k4} {z}     # vld v5, @10[r9], v4
-  imulq $512, %r8, %rdx                     # vgather v6, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v3], v4 (row address)
   kmovw %k4, %k6                            # vgather v6, @9[r8, v3], v4 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v3], v4 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm3,4), %zmm6 {%k6}    # vgather v6, @9[r8, v3], v4
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $512, %r8, %rdx                     # vscatter v7, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v3], v4 (row address)
   kmovw %k4, %k7                            # vscatter v7, @9[r8, v3], v4 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm3,4) {%k7}   # vscatter v7, @9[r8, v3], v4
   addq $16, %r9                             # add r9, r9, r6
@@ -183,14 +168,10 @@ L4:                                         # chunk 1 of 8
   vpbroadcastd %eax, %zmm30                 # vmask v4, r9, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k4              # vmask v4, r9, r2, 16 (lanes k < n)
   vmovups (%rbp,%r9,4), %zmm5 {%k4} {z}     # vld v5, @10[r9], v4
-  imulq $512, %r8, %rdx                     # vgather v6, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v3], v4 (row address)
   kmovw %k4, %k6                            # vgather v6, @9[r8, v3], v4 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v3], v4 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm3,4), %zmm6 {%k6}    # vgather v6, @9[r8, v3], v4
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $512, %r8, %rdx                     # vscatter v7, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v3], v4 (row address)
   kmovw %k4, %k7                            # vscatter v7, @9[r8, v3], v4 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm3,4) {%k7}   # vscatter v7, @9[r8, v3], v4
   addq $16, %r9                             # add r9, r9, r6
@@ -205,14 +186,10 @@ L4:                                         # chunk 1 of 8
   vpbroadcastd %eax, %zmm30                 # vmask v4, r9, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k4              # vmask v4, r9, r2, 16 (lanes k < n)
   vmovups (%rbp,%r9,4), %zmm5 {%k4} {z}     # vld v5, @10[r9], v4
-  imulq $512, %r8, %rdx                     # vgather v6, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v3], v4 (row address)
   kmovw %k4, %k6                            # vgather v6, @9[r8, v3], v4 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v3], v4 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm3,4), %zmm6 {%k6}    # vgather v6, @9[r8, v3], v4
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $512, %r8, %rdx                     # vscatter v7, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v3], v4 (row address)
   kmovw %k4, %k7                            # vscatter v7, @9[r8, v3], v4 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm3,4) {%k7}   # vscatter v7, @9[r8, v3], v4
   addq $16, %r9                             # add r9, r9, r6
@@ -227,14 +204,10 @@ L4:                                         # chunk 1 of 8
   vpbroadcastd %eax, %zmm30                 # vmask v4, r9, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k4              # vmask v4, r9, r2, 16 (lanes k < n)
   vmovups (%rbp,%r9,4), %zmm5 {%k4} {z}     # vld v5, @10[r9], v4
-  imulq $512, %r8, %rdx                     # vgather v6, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vgather v6, @9[r8, v3], v4 (row address)
   kmovw %k4, %k6                            # vgather v6, @9[r8, v3], v4 (the gather clears its mask: a copy)
   vpxord %zmm6, %zmm6, %zmm6                # vgather v6, @9[r8, v3], v4 (masked-off lanes 0)
   vgatherdps (%rdx,%zmm3,4), %zmm6 {%k6}    # vgather v6, @9[r8, v3], v4
   vaddps %zmm5, %zmm6, %zmm7                # vfadd.f32 v7, v6, v5
-  imulq $512, %r8, %rdx                     # vscatter v7, @9[r8, v3], v4 (row offset)
-  addq %rdi, %rdx                           # vscatter v7, @9[r8, v3], v4 (row address)
   kmovw %k4, %k7                            # vscatter v7, @9[r8, v3], v4 (the scatter clears its mask: a copy)
   vscatterdps %zmm7, (%rdx,%zmm3,4) {%k7}   # vscatter v7, @9[r8, v3], v4
   addq $16, %r9                             # add r9, r9, r6

@@ -6,9 +6,11 @@
 #   the exit bge, ret.
 # Command (from the repository root; samples/gen_mca.py runs it and writes o3_bag_d128.mca.txt and mca.json):
 #   llvm-mca -mtriple=x86_64-unknown-linux-gnu -mcpu=icelake-server -iterations=1000 ember/bench/kernels/o3_bag_d128.s
-# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n) and %rdx (addresses),
-#   %rdi = the output's base (@9); r4 = %rcx (the number of bags), r11 = %r11, r13 = %r13, r14 = %r14; v0 =
-#   %zmm0 (zeros, splat before the run), v2 = %k2; constant loaded before the loop: %zmm31 = 0, 1, ..., 15.
+# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n), %rdi = the output's base
+#   (@9); %r9 = the address of output row r11 (@9[r11, 0], kept for A0.2), %rdx = the address of output row
+#   r13 (@9[r13, 0]) (see the 2-D references below); r4 = %rcx (the number of bags), r11 = %r11, r13 = %r13,
+#   r14 = %r14; v0 = %zmm0 (zeros, splat before the run), v2 = %k2; constant loaded before the loop: %zmm31 =
+#   0, 1, ..., 15.
 # Translation of each DAE instruction (the comment on every line names the one it implements):
 #   - dispatch (one turn of the core's dispatch loop; the simulator charges it as `execute.dispatch`): movq
 #     loads the token from the control queue (%rbx), addq $8 advances it (tokens are 8 bytes,
@@ -29,13 +31,19 @@
 #     rS + k < rB. 4 instructions, exact for every |n| < 2^31 (n <= 0: no lane, n >= 16: all lanes). The
 #     scalar route (clamp n to [0, 16] with two cmp/test + cmov, bzhi of 0xFFFF, kmovw) takes 8, and bzhi
 #     alone is wrong for n < 0 or n >= 256.
-#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of
-#     1, 2, 4 or 8): imulq $stride, rR, %rdx + addq base, %rdx give the row's address, then (%rdx,rC,4).
-#     This is done at every DAE memory instruction: the row address is not shared with a neighbouring
-#     reference to the same row nor hoisted out of the loop, because the DAE code does not do that either
-#     (the simulator charges each vld/vst as one instruction). imulq + addq is the shortest sequence (movq +
-#     shlq + addq is one more).
-#   - vst vS, @sym[rR, rC], vM: the row address (above), then vmovups %zmmS, (%rdx,rC,4) {%kM}.
+#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of 1,
+#     2, 4 or 8): imulq $stride, rR, B + addq base, B give the row's address in a base register B, then the
+#     reference is (B,rC,4); imulq + addq is the shortest sequence (movq + shlq + addq is one more). Row bases
+#     hoisted as a compiler would: computed where the row register changes. A row's address is computed once
+#     per value of its row register, at the place where that register is written, and every reference to the
+#     row shares its one base register, as LLVM at -O2 does (loop-invariant code motion and
+#     common-subexpression elimination); the DAE core's 2-D reference is one instruction with no separate
+#     address arithmetic. In this kernel: row r11 of the output in %r9, computed right after
+#     `add r11, r11, r1` (this callback is where r11 changes; A0.2, o3_row_d128, uses %r9 and computes no
+#     address); row r13 in %rdx, computed right after `add r13, r11, r5`, once per callback, shared by the 8
+#     chunks' vst. (A compiler could also derive row r13's address from row r11's, leaq 8192(%r9), %rdx: one
+#     instruction fewer; it is kept as imulq + addq, as every other row.)
+#   - vst vS, @sym[rR, rC], vM: vmovups %zmmS, (B,rC,4) {%kM}, B the row's base register (above).
 
 dispatch:                                   # the core's dispatch loop: one turn per control token
   movq (%rbx), %rax                         # dispatch: load the token from the control queue
@@ -45,7 +53,11 @@ dispatch:                                   # the core's dispatch loop: one turn
   jmpq *cases(,%rax,8)                      # dispatch: jump to case A0.<token>
 A0.1:
   addq $1, %r11                             # add r11, r11, r1
+  imulq $512, %r11, %r9                     # A0.2's vld v5 / vst v6, @9[r11, r15] (row r11: offset, hoisted)
+  addq %rdi, %r9                            # A0.2's vld v5 / vst v6, @9[r11, r15] (row r11: address, hoisted)
   leaq 16(%r11), %r13                       # add r13, r11, r5
+  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row r13: offset, hoisted)
+  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row r13: address, hoisted)
   cmpq %rcx, %r13                           # bge r13, r4, L4
   jge L4                                    # bge r13, r4, L4
   xorl %r14d, %r14d                         # mov r14, r0
@@ -56,8 +68,6 @@ L5:                                         # chunk 1 of 8
   subq %r14, %rax                           # vmask v2, r14, r2, 16 (n = bound - start)
   vpbroadcastd %eax, %zmm30                 # vmask v2, r14, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k2              # vmask v2, r14, r2, 16 (lanes k < n)
-  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row offset)
-  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row address)
   vmovups %zmm0, (%rdx,%r14,4) {%k2}        # vst v0, @9[r13, r14], v2
   addq $16, %r14                            # add r14, r14, r5
   jmp L5                                    # jmp L5
@@ -68,8 +78,6 @@ L5:                                         # chunk 1 of 8
   subq %r14, %rax                           # vmask v2, r14, r2, 16 (n = bound - start)
   vpbroadcastd %eax, %zmm30                 # vmask v2, r14, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k2              # vmask v2, r14, r2, 16 (lanes k < n)
-  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row offset)
-  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row address)
   vmovups %zmm0, (%rdx,%r14,4) {%k2}        # vst v0, @9[r13, r14], v2
   addq $16, %r14                            # add r14, r14, r5
   jmp L5                                    # jmp L5
@@ -80,8 +88,6 @@ L5:                                         # chunk 1 of 8
   subq %r14, %rax                           # vmask v2, r14, r2, 16 (n = bound - start)
   vpbroadcastd %eax, %zmm30                 # vmask v2, r14, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k2              # vmask v2, r14, r2, 16 (lanes k < n)
-  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row offset)
-  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row address)
   vmovups %zmm0, (%rdx,%r14,4) {%k2}        # vst v0, @9[r13, r14], v2
   addq $16, %r14                            # add r14, r14, r5
   jmp L5                                    # jmp L5
@@ -92,8 +98,6 @@ L5:                                         # chunk 1 of 8
   subq %r14, %rax                           # vmask v2, r14, r2, 16 (n = bound - start)
   vpbroadcastd %eax, %zmm30                 # vmask v2, r14, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k2              # vmask v2, r14, r2, 16 (lanes k < n)
-  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row offset)
-  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row address)
   vmovups %zmm0, (%rdx,%r14,4) {%k2}        # vst v0, @9[r13, r14], v2
   addq $16, %r14                            # add r14, r14, r5
   jmp L5                                    # jmp L5
@@ -104,8 +108,6 @@ L5:                                         # chunk 1 of 8
   subq %r14, %rax                           # vmask v2, r14, r2, 16 (n = bound - start)
   vpbroadcastd %eax, %zmm30                 # vmask v2, r14, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k2              # vmask v2, r14, r2, 16 (lanes k < n)
-  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row offset)
-  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row address)
   vmovups %zmm0, (%rdx,%r14,4) {%k2}        # vst v0, @9[r13, r14], v2
   addq $16, %r14                            # add r14, r14, r5
   jmp L5                                    # jmp L5
@@ -116,8 +118,6 @@ L5:                                         # chunk 1 of 8
   subq %r14, %rax                           # vmask v2, r14, r2, 16 (n = bound - start)
   vpbroadcastd %eax, %zmm30                 # vmask v2, r14, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k2              # vmask v2, r14, r2, 16 (lanes k < n)
-  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row offset)
-  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row address)
   vmovups %zmm0, (%rdx,%r14,4) {%k2}        # vst v0, @9[r13, r14], v2
   addq $16, %r14                            # add r14, r14, r5
   jmp L5                                    # jmp L5
@@ -128,8 +128,6 @@ L5:                                         # chunk 1 of 8
   subq %r14, %rax                           # vmask v2, r14, r2, 16 (n = bound - start)
   vpbroadcastd %eax, %zmm30                 # vmask v2, r14, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k2              # vmask v2, r14, r2, 16 (lanes k < n)
-  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row offset)
-  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row address)
   vmovups %zmm0, (%rdx,%r14,4) {%k2}        # vst v0, @9[r13, r14], v2
   addq $16, %r14                            # add r14, r14, r5
   jmp L5                                    # jmp L5
@@ -140,8 +138,6 @@ L5:                                         # chunk 1 of 8
   subq %r14, %rax                           # vmask v2, r14, r2, 16 (n = bound - start)
   vpbroadcastd %eax, %zmm30                 # vmask v2, r14, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k2              # vmask v2, r14, r2, 16 (lanes k < n)
-  imulq $512, %r13, %rdx                    # vst v0, @9[r13, r14], v2 (row offset)
-  addq %rdi, %rdx                           # vst v0, @9[r13, r14], v2 (row address)
   vmovups %zmm0, (%rdx,%r14,4) {%k2}        # vst v0, @9[r13, r14], v2
   addq $16, %r14                            # add r14, r14, r5
   jmp L5                                    # jmp L5

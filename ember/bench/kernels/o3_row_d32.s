@@ -4,9 +4,10 @@
 # One iteration: one callback, dispatch included: popb, mov, 2 chunks, the exit bge, ret.
 # Command (from the repository root; samples/gen_mca.py runs it and writes o3_row_d32.mca.txt and mca.json):
 #   llvm-mca -mtriple=x86_64-unknown-linux-gnu -mcpu=icelake-server -iterations=1000 ember/bench/kernels/o3_row_d32.s
-# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n) and %rdx (addresses),
-#   %rdi = the output's base (@9), %rbp = the scratch buffer @10; r11 = %r11 (the bag, counted by A0.1), r15
-#   = %r15; vN = %zmmN as data and %kN as a mask; constant loaded before the loop: %zmm31 = 0, 1, ..., 15.
+# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n), %rdi = the output's base
+#   (@9), %rbp = the scratch buffer @10, %r9 = the address of output row r11 (@9[r11, 0], see the 2-D
+#   references below); r11 = %r11 (the bag, counted by A0.1), r15 = %r15; vN = %zmmN as data and %kN as a
+#   mask; constant loaded before the loop: %zmm31 = 0, 1, ..., 15.
 # Translation of each DAE instruction (the comment on every line names the one it implements):
 #   - dispatch (one turn of the core's dispatch loop; the simulator charges it as `execute.dispatch`): movq
 #     loads the token from the control queue (%rbx), addq $8 advances it (tokens are 8 bytes,
@@ -30,14 +31,18 @@
 #     alone is wrong for n < 0 or n >= 256.
 #   - vld vD, @buf[rC], vM (the scratch buffer): vmovups (%rbp,rC,4), %zmmD {%kM} {z}; zeroing, as the DAE
 #     leaves masked-off lanes 0.
-#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of
-#     1, 2, 4 or 8): imulq $stride, rR, %rdx + addq base, %rdx give the row's address, then (%rdx,rC,4).
-#     This is done at every DAE memory instruction: the row address is not shared with a neighbouring
-#     reference to the same row nor hoisted out of the loop, because the DAE code does not do that either
-#     (the simulator charges each vld/vst as one instruction). imulq + addq is the shortest sequence (movq +
-#     shlq + addq is one more).
-#   - vld vD, @sym[rR, rC], vM: the row address (above), then vmovups (%rdx,rC,4), %zmmD {%kM} {z}.
-#   - vst vS, @sym[rR, rC], vM: the row address (above), then vmovups %zmmS, (%rdx,rC,4) {%kM}.
+#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of 1,
+#     2, 4 or 8): imulq $stride, rR, B + addq base, B give the row's address in a base register B, then the
+#     reference is (B,rC,4); imulq + addq is the shortest sequence (movq + shlq + addq is one more). Row bases
+#     hoisted as a compiler would: computed where the row register changes. A row's address is computed once
+#     per value of its row register, at the place where that register is written, and every reference to the
+#     row shares its one base register, as LLVM at -O2 does (loop-invariant code motion and
+#     common-subexpression elimination); the DAE core's 2-D reference is one instruction with no separate
+#     address arithmetic. In this kernel: row r11 of the output in %r9, computed where r11 changes: in the
+#     counting callback A0.1 (`add r11, r11, r1`; o3_bag_d128 shows the imulq + addq there), not inside this
+#     callback at all; the 2 chunks' vld and vst share it.
+#   - vld vD, @sym[rR, rC], vM: vmovups (B,rC,4), %zmmD {%kM} {z}, B the row's base register (above).
+#   - vst vS, @sym[rR, rC], vM: vmovups %zmmS, (B,rC,4) {%kM}, B the row's base register (above).
 #   - vfadd.f32 vD, vA, vB: vaddps %zmmB, %zmmA, %zmmD (unmasked, as the DAE op).
 
 dispatch:                                   # the core's dispatch loop: one turn per control token
@@ -58,13 +63,9 @@ L7:                                         # chunk 1 of 2
   vpbroadcastd %eax, %zmm30                 # vmask v3, r15, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k3              # vmask v3, r15, r2, 16 (lanes k < n)
   vmovups (%rbp,%r15,4), %zmm4 {%k3} {z}    # vld v4, @10[r15], v3
-  imulq $128, %r11, %rdx                    # vld v5, @9[r11, r15], v3 (row offset)
-  addq %rdi, %rdx                           # vld v5, @9[r11, r15], v3 (row address)
-  vmovups (%rdx,%r15,4), %zmm5 {%k3} {z}    # vld v5, @9[r11, r15], v3
+  vmovups (%r9,%r15,4), %zmm5 {%k3} {z}     # vld v5, @9[r11, r15], v3
   vaddps %zmm4, %zmm5, %zmm6                # vfadd.f32 v6, v5, v4
-  imulq $128, %r11, %rdx                    # vst v6, @9[r11, r15], v3 (row offset)
-  addq %rdi, %rdx                           # vst v6, @9[r11, r15], v3 (row address)
-  vmovups %zmm6, (%rdx,%r15,4) {%k3}        # vst v6, @9[r11, r15], v3
+  vmovups %zmm6, (%r9,%r15,4) {%k3}         # vst v6, @9[r11, r15], v3
   addq $16, %r15                            # add r15, r15, r5
   jmp L7                                    # jmp L7
 # L7: chunk 2 of 2
@@ -75,13 +76,9 @@ L7:                                         # chunk 1 of 2
   vpbroadcastd %eax, %zmm30                 # vmask v3, r15, r2, 16 (n in every lane)
   vpcmpgtd %zmm31, %zmm30, %k3              # vmask v3, r15, r2, 16 (lanes k < n)
   vmovups (%rbp,%r15,4), %zmm4 {%k3} {z}    # vld v4, @10[r15], v3
-  imulq $128, %r11, %rdx                    # vld v5, @9[r11, r15], v3 (row offset)
-  addq %rdi, %rdx                           # vld v5, @9[r11, r15], v3 (row address)
-  vmovups (%rdx,%r15,4), %zmm5 {%k3} {z}    # vld v5, @9[r11, r15], v3
+  vmovups (%r9,%r15,4), %zmm5 {%k3} {z}     # vld v5, @9[r11, r15], v3
   vaddps %zmm4, %zmm5, %zmm6                # vfadd.f32 v6, v5, v4
-  imulq $128, %r11, %rdx                    # vst v6, @9[r11, r15], v3 (row offset)
-  addq %rdi, %rdx                           # vst v6, @9[r11, r15], v3 (row address)
-  vmovups %zmm6, (%rdx,%r15,4) {%k3}        # vst v6, @9[r11, r15], v3
+  vmovups %zmm6, (%r9,%r15,4) {%k3}         # vst v6, @9[r11, r15], v3
   addq $16, %r15                            # add r15, r15, r5
   jmp L7                                    # jmp L7
 # L7: the exit test
