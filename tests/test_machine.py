@@ -141,7 +141,7 @@ def test_unknown_pipe_group_and_pipes() -> None:
     ex = load_machine("small").execute
     with pytest.raises(EmberError, match="unknown pipe group 'fma'.*int_alu"):
         ex.throughput("fma")
-    assert ex.pipes("load") == (2, 1) and ex.pipes("int_div") == (1, 8) and ex.pipes("store") == (1, 1)
+    assert ex.pipes("load") == (2, 1) and ex.pipes("int_div") == (1, 16) and ex.pipes("store") == (1, 1)
 
 
 def test_machine_is_frozen() -> None:

@@ -85,7 +85,7 @@ LOOPS: dict[str, tuple[str, str]] = {  # name -> (set-up before the loop, loop b
     "fp_independent": ("", "".join(f"  vfadd.f32 v{10 + i}, v1, v0\n" for i in range(8))),
     "int_chain": ("", "  add r20, r20, 1\n" * 8),
     "load_chain": ("", "  ld r20, @3[r20]\n" * 4),
-    "mul_div": ("", "  mul r8, r21, 3\n  mul r9, r21, 5\n  div r10, r21, r5\n"),
+    "div_chain": ("", "  div r20, r20, r5\n" * 4),
     "sol_regacc_d128": ("".join(f"  vsplat.f32 v{10 + i}, f0, 16\n" for i in range(8)),
                         "".join(f"  vld v{20 + i}, @1[{16 * i}], v9\n  vfadd.f32 v{10 + i}, v{10 + i}, v{20 + i}\n"
                                 for i in range(8))),
@@ -114,24 +114,21 @@ class Callback:
     variant: str  # an -O level, or "hand:<file>"
     kind: str  # "bag_sum", "bag_weighted" or "gather"
     dim: int
-    pooling: int  # lookups a bag: the per-call figure is per extra lookup (1: per bag, its row included)
-    per: int = 1  # calls an added lookup makes (D / 16 chunk-loop iterations, or D elements at -O0)
+    what: str = "row"  # "row": a lookup's callbacks; "bag": what a bag costs with no lookup (its counting callback)
+    per: int = 1  # calls a lookup makes (D elements at -O0)
 
 
 CALLBACKS: dict[str, Callback] = {
-    "o0_element": Callback("O0", "bag_sum", 8, 64, per=8),
-    "o1_chunk": Callback("O1", "bag_sum", 8, 1),
-    "o2_row_d128": Callback("O2", "bag_sum", 128, 1),
-    "o3_row_d128": Callback("O3", "bag_sum", 128, 64),
-    "o3_row_d32": Callback("O3", "bag_sum", 32, 64),
-    "o3_bag_d128": Callback("O3", "bag_sum", 128, 1),
-    "hand_bag_sum_d128": Callback("hand:bag_sum", "bag_sum", 128, 64),
-    "hand_weighted_d128": Callback("hand:bag_weighted", "bag_weighted", 128, 64),
-    "hand_gather_d128": Callback("hand:gather", "gather", 128, 1),
+    "o0_element": Callback("O0", "bag_sum", 8, per=8),
+    "o1_chunk": Callback("O1", "bag_sum", 8),
+    "o2_row_d128": Callback("O2", "bag_sum", 128),
+    "o3_row_d128": Callback("O3", "bag_sum", 128),
+    "o3_row_d32": Callback("O3", "bag_sum", 32),
+    "o3_bag_d128": Callback("O3", "bag_sum", 128, what="bag"),
+    "hand_bag_sum_d128": Callback("hand:bag_sum", "bag_sum", 128),
+    "hand_weighted_d128": Callback("hand:bag_weighted", "bag_weighted", 128),
+    "hand_gather_d128": Callback("hand:gather", "gather", 128),
 }
-# o3_bag_d128 runs a bag of one lookup: a counting callback and a row callback, which llvm-mca sees as two
-# kernels, so it is compared with the sum of o3_bag_d128 and o3_row_d128 there.
-PAIRED = {"o3_bag_d128": ("o3_bag_d128", "o3_row_d128")}
 
 
 @cache
@@ -144,15 +141,15 @@ def _program(variant: str, kind: str, dim: int, bags: int, pooling: int) -> Prog
     return passes[-1].program  # type: ignore[attr-defined]
 
 
-def _callback_cycles(cb: Callback, bags: int) -> float:
-    """Cycles of `bags` bags of `cb.pooling` lookups each (gathers: `bags` rows)."""
+def _cycles(cb: Callback, bags: int, pooling: int) -> float:
+    """Cycles of `bags` bags of `pooling` lookups each (a gather: `bags` rows)."""
     rng = np.random.default_rng(0)
-    gather = cb.kind == "gather"
-    lookups = bags * cb.pooling
-    program = _program(cb.variant, cb.kind, cb.dim, bags, cb.pooling)
+    lookups = bags * pooling
+    program = _program(cb.variant, cb.kind, cb.dim, bags, pooling)
     inputs: dict[str, np.ndarray] = {"indices": rng.integers(0, ROWS, size=lookups).astype(np.int64)}
-    if not gather:
-        inputs["offsets"] = np.arange(0, lookups + 1, cb.pooling, dtype=np.int64)
+    if cb.kind != "gather":
+        inputs["offsets"] = np.arange(0, lookups + 1, max(pooling, 1), dtype=np.int64)[:bags + 1] \
+            if pooling else np.zeros(bags + 1, dtype=np.int64)
     if cb.kind == "bag_weighted":
         inputs["weights"] = rng.standard_normal(lookups).astype(np.float32)
     table = rng.standard_normal((ROWS, cb.dim)).astype(np.float32)
@@ -162,15 +159,20 @@ def _callback_cycles(cb: Callback, bags: int) -> float:
     return simulate(program, inputs, machine())[1]["cycles"]
 
 
+def _per_bag(cb: Callback, pooling: int) -> float:
+    """What one more bag of `pooling` lookups costs (64 bags against 128: warm-up and drain cancel)."""
+    return (_cycles(cb, 128, pooling) - _cycles(cb, 64, pooling)) / 64
+
+
 def _per_call(name: str) -> float:
+    """A lookup's callbacks: a bag of one lookup less an empty bag, each bag writing its own output row, so
+    no call depends on another through memory and the output's initialisation cancels."""
     cb = CALLBACKS[name]
-    if cb.pooling == 1:  # bags (or gathered rows) of one lookup: per bag
-        a, b = _callback_cycles(cb, 64), _callback_cycles(cb, 128)
-        return (b - a) / 64 / cb.per
-    base, more = Callback(cb.variant, cb.kind, cb.dim, cb.pooling, cb.per), \
-        Callback(cb.variant, cb.kind, cb.dim, 2 * cb.pooling, cb.per)
-    a, b = _callback_cycles(base, 4), _callback_cycles(more, 4)
-    return (b - a) / (4 * cb.pooling) / cb.per
+    if cb.kind == "gather":
+        return _per_bag(cb, 1)
+    if cb.what == "bag":
+        return _per_bag(cb, 0)
+    return (_per_bag(cb, 1) - _per_bag(cb, 0)) / cb.per
 
 
 # --- the comparison ------------------------------------------------------------------------------------
@@ -185,15 +187,24 @@ def simulated(name: str) -> float:
 
 
 def reference() -> dict[str, float]:
-    """llvm-mca's cycles per iteration of every kernel (kernels/mca.json), pairs summed (PAIRED)."""
+    """llvm-mca's cycles per iteration of every kernel (kernels/mca.json)."""
     data = json.loads(resources.files("ember.bench").joinpath("kernels", "mca.json").read_text())
-    cycles = {k: float(v["cycles_per_iteration"]) for k, v in data["kernels"].items()}
-    for name, parts in PAIRED.items():
-        cycles[name] = sum(cycles[p] for p in parts)
-    return cycles
+    return {k: float(v["cycles_per_iteration"]) for k, v in data["kernels"].items()}
 
 
 def comparison() -> list[tuple[str, float, float]]:
     """(kernel, simulated, llvm-mca) for every kernel, in the stored order."""
     ref = reference()
     return [(name, simulated(name), mca) for name, mca in ref.items()]
+
+
+def markdown(rows: list[tuple[str, float, float]]) -> str:
+    """The comparison as the table docs/core-model.md shows."""
+    lines = ["| kernel | simulated cycles / iteration | llvm-mca cycles / iteration | simulated / llvm-mca |",
+             "|---|---:|---:|---:|"]
+    lines += [f"| `{name}` | {sim:.2f} | {mca:.2f} | {sim / mca:.2f} |" for name, sim, mca in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown(comparison()))

@@ -147,7 +147,7 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
         st.set(f"execute.{name}_cycles", stalls[key], f"cycles the front end waited for {doc}", "Cycle")
     st.set("execute.instructions", sum(core.counts.values()), "instructions executed (a callback dispatch is one)",
            "Count")
-    st.set("execute.uops", instructions, "uops dispatched (a callback dispatch is three, a vmask three, a viota two)",
+    st.set("execute.uops", instructions, "uops dispatched (a callback dispatch is three, a vmask four, a viota two)",
            "Count")
     for op in sorted(core.counts):
         st.set(f"execute.op.{op}", core.counts[op], f"'{op}' instructions executed", "Count")

@@ -32,7 +32,8 @@ TIMING: dict[str, tuple[str, str]] = {
                     ("fp_alu_latency", "fp")),
     "fmul": ("fp_mul_latency", "fp"), "vfmul": ("fp_mul_latency", "fp"),
     "fdiv": ("fp_div_latency", "fp_div"), "vfdiv": ("vfp_div_latency", "vfp_div"),
-    **dict.fromkeys(("vsplat", "viota", "vmask", "vsel"), ("vec_alu_latency", "fp")),
+    "vsplat": ("vec_alu_latency", "shuffle"), "vsel": ("int_alu_latency", "fp"),
+    "viota": ("vec_alu_latency", "shuffle"), "vmask": ("vec_alu_latency", "shuffle"),
     **dict.fromkeys(("blt", "bge", "beq", "jmp"), ("branch_latency", "branch")),
     **dict.fromkeys(("ld", "vld", "vgather", "pop", "popb"), ("", "load")),
     **dict.fromkeys(("st", "vst", "vscatter"), ("", "store")),
@@ -40,9 +41,9 @@ TIMING: dict[str, tuple[str, str]] = {
 # DAE instructions an Ice Lake core runs as several dependent uops, as their x86 translations in
 # ember/bench/kernels/ do: (latency field, pipe group) of each, in order; every other op is one uop (TIMING)
 UOPS: dict[str, tuple[tuple[str, str], ...]] = {
-    "vmask": (("int_alu_latency", "int_alu"), ("vec_alu_latency", "fp"), ("vec_alu_latency", "fp")),  # sub,
-    # vpbroadcastd of bound - start, vpcmpgtd against 0..15 into a mask register
-    "viota": (("vec_alu_latency", "fp"), ("int_alu_latency", "fp")),  # vpbroadcastq of start, vpaddq of 0..15
+    "vmask": (("int_alu_latency", "int_alu"), ("int_alu_latency", "int_alu"), ("vec_alu_latency", "shuffle"),
+              ("vec_alu_latency", "shuffle")),  # mov and sub (bound - start), vpbroadcastd, vpcmpgtd with 0..15
+    "viota": (("vec_alu_latency", "shuffle"), ("int_alu_latency", "fp")),  # vpbroadcastq of start, vpaddq 0..15
 }
 # ops whose first operand is a register they write (the others only read their register operands)
 WRITES = frozenset(TIMING) - {"st", "vst", "vscatter", "blt", "bge", "beq", "jmp", "popb", "alloc"}
@@ -128,7 +129,8 @@ class Core:
         self.lookups = 0  # row lookups (see tensors.is_table) by the core's own loads
         self.prefetches = 0
         self.last_pop = 0.0  # pops read the queue in order
-        self.targets: dict[str, int] = {}  # the case each access program's dispatch jumped to last
+        self.previous: dict[str, int] = {}  # each access program's last token
+        self.follows: dict[tuple[str, int | None], int] = {}  # (program, token) -> the token that came after it
         self.host_cycles = 0.0
         self.host_flops = 0.0
         self.host_bytes = 0.0
@@ -330,20 +332,31 @@ class Core:
         for (addr, n, e), line in zip(parts, ready):
             self.pipe.commit(addr, addr + n, e, r, line)
 
+    def vector_load_uop(self, t: float) -> float:
+        """The first of a 512-bit load's two uops (LLVM's model puts one on an ALU port, 0, 1 or 5, beside the
+        load itself); returns when the second, dispatched now, may issue."""
+        self.pipe.issue("int_alu", t)
+        self.pipe.retire(t, "compute")
+        return max(self.pipe.dispatch(), t)
+
     def pop_entry(self, ins: Instr) -> Entry:
         """The next operand of the data queue: read in order once it is there, ready a queue latency later."""
         if not self.pops:
             raise EmberError("a callback pops more operands than were pushed")
         e = self.pops.pop(0)
-        t = self.pipe.issue("load", max(self.begin(ins), self.last_pop, e.ready))
+        t = self.begin(ins)
+        if ins.base == "pop" and ins.args[0].cls == "v":
+            t = self.vector_load_uop(t)
+        t = self.pipe.issue("load", max(t, self.last_pop, e.ready))
         self.last_pop = e.pop = t
         self.done(ins, t + self.qlat, "pop")
         return e
 
     def dispatch(self, program: str, token: int, tok: Entry) -> None:
         """The compute loop's turn for one token: read it from the control queue, test for the end, jump
-        to its case (three instructions).  The jump is predicted to go where it went last time; a miss
-        restarts the front end `mispredict_penalty` cycles after the jump resolves."""
+        to its case (three instructions).  The jump is predicted from the token before it: to the case that
+        followed that token last time (a one-token history, as a history-based indirect predictor learns);
+        a miss restarts the front end `mispredict_penalty` cycles after the jump resolves."""
         pipe = self.pipe
         self.counts["dispatch"] = self.counts.get("dispatch", 0) + 1
         t = pipe.issue("load", max(pipe.dispatch(), self.last_pop, tok.ready))
@@ -354,8 +367,10 @@ class Core:
         pipe.retire(c, "token")
         c = pipe.issue("branch", max(pipe.dispatch(), c)) + self.lat["branch_latency"]
         pipe.retire(c, "token")
-        if self.targets.get(program) != token:
-            self.targets[program] = token
+        seen = (program, self.previous.get(program))
+        self.previous[program] = token
+        if self.follows.get(seen) != token:
+            self.follows[seen] = token
             pipe.wait(c, "token")
             pipe.wait(c + self.lat["mispredict_penalty"], "mispredict")
 
@@ -368,6 +383,8 @@ class Core:
         arr = self.t.get(m.sym)
         idx = tuple(self.val(i) for i in m.index)
         t = self.begin(ins, 1 if store and len(on) else 0)
+        if not store:
+            t = self.vector_load_uop(t)
         e = self.pipe.issue("store" if store else "load", t)
         if len(on) == 0:
             if store:
@@ -394,7 +411,7 @@ class Core:
             self.done(ins, self.load(addr, nbytes, e), "load")
 
     def vector_indexed(self, ins: Instr, store: bool) -> None:
-        """vgather/vscatter: each lane on is its own access, issued through a load (store) pipe."""
+        """vgather/vscatter: each lane takes a load (store) pipe slot; each lane on is its own access."""
         a = ins.args
         m: Mem = a[1]
         mask = self.regs[a[2]]
@@ -407,9 +424,11 @@ class Core:
         out = np.zeros(len(mask), dtype=arr.dtype)
         parts = []
         done = t
-        for k in on:
-            f = self.t.flat_index(m.sym, prefix + (int(lanes[k]),))
+        for k in range(len(mask)):  # a lane off takes its pipe slot too: x86 gathers and scatters cost the same
             e = self.pipe.issue("store" if store else "load", t)
+            if not mask[k]:
+                continue
+            f = self.t.flat_index(m.sym, prefix + (int(lanes[k]),))
             addr = self.t.addr(m.sym, f)
             if store:
                 flat[f] = self.regs[a[0]][k]

@@ -80,7 +80,8 @@ class ExecuteUnit:
     int_alu_throughput: float = field(metadata=_doc("cycles per integer ALU op per pipe group (0.25: four a cycle)"))
     int_mul_throughput: float = field(metadata=_doc("cycles per integer multiply"))
     int_div_throughput: float = field(metadata=_doc("cycles per integer divide (the divider is not pipelined)"))
-    fp_throughput: float = field(metadata=_doc("cycles per float/vector add, multiply or vector ALU op"))
+    fp_throughput: float = field(metadata=_doc("cycles per float/vector add or multiply"))
+    shuffle_throughput: float = field(metadata=_doc("cycles per vector broadcast or compare into a mask"))
     fp_div_throughput: float = field(metadata=_doc("cycles per scalar float divide"))
     vfp_div_throughput: float = field(metadata=_doc("cycles per vector float divide"))
     branch_throughput: float = field(metadata=_doc("cycles per branch or jump"))
@@ -94,7 +95,7 @@ class ExecuteUnit:
         "mispredict_penalty",
     )
     GROUPS: typing.ClassVar[tuple[str, ...]] = (
-        "int_alu", "int_mul", "int_div", "fp", "fp_div", "vfp_div", "branch", "load", "store",
+        "int_alu", "int_mul", "int_div", "fp", "shuffle", "fp_div", "vfp_div", "branch", "load", "store",
     )
 
     def throughput(self, group: str) -> float:

@@ -235,9 +235,13 @@ class Generator:
             self(f"P->ports[{g}].per_cycle = (int64_t)xp_per_cycle_{group}; "
                  f"P->ports[{g}].hold = (int64_t)xp_hold_{group}; P->ports[{g}].size = 4096; "
                  f"P->ports[{g}].used = (uint16_t *)calloc(4096, sizeof(uint16_t));")
-        for a in self.p.access:
-            self.var(f"tg{self.acc_index[a.name]}", "int64_t", "INT64_MIN")  # the case its dispatch jumped to last
-            self.var(f"tgs{self.acc_index[a.name]}", "int64_t", "0")  # whether it has jumped yet
+        for a in self.p.access:  # execute.Core.dispatch's predictor: the last token, what followed each token
+            n, tokens = self.acc_index[a.name], _tokens(a)
+            if any(t < 0 for t in tokens):
+                raise Unsupported("a negative token")
+            self.var(f"pv{n}", "int64_t", "-1")
+            self.decls.setdefault(f"nx{n}", f"int64_t nx{n}[{max(tokens, default=0) + 2}];")
+            self(f"for (int64_t j = 0; j < {max(tokens, default=0) + 2}; j++) nx{n}[j] = -1;")
         self.region(0, "halt", "END_MAIN")
         self("END_MAIN:")
         self("pipe_wait(P, P->last_retire, P->last_cat); pipe_wait(P, P->last_commit, CAT_STORE); "
@@ -627,7 +631,10 @@ class Generator:
         on0, onl = self.var(f"on0_{k}", "int64_t"), self.var(f"onl_{k}", "int64_t")
         self(f"{on0} = -1; {onl} = -1;")
         self(f"for (int64_t l = 0; l < {mt.lanes}; l++) if (V{a[2].n}[l]) {{ if ({on0} < 0) {on0} = l; {onl} = l; }}")
-        e = self.issue_at("store" if store else "load", self.begin(ins, f"{on0} >= 0 ? 1 : 0" if store else "0"))
+        t = self.begin(ins, f"{on0} >= 0 ? 1 : 0" if store else "0")
+        if not store:
+            self.vector_load_uop(t)
+        e = self.issue_at("store" if store else "load", t)
         self.block(f"if ({on0} < 0)")
         if store:
             self(f"pipe_retire(P, {e}, CAT_STORE);")
@@ -655,7 +662,7 @@ class Generator:
         self.close()
 
     def vector_indexed(self, ins: Instr, store: bool) -> None:
-        """execute.Core.vector_indexed: each lane on is an access through a load (store) pipe."""
+        """execute.Core.vector_indexed: each lane takes a load (store) pipe slot; each lane on is an access."""
         a = ins.args
         m: Mem = a[1]
         mt, vt = self.vtypes.get(a[2].n), self.vtypes.get(a[0].n)
@@ -682,9 +689,9 @@ class Generator:
         self(f"{dn} = {t}; {np_} = 0;")
         lane = self.var(f"ln{k}", "int64_t")
         self.block(f"for ({lane} = 0; {lane} < {mt.lanes}; {lane}++)")
+        e = self.issue_at("store" if store else "load", t)
         self.block(f"if (V{a[2].n}[{lane}])")
         f = self.flat(m, prefix + [f"(int64_t)V{lanes.n}[{lane}]"])
-        e = self.issue_at("store" if store else "load", t)
         if store:
             if m.sym not in self.virtual:
                 self(f"a{m.sym}[{f}] = V{a[0].n}[{lane}];")
@@ -725,9 +732,16 @@ class Generator:
         self("fs_host_cycles += HC[0]; fs_host_flops += HC[1]; fs_host_bytes += HC[2];")
 
     # --- pops: bound to the pushes of the rule whose callback is being inlined -----------
+    def vector_load_uop(self, t: str) -> None:
+        """execute.Core.vector_load_uop: the ALU-port uop of a 512-bit load, then the load's dispatch (into `t`)."""
+        self(f"pipe_issue(P, {ExecuteUnit.GROUPS.index('int_alu')}, {t}); pipe_retire(P, {t}, CAT_COMPUTE); "
+             f"{{ double d = pipe_dispatch(P, 0); if (d > {t}) {t} = d; }}")
+
     def take(self, ins: Instr, push: Push) -> None:
         """execute.Core.pop_entry: read in order once the operand is there, ready a queue latency later."""
         t = self.begin(ins)
+        if ins.base == "pop" and ins.args[0].cls == "v":
+            self.vector_load_uop(t)
         self(f"if (lpop > {t}) {t} = lpop; if ({push.ready} > {t}) {t} = {push.ready};")
         e = self.issue_at("load", t)
         self(f"lpop = {e}; q->pop[{push.seq} & q->mask] = {e};")
@@ -1038,8 +1052,9 @@ class Generator:
             self(f"{c} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t}) + xp_{latency}; "
                  f"pipe_retire(P, {c}, CAT_TOKEN);")
         n = self.acc_index[program]
-        self(f"if (!tgs{n} || tg{n} != {token}LL) {{ tgs{n} = 1; tg{n} = {token}LL; pipe_wait(P, {c}, CAT_TOKEN); "
-             f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }}")
+        self(f"{{ int64_t seen = pv{n} + 1; pv{n} = {token}LL; if (nx{n}[seen] != {token}LL) {{ "
+             f"nx{n}[seen] = {token}LL; pipe_wait(P, {c}, CAT_TOKEN); "
+             f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }} }}")
 
     def describe_push(self, a: Any) -> Push:
         unit = self.unit
@@ -1133,6 +1148,11 @@ class _Unit:
             if o is not None and (best is None or self.tus[o].depth > self.tus[best].depth):
                 best = o
         return best
+
+
+def _tokens(acc: Access) -> list[int]:
+    """The tokens an access program's rules push."""
+    return [i.args[3] for i in acc.body if i.op == "on" and len(i.args) > 3]
 
 
 def _flat_args(args: list[Any]) -> list[Any]:

@@ -269,7 +269,7 @@ typedef struct {
     int64_t rob, rob_n, rob_h; double *rob_t; int64_t *rob_c;   /* retire time, category of the last rob */
     int64_t sb_size, sb_n, sb_h; Store *sb;
     int64_t nmiss; double *miss_free;
-    Ports ports[9];
+    Ports ports[16];  /* one per pipe group (machine.ExecuteUnit.GROUPS, at most 16) */
 } Pipe;
 
 static inline void pipe_wait(Pipe *p, double t, int64_t cat) {
