@@ -229,3 +229,35 @@ def test_property_capacity_latency_and_agreement(ops: list[tuple[int, int, bool,
             assert done >= t + path + SMALL.dram.latency + LINE / SMALL.dram.bytes_per_cycle
         for lv in mem.levels:
             assert all(len(s) <= lv.ways for s in lv.sets)
+
+
+def test_dirty_lines_are_written_back_through_every_level() -> None:
+    """A line written at L1 and evicted goes to L2 (dirty there); evicted from the last level it goes to DRAM,
+    counted in DRAM bytes. Clean lines leave without a write."""
+    mem = small()
+    mem.access(0, 0.0, True, "l1")  # line 0: L1 set 0, L2 set 0, dirty in L1
+    reads = mem.dram_requests
+    for line in (8, 16):  # two more lines of L1 set 0 evict line 0 into L2 (which holds it): no DRAM write
+        mem.access(line * LINE, 10.0, False, "l1")
+    assert not mem.level("l1").contains(0) and 0 in mem.level("l2").dirty
+    assert mem.dram_write_bytes == 0
+    for line in (32, 48, 64, 80):  # four more lines of L2 set 0 evict it from the last level
+        mem.access(line * LINE, 20.0, False, "l1")
+    assert not mem.level("l2").contains(0)
+    assert mem.dram_write_bytes == LINE
+    assert mem.dram_requests == reads + 6 + 1 and mem.dram_bytes == (reads + 7) * LINE
+    assert mem.busy_until >= 20.0 + 8.0
+
+
+def test_placed_lines_live_in_the_queue_level_not_in_l1() -> None:
+    """The access unit's output queue is in its cache level: placing a buffer drops the lines from L1 and
+    makes them arrive in L2 at the buffer's ready time, so the core's next load misses L1 and waits for it."""
+    mem = small()
+    mem.access(0, 0.0, False, "l1")
+    assert mem.level("l1").contains(0)
+    mem.place(0, 2 * LINE, "l2", 500.0, 100.0)
+    assert not mem.level("l1").contains(0) and not mem.level("l1").contains(1)
+    assert mem.level("l2").ready_time(0) == 500.0 and mem.level("l2").ready_time(1) == 500.0
+    misses = mem.level("l1").misses
+    assert mem.access(0, 200.0, False, "l1") == 500.0
+    assert mem.level("l1").misses == misses + 1
