@@ -21,7 +21,6 @@ Two kinds of kernel:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -176,9 +175,6 @@ def _per_call(name: str) -> float:
 
 
 # --- the comparison ------------------------------------------------------------------------------------
-Measure = Callable[[], float]
-
-
 def simulated(name: str) -> float:
     """Simulated cycles per iteration of kernel `name`."""
     if name in LOOPS:
