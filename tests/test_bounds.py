@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
 
 from ember.backend.dae import Instr
 from ember.bench.run import VARIANTS, compile_variant, run
-from ember.bench.workloads import suite
+from ember.bench.workloads import Workload, suite
 from ember.sim.engines import simulate
 from ember.sim.machine import load_machine
+from ember.sim.stats import Stats
 
 MACHINES = {"default": load_machine("default"),
             "dram1": load_machine("default").with_overrides(["dram.bytes_per_cycle=1"])}
@@ -69,3 +71,28 @@ def test_a_program_doing_twice_the_work_keeps_its_roofline_but_not_its_sol() -> 
     assert twice["roofline_fraction"] > 0.8 * once["roofline_fraction"]
     assert twice["cycles"] > 1.4 * once["cycles"]
     assert twice["sol_fraction"] < 0.7 * once["sol_fraction"]
+
+
+def test_multicore_sol_is_the_whole_machines_only() -> None:
+    """A core's own speed of light would count the rows another core already brought into the shared LLC, so
+    only the totals carry sol.*; they stay below the run."""
+    w = suite("tiny", ["RM3_L0"])[0]
+    s = run(w, "O3", MACHINES["default"].with_overrides(["cores=2", "dram.bytes_per_cycle=4"])).stats
+    assert 0 < s["sol_fraction"] <= 1.0
+    st = simulate_cores_stats(w)
+    assert "sol_fraction" in st and not any(k.startswith("core0.sol") for k in st)
+
+
+def simulate_cores_stats(w: Workload) -> Stats:
+    """The multi-core statistics of one table of `w` at O3 on two cores."""
+    from ember.sim.multicore import simulate_cores, split_bags
+
+    x = w.inputs(0)
+    table = w.table(0, x["indices"])
+    slices = split_bags(x, 2)
+    programs = []
+    for part in slices:
+        p = compile_variant(dataclasses.replace(w, bags=len(part["offsets"]) - 1), "O3")
+        p.data[next(n for n, s in enumerate(p.symbols) if s.kind == "param")] = table
+        programs.append(p)
+    return simulate_cores(programs, slices, MACHINES["default"].with_overrides(["cores=2"]))[1]

@@ -104,3 +104,44 @@ def test_the_access_units_lanes_bound_its_issue_rate() -> None:
     assert four["access.elements"] == eight["access.elements"]
     assert four["roofline.access_cycles"] == 2 * eight["roofline.access_cycles"]
     assert four["access.busy_cycles"] > 1.9 * eight["access.busy_cycles"]
+
+
+WIDE = """.dae 2
+.sym @0 output "y" f32 [1]
+.code
+  li f0, 1.0
+  vsplat.f32 v0, f0, {lanes}
+  alloc @0, [1]
+  halt
+.end
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_vector_wider_than_the_machines_is_issued_as_several(engine: str) -> None:
+    """A 512-bit core's vector holds 16 f32 lanes: a splat of 512 lanes is 32 machine vectors, 32 uops on the
+    one port that broadcasts (one a cycle), not one instruction."""
+    _, narrow = simulate(parse_dae(WIDE.format(lanes=16), "w.dae"), {}, DEFAULT, engine=engine)
+    _, wide = simulate(parse_dae(WIDE.format(lanes=512), "w.dae"), {}, DEFAULT, engine=engine)
+    assert wide["execute.uops"] == narrow["execute.uops"] + 31
+    assert wide["cycles"] >= narrow["cycles"] + 31
+
+
+DIVIDES = """.dae 2
+.sym @0 output "y" f32 [1]
+.code
+  li f0, 1.0
+{body}  alloc @0, [1]
+  halt
+.end
+"""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_roofline_stays_below_one_when_a_held_pipe_outlasts_its_latency(engine: str) -> None:
+    """A divider held 16 cycles whose result is ready after 1: the busiest-pipe bound counts the last divide
+    from its issue, not to the end of its hold."""
+    loop = DIVIDES.format(body="  fdiv.f32 f1, f0, f0\n" * 8)
+    m = DEFAULT.with_overrides(["execute.fp_div_latency=1", "execute.fp_div_throughput=16"])
+    _, st = simulate(parse_dae(loop, "d.dae"), {}, m, engine=engine)
+    assert st["roofline.execute_cycles"] == 7 * 16 and st["roofline_fraction"] <= 1.0

@@ -193,14 +193,17 @@ class Core:
             return self.special(ins, op)
         if op not in TIMING:
             raise EmberError(f"the simulator does not implement '{ins.op}'")
-        t = self.begin(ins)
+        t0 = self.begin(ins)
         uops = UOPS.get(op) or (TIMING[op],)
-        for k, (latency, group) in enumerate(uops):
-            if k:  # the next uop of the same instruction: dispatched after, fed by the one before
-                self.pipe.retire(t, "compute")
-                t = max(self.pipe.dispatch(), t)
-            t = self.pipe.issue(group, t) + self.lat[latency]
-        self.done(ins, t, "compute")
+        t = done = t0
+        for p in range(self.pieces(self.vector_bits(ins, op))):
+            for k, (latency, group) in enumerate(uops):
+                if p or k:  # the next uop: its piece's first starts from the operands, the others from the uop before
+                    self.pipe.retire(t, "compute")
+                    t = max(self.pipe.dispatch(), t if k else t0)
+                t = self.pipe.issue(group, t) + self.lat[latency]
+            done = max(done, t)
+        self.done(ins, done, "compute")
         if op in INT:
             regs[a[0]] = INT[op](self.val(a[1]), self.val(a[2]))
         elif op in FLOAT:
@@ -248,6 +251,21 @@ class Core:
             regs[a[0]] = np.where(c, regs[a[2]], regs[a[3]]) if isinstance(c, np.ndarray) else (
                 regs[a[2]] if c else regs[a[3]])
         return None
+
+    def pieces(self, bits: int) -> int:
+        """Machine vectors an instruction's `bits` of vector span: a wider DAE vector is several x86 ones."""
+        return max(1, -(-bits // self.m.execute.simd_bits))
+
+    def vector_bits(self, ins: Instr, op: str) -> int:
+        """Lanes x lane bits of the widest vector a fixed-latency instruction reads or writes (0: scalar)."""
+        a = ins.args
+        suffix = dtype_of(ins.op.split(".", 1)[1]).itemsize if "." in ins.op else 0
+        if op in VFLOAT or op == "vcvt":
+            return self.regs[a[1]].size * 8 * max(self.regs[a[1]].itemsize, suffix)
+        if op == "vsel":
+            return self.regs[a[2]].size * 8 * self.regs[a[2]].itemsize if isinstance(self.regs[a[2]], np.ndarray) else 0
+        return {"vsplat": lambda: a[2] * 8 * (suffix or 4), "viota": lambda: a[2] * 64,
+                "vmask": lambda: a[3] * 8}.get(op, lambda: 0)()
 
     def special(self, ins: Instr, op: str) -> None:
         """Instructions that reach memory, the queue, the host or the access unit."""
@@ -344,11 +362,18 @@ class Core:
         if not self.pops:
             raise EmberError("a callback pops more operands than were pushed")
         e = self.pops.pop(0)
-        t = self.begin(ins)
-        if ins.base == "pop" and ins.args[0].cls == "v":
-            t = self.vector_load_uop(t)
-        t = self.pipe.issue("load", max(t, self.last_pop, e.ready))
-        self.last_pop = e.pop = t
+        t0 = t = self.begin(ins)
+        vector = ins.base == "pop" and ins.args[0].cls == "v"
+        n = self.pieces(e.value.size * 8 * e.value.itemsize) if vector and isinstance(e.value, np.ndarray) else 1
+        for p in range(n):  # a vector wider than the machine's is read a machine vector at a time
+            if p:
+                self.pipe.retire(t, "pop")
+                t = max(self.pipe.dispatch(), t0)
+            if vector:
+                t = self.vector_load_uop(t)
+            t = self.pipe.issue("load", max(t, self.last_pop, e.ready))
+            self.last_pop = t
+        e.pop = t
         self.done(ins, t + self.qlat, "pop")
         return e
 
@@ -369,9 +394,9 @@ class Core:
         pipe.retire(c, "token")
         seen = (program, self.previous.get(program))
         self.previous[program] = token
-        if self.follows.get(seen) != token:
+        if self.follows.get(seen) != token:  # the front end waits for the token, then for the jump to resolve
             self.follows[seen] = token
-            pipe.wait(c, "token")
+            pipe.wait(tok.ready, "token")
             pipe.wait(c + self.lat["mispredict_penalty"], "mispredict")
 
     def vector_contiguous(self, ins: Instr, store: bool) -> None:
@@ -382,10 +407,16 @@ class Core:
         on = np.flatnonzero(mask)
         arr = self.t.get(m.sym)
         idx = tuple(self.val(i) for i in m.index)
-        t = self.begin(ins, 1 if store and len(on) else 0)
-        if not store:
-            t = self.vector_load_uop(t)
-        e = self.pipe.issue("store" if store else "load", t)
+        t0 = self.begin(ins, 1 if store and len(on) else 0)
+        e = t0
+        for p in range(self.pieces(len(mask) * 8 * arr.itemsize)):  # a piece per machine vector spanned
+            t = t0
+            if p:
+                self.pipe.retire(e, "store" if store else "load")
+                t = max(self.pipe.dispatch(), t0)
+            if not store:
+                t = self.vector_load_uop(t)
+            e = self.pipe.issue("store" if store else "load", t)
         if len(on) == 0:
             if store:
                 self.pipe.retire(e, "store")

@@ -43,7 +43,8 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
         raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices "
                          f"for {len(programs)} programs (one slice and one program a core, at least one)")
     fast.notes.clear()  # this run's notes only, as fast.simulate keeps them
-    if engine == "fast" and any(fast.compiled_or_none(p, timing_only) is None for p in programs):
+    bits = machine.execute.simd_bits
+    if engine == "fast" and any(fast.compiled_or_none(p, timing_only, bits) is None for p in programs):
         engine = "reference"  # one engine for every core: their shared state has one form per engine
     needs_fast(engine, timing_only)
     outputs, per_core = [], []
@@ -86,8 +87,10 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
     # DRAM at least once whichever core fetches them (adding the cores' bytes would count shared rows twice)
     report_sol(st, cycles, {name: max(s[f"sol.{name}_cycles"] for s in per_core)
                             for name in ("dram", "access", "execute")})
-    for k, s in enumerate(per_core):
-        st.update(s, f"core{k}.")
+    for k, s in enumerate(per_core):  # a core's own sol.* would count rows another core fetched into the LLC
+        for name, stat in s.items():
+            if not name.startswith("sol"):
+                st.set(f"core{k}.{name}", stat.value, stat.description, stat.unit)
     return st
 
 

@@ -110,8 +110,9 @@ def _isz(dtype: str) -> int:
 
 
 class Generator:
-    def __init__(self, program: Program, virtual: frozenset[int], vtypes: dict[int, VType]):
+    def __init__(self, program: Program, virtual: frozenset[int], vtypes: dict[int, VType], simd_bits: int):
         self.p = program
+        self.simd_bits = simd_bits
         self.virtual = virtual  # timing-only: symbols held as address ranges (loads read 0, stores dropped)
         for s in program.symbols:
             if s.dtype not in CTYPE:
@@ -365,13 +366,38 @@ class Generator:
         return e
 
     def plain(self, ins: Instr) -> None:
-        """The timing of an instruction with a fixed latency, uop after uop (execute.Core.step)."""
-        t = self.begin(ins)
-        for k, (latency, group) in enumerate(UOPS.get(ins.base) or (TIMING[ins.base],)):
-            if k:
-                self(f"pipe_retire(P, {t}, CAT_COMPUTE); {{ double d = pipe_dispatch(P, 0); if (d > {t}) {t} = d; }}")
-            self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t}) + xp_{latency};")
-        self.done(ins, t, "compute")
+        """The timing of an instruction with a fixed latency, piece by piece and uop after uop
+        (execute.Core.step)."""
+        t0 = self.begin(ins)
+        k0 = self.new_site()
+        t, done = self.var(f"u{k0}", "double"), self.var(f"ud{k0}", "double")
+        self(f"{t} = {t0}; {done} = {t0};")
+        for p in range(self.pieces(self.vector_bits(ins))):
+            for k, (latency, group) in enumerate(UOPS.get(ins.base) or (TIMING[ins.base],)):
+                if p or k:
+                    src = t if k else t0
+                    self(f"pipe_retire(P, {t}, CAT_COMPUTE); "
+                         f"{{ double d = pipe_dispatch(P, 0); {t} = d > {src} ? d : {src}; }}")
+                self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t}) + xp_{latency};")
+            self(f"if ({t} > {done}) {done} = {t};")
+        self.done(ins, done, "compute")
+
+    def pieces(self, bits: int) -> int:
+        """execute.Core.pieces: machine vectors `bits` of vector span (the generated code is per machine)."""
+        return max(1, -(-bits // self.simd_bits))
+
+    def vector_bits(self, ins: Instr) -> int:
+        """execute.Core.vector_bits, from the registers' static types."""
+        a, op = ins.args, ins.base
+        suffix = _isz(ins.op.split(".", 1)[1]) if "." in ins.op else 0
+        if op in VEC_OPS or op == "vcvt":
+            x = self.vtypes[a[1].n]
+            return x.lanes * 8 * max(_isz(x.dtype), suffix)
+        if op == "vsel":
+            x = self.vtypes[a[2].n]
+            return x.lanes * 8 * _isz(x.dtype)
+        return {"vsplat": lambda: a[2] * 8 * (suffix or 4), "viota": lambda: a[2] * 64,
+                "vmask": lambda: a[3] * 8}.get(op, lambda: 0)()
 
     def ival(self, a: Any) -> str:
         if isinstance(a, Reg) and a.cls in "rf":
@@ -631,10 +657,17 @@ class Generator:
         on0, onl = self.var(f"on0_{k}", "int64_t"), self.var(f"onl_{k}", "int64_t")
         self(f"{on0} = -1; {onl} = -1;")
         self(f"for (int64_t l = 0; l < {mt.lanes}; l++) if (V{a[2].n}[l]) {{ if ({on0} < 0) {on0} = l; {onl} = l; }}")
-        t = self.begin(ins, f"{on0} >= 0 ? 1 : 0" if store else "0")
-        if not store:
-            self.vector_load_uop(t)
-        e = self.issue_at("store" if store else "load", t)
+        t0 = self.begin(ins, f"{on0} >= 0 ? 1 : 0" if store else "0")
+        t, e = self.var(f"vt{k}", "double"), self.var(f"ve{k}", "double")
+        self(f"{e} = {t0};")
+        for p in range(self.pieces(mt.lanes * 8 * _isz(vt.dtype))):  # a piece per machine vector spanned
+            self(f"{t} = {t0};")
+            if p:
+                self(f"pipe_retire(P, {e}, CAT_{'STORE' if store else 'LOAD'}); "
+                     f"{{ double d = pipe_dispatch(P, 0); {t} = d > {t0} ? d : {t0}; }}")
+            if not store:
+                self.vector_load_uop(t)
+            self(f"{e} = pipe_issue(P, {ExecuteUnit.GROUPS.index('store' if store else 'load')}, {t});")
         self.block(f"if ({on0} < 0)")
         if store:
             self(f"pipe_retire(P, {e}, CAT_STORE);")
@@ -739,13 +772,21 @@ class Generator:
 
     def take(self, ins: Instr, push: Push) -> None:
         """execute.Core.pop_entry: read in order once the operand is there, ready a queue latency later."""
-        t = self.begin(ins)
-        if ins.base == "pop" and ins.args[0].cls == "v":
-            self.vector_load_uop(t)
-        self(f"if (lpop > {t}) {t} = lpop; if ({push.ready} > {t}) {t} = {push.ready};")
-        e = self.issue_at("load", t)
-        self(f"lpop = {e}; q->pop[{push.seq} & q->mask] = {e};")
-        self.done(ins, f"{e} + xp_queue_latency", "pop")
+        t0 = self.begin(ins)
+        vector = ins.base == "pop" and ins.args[0].cls == "v" and push.vtype is not None
+        k = self.new_site()
+        t = self.var(f"pt{k}", "double")
+        self(f"{t} = {t0};")
+        n = self.pieces(push.vtype.lanes * 8 * _isz(push.vtype.dtype)) if vector and push.vtype else 1
+        for p in range(n):
+            if p:
+                self(f"pipe_retire(P, {t}, CAT_POP); {{ double d = pipe_dispatch(P, 0); {t} = d > {t0} ? d : {t0}; }}")
+            if vector:
+                self.vector_load_uop(t)
+            self(f"if (lpop > {t}) {t} = lpop; if ({push.ready} > {t}) {t} = {push.ready};")
+            self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index('load')}, {t}); lpop = {t};")
+        self(f"q->pop[{push.seq} & q->mask] = {t};")
+        self.done(ins, f"{t} + xp_queue_latency", "pop")
 
     def pop(self, ins: Instr, dst: Reg) -> None:
         push = self.next_push()
@@ -922,7 +963,7 @@ class Generator:
     def request(self, addr: str, when: str, done: str) -> None:
         """One access-unit request: it leaves at `when`, or once the request `outstanding` before it is done."""
         self(f"if (wn == outst) {when} = maxd({when}, win[wh]);")
-        self(f"{done} = mem_access(mem, {addr}, {when}, lacc, mind(ac, P->d), 0);")
+        self(f"{done} = mem_access(mem, {addr}, {when}, lacc, mind({when}, P->d), 0);")
         self(f"if ({done} < 0.0) {self.fail()}")
         self(f"if (wn == outst) {{ win[wh] = {done}; wh = wh + 1 == outst ? 0 : wh + 1; }} "
              f"else {{ win[wh + wn < outst ? wh + wn : wh + wn - outst] = {done}; wn += 1; }}")
@@ -1053,7 +1094,7 @@ class Generator:
                  f"pipe_retire(P, {c}, CAT_TOKEN);")
         n = self.acc_index[program]
         self(f"{{ int64_t seen = pv{n} + 1; pv{n} = {token}LL; if (nx{n}[seen] != {token}LL) {{ "
-             f"nx{n}[seen] = {token}LL; pipe_wait(P, {c}, CAT_TOKEN); "
+             f"nx{n}[seen] = {token}LL; pipe_wait(P, {ready}, CAT_TOKEN); "
              f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }} }}")
 
     def describe_push(self, a: Any) -> Push:
@@ -1167,12 +1208,12 @@ def _flat_args(args: list[Any]) -> list[Any]:
     return out
 
 
-def generate(program: Program, virtual: frozenset[int] = frozenset()) -> str:
+def generate(program: Program, virtual: frozenset[int] = frozenset(), simd_bits: int = 512) -> str:
     """C source of `simulate` for `program` (engine.py passes its arguments)."""
     vtypes: dict[int, VType] = {}
     for _ in range(32):
         try:
-            return Generator(program, virtual, vtypes).generate()
+            return Generator(program, virtual, vtypes, simd_bits).generate()
         except Retype as r:
             vtypes = r.vtypes
     raise Unsupported("vector register types do not settle")

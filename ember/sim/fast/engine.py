@@ -120,23 +120,24 @@ def virtual_symbols(program: Program) -> frozenset[int]:
                      if s.kind == "param" and s.dtype.startswith(("f", "bf")) and None not in s.shape)
 
 
-def prepare(program: Program, timing_only: bool) -> ctypes.CDLL:
+def prepare(program: Program, timing_only: bool, simd_bits: int) -> ctypes.CDLL:
     """The compiled program; raises Unsupported (with the reason) when the reference engine must run it.
 
     Remembered on the program object (keyed by its code's identity and length), so a benchmark that
-    reruns one program on many tables generates its source once.
+    reruns one program on many tables generates its source once.  The machine's vector width is the
+    one machine number the source holds (a wider DAE vector is issued as several machine vectors).
     """
-    key = (timing_only, id(program.code), len(program.code), len(program.symbols))
+    key = (timing_only, simd_bits, id(program.code), len(program.code), len(program.symbols))
     memo = program.__dict__.setdefault("_fast_libs", {})
     if key not in memo:
-        memo[key] = load(generate(program, virtual_symbols(program) if timing_only else frozenset()))
+        memo[key] = load(generate(program, virtual_symbols(program) if timing_only else frozenset(), simd_bits))
     return memo[key]
 
 
-def compiled_or_none(program: Program, timing_only: bool) -> ctypes.CDLL | None:
+def compiled_or_none(program: Program, timing_only: bool, simd_bits: int) -> ctypes.CDLL | None:
     """The compiled program, or None (the reason in `notes`) when the reference engine must run it."""
     try:
-        return prepare(program, timing_only)
+        return prepare(program, timing_only, simd_bits)
     except Unsupported as e:
         if timing_only:
             raise EmberError(f"--timing-only: the fast engine cannot run this program ({e})") from None
@@ -151,7 +152,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     notes.clear()
     check_resources(program, machine)
     virtual = virtual_symbols(program) if timing_only else frozenset()
-    lib = compiled_or_none(program, timing_only)
+    lib = compiled_or_none(program, timing_only, machine.execute.simd_bits)
     if lib is None:
         assert shared is None, "multicore.simulate_cores picks the engine for all cores before the first runs"
         return reference.simulate(program, inputs, machine, max_cycles)
