@@ -5,7 +5,7 @@ Python's rounding (no fast-math, no FP contraction).  Why C and not numba: numba
 to compile one generated program, the C compiler about 0.3 s, and a program runs once per
 workload and variant.  Compiled programs are cached on disk by the hash of their source
 ($EMBER_CACHE_DIR, default ~/.cache/ember/fast); the source holds no shapes and no machine
-numbers, so one compilation serves every scale and every point of a sweep.  A program the
+numbers but the vector width, so one compilation serves every scale and every point of a sweep.  A program the
 generator does not handle, a machine without a C compiler, or a run that stops on an error is run
 by the reference engine instead: the reference words every error, and its results are the definition.
 """
