@@ -199,8 +199,7 @@ class Core:
         for p in range(self.pieces(self.vector_bits(ins, op))):
             for k, (latency, group) in enumerate(uops):
                 if p or k:  # the next uop: its piece's first starts from the operands, the others from the uop before
-                    self.pipe.retire(t, "compute")
-                    t = max(self.pipe.dispatch(), t if k else t0)
+                    t = self.pipe.next_uop(t, "compute", t if k else t0)
                 t = self.pipe.issue(group, t) + self.lat[latency]
             done = max(done, t)
         self.done(ins, done, "compute")
@@ -354,8 +353,7 @@ class Core:
         """The first of a 512-bit load's two uops (LLVM's model puts one on an ALU port, 0, 1 or 5, beside the
         load itself); returns when the second, dispatched now, may issue."""
         self.pipe.issue("int_alu", t)
-        self.pipe.retire(t, "compute")
-        return max(self.pipe.dispatch(), t)
+        return self.pipe.next_uop(t, "compute", t)
 
     def pop_entry(self, ins: Instr) -> Entry:
         """The next operand of the data queue: read in order once it is there, ready a queue latency later."""
@@ -367,8 +365,7 @@ class Core:
         n = self.pieces(e.value.size * 8 * e.value.itemsize) if vector and isinstance(e.value, np.ndarray) else 1
         for p in range(n):  # a vector wider than the machine's is read a machine vector at a time
             if p:
-                self.pipe.retire(t, "pop")
-                t = max(self.pipe.dispatch(), t0)
+                t = self.pipe.next_uop(t, "pop", t0)
             if vector:
                 t = self.vector_load_uop(t)
             t = self.pipe.issue("load", max(t, self.last_pop, e.ready))
@@ -387,10 +384,8 @@ class Core:
         t = pipe.issue("load", max(pipe.dispatch(), self.last_pop, tok.ready))
         self.last_pop = tok.pop = t
         c = t + self.qlat
-        pipe.retire(c, "token")
-        c = pipe.issue("int_alu", max(pipe.dispatch(), c)) + self.lat["int_alu_latency"]
-        pipe.retire(c, "token")
-        c = pipe.issue("branch", max(pipe.dispatch(), c)) + self.lat["branch_latency"]
+        c = pipe.issue("int_alu", pipe.next_uop(c, "token", c)) + self.lat["int_alu_latency"]
+        c = pipe.issue("branch", pipe.next_uop(c, "token", c)) + self.lat["branch_latency"]
         pipe.retire(c, "token")
         seen = (program, self.previous.get(program))
         self.previous[program] = token
@@ -410,10 +405,7 @@ class Core:
         t0 = self.begin(ins, 1 if store and len(on) else 0)
         e = t0
         for p in range(self.pieces(len(mask) * 8 * arr.itemsize)):  # a piece per machine vector spanned
-            t = t0
-            if p:
-                self.pipe.retire(e, "store" if store else "load")
-                t = max(self.pipe.dispatch(), t0)
+            t = self.pipe.next_uop(e, "store" if store else "load", t0) if p else t0
             if not store:
                 t = self.vector_load_uop(t)
             e = self.pipe.issue("store" if store else "load", t)
@@ -488,8 +480,7 @@ class Core:
         cycles, flops, moved = host_cost(op_type, inputs, outs, self.m.execute.host_flops_per_cycle,
                                          self.m.dram.bytes_per_cycle)
         pipe = self.pipe
-        pipe.wait(pipe.last_retire, pipe.last_category)
-        pipe.wait(pipe.last_commit, "store")
+        pipe.drain()
         pipe.fe += cycles
         pipe.retire(pipe.fe, "compute")
         self.host_cycles += cycles
@@ -498,8 +489,6 @@ class Core:
 
     def finish(self, memory_end: float) -> float:
         """Cycles of the whole run: every instruction retired, every store in L1, every DRAM transfer over."""
-        pipe = self.pipe
-        pipe.wait(pipe.last_retire, pipe.last_category)
-        pipe.wait(pipe.last_commit, "store")
-        pipe.wait(memory_end, "store")
-        return pipe.fe
+        self.pipe.drain()
+        self.pipe.wait(memory_end, "store")
+        return self.pipe.fe

@@ -135,6 +135,13 @@ class Pipeline:
             self.sb.popleft()
         self.sb.append((lo, hi, data, self.last_commit))
 
-    def drained(self) -> float:
-        """When every dispatched instruction has retired and every store is in L1."""
-        return max(self.fe, self.last_retire, self.last_commit)
+    def next_uop(self, prev: float, category: str, ready: float) -> float:
+        """The uop before, done at `prev`, retires; the next uop of the same instruction dispatches now and
+        may issue once `ready`: returns that time."""
+        self.retire(prev, category)
+        return max(self.dispatch(), ready)
+
+    def drain(self) -> None:
+        """The front end waits until every dispatched instruction has retired and every store is in L1."""
+        self.wait(self.last_retire, self.last_category)
+        self.wait(self.last_commit, "store")

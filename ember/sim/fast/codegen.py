@@ -245,8 +245,7 @@ class Generator:
             self(f"for (int64_t j = 0; j < {max(tokens, default=0) + 2}; j++) nx{n}[j] = -1;")
         self.region(0, "halt", "END_MAIN")
         self("END_MAIN:")
-        self("pipe_wait(P, P->last_retire, P->last_cat); pipe_wait(P, P->last_commit, CAT_STORE); "
-             "pipe_wait(P, mem->dst[4], CAT_STORE);")
+        self("pipe_drain(P); pipe_wait(P, mem->dst[4], CAT_STORE);")
         self("FS[0] = P->fe;")
         for i, name in enumerate(FS_NAMES[1:5], 1):
             self(f"FS[{i}] = fs_{name};")
@@ -376,8 +375,7 @@ class Generator:
             for k, (latency, group) in enumerate(UOPS.get(ins.base) or (TIMING[ins.base],)):
                 if p or k:
                     src = t if k else t0
-                    self(f"pipe_retire(P, {t}, CAT_COMPUTE); "
-                         f"{{ double d = pipe_dispatch(P, 0); {t} = d > {src} ? d : {src}; }}")
+                    self(f"{t} = pipe_next(P, {t}, CAT_COMPUTE, {src});")
                 self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t}) + xp_{latency};")
             self(f"if ({t} > {done}) {done} = {t};")
         self.done(ins, done, "compute")
@@ -661,10 +659,7 @@ class Generator:
         t, e = self.var(f"vt{k}", "double"), self.var(f"ve{k}", "double")
         self(f"{e} = {t0};")
         for p in range(self.pieces(mt.lanes * 8 * _isz(vt.dtype))):  # a piece per machine vector spanned
-            self(f"{t} = {t0};")
-            if p:
-                self(f"pipe_retire(P, {e}, CAT_{'STORE' if store else 'LOAD'}); "
-                     f"{{ double d = pipe_dispatch(P, 0); {t} = d > {t0} ? d : {t0}; }}")
+            self(f"{t} = pipe_next(P, {e}, CAT_{'STORE' if store else 'LOAD'}, {t0});" if p else f"{t} = {t0};")
             if not store:
                 self.vector_load_uop(t)
             self(f"{e} = pipe_issue(P, {ExecuteUnit.GROUPS.index('store' if store else 'load')}, {t});")
@@ -760,15 +755,14 @@ class Generator:
                 self(f"d{n}_{d} = SH[{n} * shw + {d}];")
             if n in self.scratch:
                 self(f"sz{n} = d{n}_0 * {_isz(self.p.symbols[n].dtype)}; cap{n} = 0;")
-        self("pipe_wait(P, P->last_retire, P->last_cat); pipe_wait(P, P->last_commit, CAT_STORE); P->fe += HC[0]; "
+        self("pipe_drain(P); P->fe += HC[0]; "
              "pipe_retire(P, P->fe, CAT_COMPUTE);")
         self("fs_host_cycles += HC[0]; fs_host_flops += HC[1]; fs_host_bytes += HC[2];")
 
     # --- pops: bound to the pushes of the rule whose callback is being inlined -----------
     def vector_load_uop(self, t: str) -> None:
         """execute.Core.vector_load_uop: the ALU-port uop of a 512-bit load, then the load's dispatch (into `t`)."""
-        self(f"pipe_issue(P, {ExecuteUnit.GROUPS.index('int_alu')}, {t}); pipe_retire(P, {t}, CAT_COMPUTE); "
-             f"{{ double d = pipe_dispatch(P, 0); if (d > {t}) {t} = d; }}")
+        self(f"pipe_issue(P, {ExecuteUnit.GROUPS.index('int_alu')}, {t}); {t} = pipe_next(P, {t}, CAT_COMPUTE, {t});")
 
     def take(self, ins: Instr, push: Push) -> None:
         """execute.Core.pop_entry: read in order once the operand is there, ready a queue latency later."""
@@ -780,7 +774,7 @@ class Generator:
         n = self.pieces(push.vtype.lanes * 8 * _isz(push.vtype.dtype)) if vector and push.vtype else 1
         for p in range(n):
             if p:
-                self(f"pipe_retire(P, {t}, CAT_POP); {{ double d = pipe_dispatch(P, 0); {t} = d > {t0} ? d : {t0}; }}")
+                self(f"{t} = pipe_next(P, {t}, CAT_POP, {t0});")
             if vector:
                 self.vector_load_uop(t)
             self(f"if (lpop > {t}) {t} = lpop; if ({push.ready} > {t}) {t} = {push.ready};")
@@ -1087,11 +1081,11 @@ class Generator:
         self(f"{t} = pipe_dispatch(P, 0); if (lpop > {t}) {t} = lpop; if ({ready} > {t}) {t} = {ready};")
         self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index('load')}, {t}); lpop = {t}; "
              f"q->pop[{seq} & q->mask] = {t};")
-        self(f"{c} = {t} + xp_queue_latency; pipe_retire(P, {c}, CAT_TOKEN);")
+        self(f"{c} = {t} + xp_queue_latency;")
         for group, latency in (("int_alu", "int_alu_latency"), ("branch", "branch_latency")):
-            self(f"{t} = pipe_dispatch(P, 0); if ({c} > {t}) {t} = {c};")
-            self(f"{c} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t}) + xp_{latency}; "
-                 f"pipe_retire(P, {c}, CAT_TOKEN);")
+            self(f"{c} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, pipe_next(P, {c}, CAT_TOKEN, {c})) "
+                 f"+ xp_{latency};")
+        self(f"pipe_retire(P, {c}, CAT_TOKEN);")
         n = self.acc_index[program]
         self(f"{{ int64_t seen = pv{n} + 1; pv{n} = {token}LL; if (nx{n}[seen] != {token}LL) {{ "
              f"nx{n}[seen] = {token}LL; pipe_wait(P, {ready}, CAT_TOKEN); "

@@ -327,6 +327,19 @@ static inline double pipe_retire(Pipe *p, double c, int64_t cat) {
     return p->last_retire;
 }
 
+/* pipeline.Pipeline.next_uop: the uop before (done at prev) retires, the next one dispatches; when it may issue. */
+static inline double pipe_next(Pipe *p, double prev, int64_t cat, double ready) {
+    pipe_retire(p, prev, cat);
+    double d = pipe_dispatch(p, 0);
+    return d > ready ? d : ready;
+}
+
+/* pipeline.Pipeline.drain: wait for every instruction to retire and every store to be written. */
+static inline void pipe_drain(Pipe *p) {
+    pipe_wait(p, p->last_retire, p->last_cat);
+    pipe_wait(p, p->last_commit, CAT_STORE);
+}
+
 /* pipeline.Pipeline.miss_slot: the fill buffer free earliest (lowest index on a tie). */
 static inline int64_t miss_slot(Pipe *p) {
     int64_t k = 0;
