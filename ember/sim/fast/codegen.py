@@ -6,29 +6,35 @@ become C labels, the access unit's traversal-unit nest becomes nested loops, and
 inlined where the rule that fires its token sits.  The order of every timed step (issue slots,
 cache calls, queue pushes, pops) is the reference's, statement for statement, and the arithmetic
 rounds as Python's does (double, rounded to float where the reference rounds), which is what makes
-the statistics identical.  The cache, DRAM and queue models are runtime.h.
+the statistics identical.  The cache, DRAM and queue models are runtime.h.  The access unit's part of
+the function is access_code.py; what both parts share is cdefs.py.
 
 What is not handled raises `Unsupported` with the reason; the engine then runs the reference engine.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import numpy as np
-
-from ...backend.dae import Access, Instr, Label, Mem, Program, Reg
+from ...backend.dae import Instr, Label, Mem, Program, Reg
 from ..execute import TIMING, UOPS, operands
 from ..machine import ExecuteUnit
 from ..tensors import is_table
+from .access_code import AccessCode, Unit, tokens_of
+from .cdefs import (
+    CTYPE,
+    ERROR,
+    OP_NAMES,
+    Push,
+    Unsupported,
+    VType,
+    elem_bytes,
+    from_double,
+    is_float,
+    to_double,
+)
 
-CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", "i32": "int32_t", "i16": "int16_t",
-         "i8": "int8_t", "i1": "uint8_t", "bool": "uint8_t",  # "bool": masks (v registers, mask streams)
-         "f16": "uint16_t", "bf16": "uint16_t"}  # 16-bit floats as their bits (runtime.h converts)
-NPTYPE = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "index": np.int64, "i32": np.int32,
-          "i16": np.int16, "i8": np.int8, "i1": np.bool_, "bool": np.bool_, "f16": np.float16, "bf16": np.uint16}
 FLOAT_OPS = {"fadd": "({a} + {b})", "fsub": "({a} - {b})", "fmul": "({a} * {b})", "fdiv": "({a} / {b})",
              "fmax": "fmax_py({a}, {b})", "fmin": "fmin_py({a}, {b})"}
 INT_OPS = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "min": "mini({a}, {b})",
@@ -36,17 +42,14 @@ INT_OPS = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "mi
            "seq": "(int64_t)({a} == {b})", "sne": "(int64_t)({a} != {b})"}
 VEC_OPS = {"vfadd": "{a} + {b}", "vfsub": "{a} - {b}", "vfmul": "{a} * {b}", "vfdiv": "{a} / {b}",
            "vfmax": "vmax_np{d}({a}, {b})", "vfmin": "vmin_np{d}({a}, {b})"}
-ALU_STREAM = {"add": "({x} + {y})", "sub": "({x} - {y})", "mul": "({x} * {y})", "div": "floordiv({x}, {y})",
-              "min": "mini({x}, {y})", "max": "maxi({x}, {y})"}
 BRANCH = ("blt", "bge", "beq", "jmp")
 
-OK, ERROR, MAX_CYCLES = 0, 1, 2  # status codes of the generated function
 CATEGORIES = ("compute", "load", "pop", "token", "store", "mispredict")  # pipeline.CATEGORIES, runtime.h's CAT_*
 FS_NAMES = ("cycles", "host_cycles", "host_flops", "host_bytes", "access_busy", *(f"stall_{c}" for c in CATEGORIES))
 IS_NAMES = ("elements", "requests", "tokens", "operands", "operand_bytes", "callbacks", "lookups", "instructions",
             "prefetches", *(f"pipe_{g}" for g in ExecuteUnit.GROUPS))
-OP_NAMES = tuple(sorted(set(TIMING) | {"dispatch", "host", "run"}))
-# XP: the machine's numbers the generated code reads (the source holds none, so one build serves every machine)
+# XP: the machine's numbers the generated code reads (the source holds none but the vector width, so one build
+# serves every machine of that width)
 XP_NAMES = ("issue_slot", "rob_entries", "store_buffer", "miss_slots", "prefetch_lines", "queue_latency",
             "l1_latency", "access_slot", "max_cycles", "outstanding", *ExecuteUnit.LATENCIES,
             *(f"per_cycle_{g}" for g in ExecuteUnit.GROUPS), *(f"hold_{g}" for g in ExecuteUnit.GROUPS))
@@ -55,61 +58,7 @@ SIGNATURE = ("int64_t simulate(void **T, int64_t *SH, int64_t shw, int64_t *BA, 
              "int64_t *LEVELS, double (*host)(int64_t), double *HC)")
 
 
-class Unsupported(Exception):
-    """The program uses something the fast engine does not compile; the reason is the message."""
-
-
-@dataclass(frozen=True)
-class VType:
-    dtype: str
-    lanes: int
-
-
-@dataclass
-class Push:
-    """One operand a rule pushes: how generated code reads it, and what it is."""
-
-    value: str  # C expression of its value (an array name for vectors; the head's first index for "iota")
-    ready: str  # C variable holding its ready time
-    kind: str  # "int", "float", "vec", "iota" (a vector TU's lane indices), "buf"
-    nbytes: str  # C expression of its queue bytes
-    vtype: VType | None = None
-    stream: str = ""  # the buffer's variable suffix, for kind "buf"
-    seq: str = ""  # C variable holding its queue sequence number
-
-
-@dataclass
-class _TU:
-    n: int
-    bounds: list[Any]
-    parent: int | None
-    vl: int
-    depth: int
-    children: list[int] = field(default_factory=list)
-    streams: list[Instr] = field(default_factory=list)
-    rules: dict[str, list[Instr]] = field(default_factory=dict)
-    buffers: list[int] = field(default_factory=list)
-
-
-def _is_float(dtype: str) -> bool:
-    return dtype in ("f32", "f64", "f16", "bf16")
-
-
-def to_double(dtype: str, expr: str) -> str:
-    """C expression widening an element of `dtype` to double (exactly)."""
-    return {"f16": f"h2d({expr})", "bf16": f"b2d({expr})"}.get(dtype, f"(double)({expr})")
-
-
-def from_double(dtype: str, expr: str) -> str:
-    """C expression storing a double into `dtype`, rounded as numpy (ml_dtypes for bf16) rounds."""
-    return {"f16": f"d2h({expr})", "bf16": f"d2b({expr})"}.get(dtype, f"({CTYPE[dtype]})({expr})")
-
-
-def _isz(dtype: str) -> int:
-    return 2 if dtype in ("f16", "bf16") else np.dtype(NPTYPE[dtype]).itemsize
-
-
-class Generator:
+class Generator(AccessCode):
     def __init__(self, program: Program, virtual: frozenset[int], vtypes: dict[int, VType], simd_bits: int):
         self.p = program
         self.simd_bits = simd_bits
@@ -126,7 +75,7 @@ class Generator:
         self.site = 0
         self.vtypes = dict(vtypes)
         self.pushes: list[Push] | None = None  # operands of the rule whose callback is being inlined
-        self.unit: _Unit | None = None
+        self.unit: Unit | None = None
         self.acc_index = {a.name: i for i, a in enumerate(program.access)}
         self.timed: set[Reg] = set()  # registers whose ready time the code keeps (tR3, tF1, tV2)
         self.scan_registers()
@@ -206,7 +155,7 @@ class Generator:
                 self.var(f"d{k}_{d}", "int64_t", f"SH[{k} * shw + {d}]")
             self.var(f"b{k}", "int64_t", f"BA[{k}]")
             if k in self.scratch:
-                self.var(f"sz{k}", "int64_t", f"OK[{k}] ? d{k}_0 * {_isz(s.dtype)} : -1")
+                self.var(f"sz{k}", "int64_t", f"OK[{k}] ? d{k}_0 * {elem_bytes(s.dtype)} : -1")
                 self.var(f"cap{k}", "int64_t", f"OK[{k}] ? d{k}_0 : 0")
         self.var("ac", "double", "0.0")
         for name in FS_NAMES[1:5]:
@@ -237,7 +186,7 @@ class Generator:
                  f"P->ports[{g}].hold = (int64_t)xp_hold_{group}; P->ports[{g}].size = 4096; "
                  f"P->ports[{g}].used = (uint16_t *)calloc(4096, sizeof(uint16_t));")
         for a in self.p.access:  # execute.Core.dispatch's predictor: the last token, what followed each token
-            n, tokens = self.acc_index[a.name], _tokens(a)
+            n, tokens = self.acc_index[a.name], tokens_of(a)
             if any(t < 0 for t in tokens):
                 raise Unsupported("a negative token")
             self.var(f"pv{n}", "int64_t", "-1")
@@ -387,13 +336,13 @@ class Generator:
     def vector_bits(self, ins: Instr) -> int:
         """execute.Core.vector_bits, from the registers' static types."""
         a, op = ins.args, ins.base
-        suffix = _isz(ins.op.split(".", 1)[1]) if "." in ins.op else 0
+        suffix = elem_bytes(ins.op.split(".", 1)[1]) if "." in ins.op else 0
         if op in VEC_OPS or op == "vcvt":
             x = self.vtypes[a[1].n]
-            return x.lanes * 8 * max(_isz(x.dtype), suffix)
+            return x.lanes * 8 * max(elem_bytes(x.dtype), suffix)
         if op == "vsel":
             x = self.vtypes[a[2].n]
-            return x.lanes * 8 * _isz(x.dtype)
+            return x.lanes * 8 * elem_bytes(x.dtype)
         return {"vsplat": lambda: a[2] * 8 * (suffix or 4), "viota": lambda: a[2] * 64,
                 "vmask": lambda: a[3] * 8}.get(op, lambda: 0)()
 
@@ -427,7 +376,7 @@ class Generator:
         return fl
 
     def addr(self, n: int, flat: str) -> str:
-        return f"(b{n} + ({flat}) * {_isz(self.p.symbols[n].dtype)})"
+        return f"(b{n} + ({flat}) * {elem_bytes(self.p.symbols[n].dtype)})"
 
     def watermark(self) -> str:
         """No later memory request starts before this (runtime.h's book prunes DRAM intervals ending before it)."""
@@ -585,7 +534,7 @@ class Generator:
         self(f"a{n} = ({ct} *)calloc((size_t)({size}) + 1, sizeof({ct})); T[{n}] = a{n}; OWN[{n}] = 1; OK[{n}] = 1;")
         for d in range(len(dims)):
             self(f"d{n}_{d} = y{k}_{d}; SH[{n} * shw + {d}] = d{n}_{d};")
-        self.place(n, f"({size}) * {_isz(s.dtype)}")
+        self.place(n, f"({size}) * {elem_bytes(s.dtype)}")
 
     def load(self, ins: Instr) -> None:
         a = ins.args
@@ -593,14 +542,14 @@ class Generator:
         idx = [self.ival(i) for i in m.index]
         fl = self.flat(m, idx)
         e = self.issue_at("load", self.begin(ins))
-        isz = _isz(self.p.symbols[m.sym].dtype)
+        isz = elem_bytes(self.p.symbols[m.sym].dtype)
         self.done(ins, self.lines(self.addr(m.sym, fl), str(isz), e, False, True), "load")
         if idx:
             self.count_lookup(m.sym, idx[-1])
         if a[0].cls == "f":
             self(f"F{a[0].n} = {to_double(self.p.symbols[m.sym].dtype, self.elem(m.sym, fl))};")
         elif a[0].cls == "r":
-            if _is_float(self.p.symbols[m.sym].dtype):
+            if is_float(self.p.symbols[m.sym].dtype):
                 raise Unsupported("a float loaded into an integer register")
             self(f"R{a[0].n} = (int64_t){self.elem(m.sym, fl)};")
         else:
@@ -610,12 +559,12 @@ class Generator:
         a = ins.args
         m: Mem = a[1]
         fl = self.flat(m, [self.ival(i) for i in m.index])
-        if a[0].cls == "f" and not _is_float(self.p.symbols[m.sym].dtype):
+        if a[0].cls == "f" and not is_float(self.p.symbols[m.sym].dtype):
             raise Unsupported("a float stored into an integer tensor")
         if m.sym not in self.virtual:
             self(f"a{m.sym}[{fl}] = {from_double(self.p.symbols[m.sym].dtype, self.ival(a[0]))};")
         e = self.issue_at("store", self.begin(ins, "1"))
-        self.commit([(self.addr(m.sym, fl), str(_isz(self.p.symbols[m.sym].dtype)), e)], e)
+        self.commit([(self.addr(m.sym, fl), str(elem_bytes(self.p.symbols[m.sym].dtype)), e)], e)
 
     def commit(self, parts: list[tuple[str, str, str]], t: str) -> None:
         """execute.Core.store: each part (address, bytes, issue time) fetches its lines, the store retires at
@@ -633,7 +582,7 @@ class Generator:
     def vec_binary(self, ins: Instr) -> None:
         a = ins.args
         x, y, d = self.vtypes.get(a[1].n), self.vtypes.get(a[2].n), self.vtypes.get(a[0].n)
-        if x is None or x != y or d != x or not _is_float(x.dtype):
+        if x is None or x != y or d != x or not is_float(x.dtype):
             raise Unsupported(f"'{ins.op}' on vectors of different or non-float types")
         half = x.dtype in ("f16", "bf16")  # numpy and ml_dtypes compute in float32 and round once: so does double
         xa = to_double(x.dtype, f"V{a[1].n}[l]") if half else f"V{a[1].n}[l]"
@@ -658,7 +607,7 @@ class Generator:
         t0 = self.begin(ins, f"{on0} >= 0 ? 1 : 0" if store else "0")
         t, e = self.var(f"vt{k}", "double"), self.var(f"ve{k}", "double")
         self(f"{e} = {t0};")
-        for p in range(self.pieces(mt.lanes * 8 * _isz(vt.dtype))):  # a piece per machine vector spanned
+        for p in range(self.pieces(mt.lanes * 8 * elem_bytes(vt.dtype))):  # a piece per machine vector spanned
             self(f"{t} = pipe_next(P, {e}, CAT_{'STORE' if store else 'LOAD'}, {t0});" if p else f"{t} = {t0};")
             if not store:
                 self.vector_load_uop(t)
@@ -673,7 +622,7 @@ class Generator:
         self.block("else")
         lo = self.flat(m, idx[:-1] + [f"{idx[-1]} + {on0}"])
         hi = self.flat(m, idx[:-1] + [f"{idx[-1]} + {onl}"])
-        isz = _isz(self.p.symbols[m.sym].dtype)
+        isz = elem_bytes(self.p.symbols[m.sym].dtype)
         addr, nbytes = self.var(f"va{k}", "int64_t"), self.var(f"vn{k}", "int64_t")
         self(f"{addr} = {self.addr(m.sym, lo)}; {nbytes} = {self.addr(m.sym, hi)} - {addr} + {isz};")
         base = self.var(f"base{k}", "int64_t")
@@ -701,7 +650,7 @@ class Generator:
             raise Unsupported("a gather converting types")
         k = self.new_site()
         prefix = [self.ival(i) for i in m.index[:-1]]
-        ct, isz = CTYPE[vt.dtype], _isz(vt.dtype)
+        ct, isz = CTYPE[vt.dtype], elem_bytes(vt.dtype)
         n_on = self.var(f"non{k}", "int64_t")
         self(f"{n_on} = 0; for (int64_t l = 0; l < {mt.lanes}; l++) {n_on} += V{a[2].n}[l] != 0;")
         t = self.begin(ins, n_on if store else "0")
@@ -754,7 +703,7 @@ class Generator:
             for d in range(self.rank[n]):
                 self(f"d{n}_{d} = SH[{n} * shw + {d}];")
             if n in self.scratch:
-                self(f"sz{n} = d{n}_0 * {_isz(self.p.symbols[n].dtype)}; cap{n} = 0;")
+                self(f"sz{n} = d{n}_0 * {elem_bytes(self.p.symbols[n].dtype)}; cap{n} = 0;")
         self("pipe_drain(P); P->fe += HC[0]; "
              "pipe_retire(P, P->fe, CAT_COMPUTE);")
         self("fs_host_cycles += HC[0]; fs_host_flops += HC[1]; fs_host_bytes += HC[2];")
@@ -771,7 +720,7 @@ class Generator:
         k = self.new_site()
         t = self.var(f"pt{k}", "double")
         self(f"{t} = {t0};")
-        n = self.pieces(push.vtype.lanes * 8 * _isz(push.vtype.dtype)) if vector and push.vtype else 1
+        n = self.pieces(push.vtype.lanes * 8 * elem_bytes(push.vtype.dtype)) if vector and push.vtype else 1
         for p in range(n):
             if p:
                 self(f"{t} = pipe_next(P, {t}, CAT_POP, {t0});")
@@ -820,7 +769,7 @@ class Generator:
         if self.rank[n] != 1 or s.shape[0] is not None:
             raise Unsupported("popb into a symbol that is not of shape [?]")
         self.take(ins, push)
-        ln, ct, isz = f"BL{push.stream}", CTYPE[s.dtype], _isz(s.dtype)
+        ln, ct, isz = f"BL{push.stream}", CTYPE[s.dtype], elem_bytes(s.dtype)
         self(f"if (sz{n} < {ln} * {isz}) {{ b{n} = NA[0]; BA[{n}] = b{n}; NA[0] += ({ln} * {isz} + 4095) / 4096 * 4096 "
              f"+ 4096; }}")
         self(f"sz{n} = {ln} * {isz};")
@@ -839,355 +788,12 @@ class Generator:
             raise Unsupported("a pop that no operand of the firing rule matches")
         return self.pushes.pop(0)
 
-    # --- access unit ---------------------------------------------------------------------
-    def run(self, ins: Instr) -> None:
-        """A `run`: the access unit's nest as loops, each token's callback inlined at its rule."""
-        acc = next((x for x in self.p.access if x.name == ins.args[0]), None)
-        if acc is None or len(ins.args) - 1 != acc.params:
-            raise Unsupported("a run the reference engine rejects")
-        if self.unit is not None:
-            raise Unsupported("a run inside a callback")
-        unit = _Unit(acc, f"{self.acc_index[acc.name]}_")
-        for body in acc.body:
-            unit.declare(body, self.p.symbols)
-        t = self.begin(ins)
-        self(f"pipe_retire(P, {t}, CAT_COMPUTE);")
-        self.unit = unit
-        for i, a in enumerate(ins.args[1:]):
-            self.var(f"P{unit.pre}{i}", "int64_t")
-            self(f"P{unit.pre}{i} = {self.ival(a)};")
-        k = self.new_site()
-        ac0, stall0 = self.var(f"ac0_{k}", "double"), self.var(f"stall0_{k}", "double")
-        self(f"ac = {t}; {ac0} = ac; {stall0} = q->stall; wn = 0; wh = 0;")
-        self.declare_streams(unit)
-        for s in unit.top_streams:
-            self.issue(s)
-        for r in unit.roots:
-            self.walk(unit.tus[r])
-        self("pipe_wait(P, ac, CAT_TOKEN);")
-        self(f"fs_access_busy += ac - {ac0} - (q->stall - {stall0});")
-        self.unit = None
-
-    def declare_streams(self, unit: _Unit) -> None:
-        pre = unit.pre
-        for s, (kind, dtype, lanes) in unit.stypes.items():
-            if kind == "vec":
-                self.decls.setdefault(f"S{pre}{s}", f"{CTYPE[dtype]} S{pre}{s}[{lanes}] = {{0}};")
-            elif kind == "buf":
-                self.var(f"BUF{pre}{s}", f"{CTYPE[dtype]} *", "NULL")
-                self.var(f"BL{pre}{s}", "int64_t")
-                self.var(f"BC{pre}{s}", "int64_t")
-            else:
-                self.var(f"S{pre}{s}", "double" if kind == "float" else "int64_t")
-            self.var(f"RS{pre}{s}", "double")
-        for t in unit.tus.values():
-            self.var(f"T{pre}{t.n}", "int64_t")
-            self.var(f"RT{pre}{t.n}", "double")
-            if t.vl:
-                self.var(f"ACT{pre}{t.n}", "int64_t")
-
-    def aval(self, a: Any) -> tuple[str, str]:
-        """(value, ready) C expressions of an access-unit operand, read now."""
-        pre = self.unit.pre if self.unit else ""
-        if isinstance(a, Reg):
-            if a.cls == "p":
-                return f"P{pre}{a.n}", "ac"
-            if a.cls == "s":
-                return f"S{pre}{a.n}", f"RS{pre}{a.n}"
-            if a.cls == "t":
-                return f"T{pre}{a.n}", f"RT{pre}{a.n}"
-        if isinstance(a, int) and not isinstance(a, bool):
-            return f"((int64_t){a}LL)", "ac"
-        raise Unsupported(f"access operand {a!r}")
-
-    def int_stream(self, a: Any) -> None:
-        if isinstance(a, Reg) and a.cls == "s" and self.unit is not None and self.unit.stypes[a.n][0] != "int":
-            raise Unsupported("an index, bound or ALU operand read from a float or vector stream")
-
-    def issue(self, ins: Instr) -> None:
-        a, unit = ins.args, self.unit
-        assert unit is not None
-        pre, dst = unit.pre, ins.args[0].n
-        if ins.op == "mask":
-            t = a[1].n
-            self(f"for (int64_t l = 0; l < {unit.tus[t].vl}; l++) S{pre}{dst}[l] = l < ACT{pre}{t};")
-            self(f"RS{pre}{dst} = RT{pre}{t};")
-            return
-        k = self.new_site()
-        it = self.var(f"it{k}", "double")
-        if ins.op == "alu":
-            self.int_stream(a[2])
-            self.int_stream(a[3])
-            self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
-            (x, tx), (y, ty) = self.aval(a[2]), self.aval(a[3])
-            if a[1] == "div":
-                self(f"if ({y} == 0) {self.fail()}")
-            self(f"S{pre}{dst} = {ALU_STREAM[a[1]].format(x=x, y=y)};")
-            self(f"RS{pre}{dst} = maxd(maxd({it}, {tx}), {ty}) + 1.0;")
-            return
-        m: Mem = a[1]
-        last = m.index[-1] if m.index else None
-        if isinstance(last, Reg) and last.cls == "t" and unit.tus[last.n].vl:
-            self.issue_vector(ins, last.n, k)
-            return
-        self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
-        idx = self.indices(m, it)
-        fl = self.flat(m, idx)
-        dn = self.var(f"dn{k}", "double")
-        self.request(self.addr(m.sym, fl), it, dn)
-        if idx:
-            self.count_lookup(m.sym, idx[-1])
-        kind = unit.stypes[dst][0]
-        elem = self.elem(m.sym, fl)
-        value = to_double(self.p.symbols[m.sym].dtype, elem) if kind == "float" and m.sym not in self.virtual \
-            else f"({'double' if kind == 'float' else 'int64_t'}){elem}"
-        self(f"S{pre}{dst} = {value};")
-        self(f"RS{pre}{dst} = {dn};")
-
-    def indices(self, m: Mem, when: str) -> list[str]:
-        """The index values of `m`; `when` (the issue time) rises to the time each is ready."""
-        idx = []
-        for i in m.index:
-            self.int_stream(i)
-            v, r = self.aval(i)
-            self(f"{when} = maxd({when}, {r});")
-            idx.append(v)
-        return idx
-
-    def request(self, addr: str, when: str, done: str) -> None:
-        """One access-unit request: it leaves at `when`, or once the request `outstanding` before it is done."""
-        self(f"if (wn == outst) {when} = maxd({when}, win[wh]);")
-        self(f"{done} = mem_access(mem, {addr}, {when}, lacc, mind({when}, P->d), 0);")
-        self(f"if ({done} < 0.0) {self.fail()}")
-        self(f"if (wn == outst) {{ win[wh] = {done}; wh = wh + 1 == outst ? 0 : wh + 1; }} "
-             f"else {{ win[wh + wn < outst ? wh + wn : wh + wn - outst] = {done}; wn += 1; }}")
-        self("is_requests += 1;")
-
-    def issue_vector(self, ins: Instr, t: int, k: int) -> None:
-        """access.AccessUnit.issue_vector: one slot per lane on, one request per line covered."""
-        a, unit = ins.args, self.unit
-        assert unit is not None
-        pre, dst, m = unit.pre, a[0].n, a[1]
-        vl = unit.tus[t].vl
-        n, w = self.var(f"n{k}", "int64_t"), f"it{k}"
-        self(f"{n} = ACT{pre}{t}; {w} = ac; ac += xp_access_slot * {n}; is_elements += {n};")
-        idx = self.indices(m, w)
-        first = self.flat(m, idx)
-        self.block(f"if ({n} > 0)")
-        self.flat(m, idx[:-1] + [f"{idx[-1]} + {n} - 1"])
-        self.close()
-        self(f"for (int64_t l = 0; l < {vl}; l++) S{pre}{dst}[l] = l < {n} ? {self.elem(m.sym, f'{first} + l')} : 0;")
-        dn, d, tw, ln = (self.var(f"{x}{k}", ty) for x, ty in
-                         (("dn", "double"), ("d", "double"), ("tw", "double"), ("ln", "int64_t")))
-        self(f"{dn} = {w};")
-        self.block(f"if ({n} > 0)")
-        lo, hi = self.addr(m.sym, first), self.addr(m.sym, f"{first} + {n} - 1")
-        self.block(f"for ({ln} = {lo} / mem->lv[3]; {ln} <= {hi} / mem->lv[3]; {ln}++)")
-        self(f"{tw} = {w};")
-        self.request(f"{ln} * mem->lv[3]", tw, d)
-        self(f"if ({d} > {dn}) {dn} = {d};")
-        self.close()
-        self.count_lookup(m.sym, idx[-1])
-        self.close()
-        self(f"RS{pre}{dst} = {dn};")
-        for b in unit.watchers.get(dst, ()):
-            buf, bl, bc = f"BUF{pre}{b}", f"BL{pre}{b}", f"BC{pre}{b}"
-            ct = CTYPE[unit.stypes[dst][1]]
-            self(f"if ({bl} + {n} > {bc}) {{ {bc} = 2 * {bc} > {bl} + {n} ? 2 * {bc} : {bl} + {n} + 64; "
-                 f"{buf} = ({ct} *)realloc({buf}, (size_t){bc} * sizeof({ct})); }}")
-            self(f"memcpy({buf} + {bl}, S{pre}{dst}, (size_t){n} * sizeof({ct})); {bl} += {n};")
-            self(f"if ({dn} > RS{pre}{b}) RS{pre}{b} = {dn};")
-
-    def walk(self, tu: _TU) -> None:
-        """access.AccessUnit.walk: one traversal of `tu`, with its events and child traversals."""
-        unit = self.unit
-        assert unit is not None
-        pre = unit.pre
-        k = self.new_site()
-        names = []
-        for b, nm in zip(tu.bounds, ("lb", "ub", "st")):
-            self.int_stream(b)
-            v, r = self.aval(b)
-            self.var(f"{nm}{k}", "int64_t")
-            self.var(f"{nm}r{k}", "double")
-            self(f"{nm}{k} = {v}; {nm}r{k} = {r};")
-            names.append(f"{nm}{k}")
-        self(f"if (st{k} <= 0) {self.fail()}")
-        br = self.var(f"br{k}", "double")
-        self(f"{br} = maxd(maxd(lbr{k}, ubr{k}), str{k});")
-        for b in tu.buffers:
-            self(f"BL{pre}{b} = 0; RS{pre}{b} = ac;")
-        self.fire(tu, "beg")
-        i = self.var(f"i{k}", "int64_t")
-        self.block(f"for ({i} = lb{k}; {i} < ub{k}; {i} += st{k})")
-        if tu.vl:
-            self(f"ACT{pre}{tu.n} = mini({tu.vl}, ub{k} - {i});")
-        self(f"T{pre}{tu.n} = {i}; RT{pre}{tu.n} = maxd(ac, {br});")
-        for s in tu.streams:
-            self.issue(s)
-        self.fire(tu, "ite")
-        for child in tu.children:
-            self.walk(unit.tus[child])
-        self.close()
-        self.fire(tu, "end")
-
-    def fire(self, tu: _TU, event: str) -> None:
-        """access.AccessUnit.fire plus the engine's dispatch: pushes, the token, then the callback inline."""
-        unit = self.unit
-        assert unit is not None
-        for rule in tu.rules.get(event, ()):
-            token = rule.args[3] if len(rule.args) > 3 else None
-            if token is None:
-                if rule.args[2]:
-                    raise Unsupported("operands pushed without a token")
-                continue
-            k = self.new_site()
-            fr = self.var(f"fr{k}", "double")
-            self(f"{fr} = ac;")
-            pushes: list[Push] = []
-            for j, a in enumerate(rule.args[2]):
-                push = self.describe_push(a)
-                pv, sq = self.var(f"pv{k}_{j}", "double"), self.var(f"sq{k}_{j}", "int64_t")
-                self(f"{pv} = {push.ready};")
-                self(f"ac = q_push(q, {push.nbytes}, ac);")
-                self(f"if (ac < 0.0) {self.fail()}")
-                self(f"{sq} = q->tail - 1; if ({pv} > {fr}) {fr} = {pv}; is_operands += 1; "
-                     f"is_operand_bytes += {push.nbytes};")
-                push.ready, push.seq = pv, sq
-                pushes.append(push)
-            tq, tr = self.var(f"tq{k}", "int64_t"), self.var(f"tr{k}", "double")
-            self("ac = q_push(q, 8, ac);")
-            self(f"if (ac < 0.0) {self.fail()}")
-            self(f"{tq} = q->tail - 1; {tr} = {fr} > ac ? {fr} : ac; is_tokens += 1;")
-            self.dispatch(unit.acc.name, token, tr, tq)
-            label = f"{unit.acc.name}.{token}"
-            if label not in self.labels:
-                raise Unsupported(f"no case label {label}")
-            saved = self.pushes
-            self.pushes = pushes
-            self.region(self.labels[label], "ret", f"RET{k}")
-            if self.pushes:
-                raise Unsupported(f"{label} pops fewer operands than its rule pushes")
-            self.pushes = saved
-            self(f"RET{k}:;")
-            self("is_callbacks += 1;")
-            self(f"if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES)}")
-
-    def dispatch(self, program: str, token: int, ready: str, seq: str) -> None:
-        """execute.Core.dispatch: read the token, test for the end, jump (predicted: the last case)."""
-        k = self.new_site()
-        t, c = self.var(f"dt{k}", "double"), self.var(f"dc{k}", "double")
-        self(f"CNT[{OP_NAMES.index('dispatch')}] += 1;")
-        self(f"{t} = pipe_dispatch(P, 0); if (lpop > {t}) {t} = lpop; if ({ready} > {t}) {t} = {ready};")
-        self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index('load')}, {t}); lpop = {t}; "
-             f"q->pop[{seq} & q->mask] = {t};")
-        self(f"{c} = {t} + xp_queue_latency;")
-        for group, latency in (("int_alu", "int_alu_latency"), ("branch", "branch_latency")):
-            self(f"{c} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, pipe_next(P, {c}, CAT_TOKEN, {c})) "
-                 f"+ xp_{latency};")
-        self(f"pipe_retire(P, {c}, CAT_TOKEN);")
-        n = self.acc_index[program]
-        self(f"{{ int64_t seen = pv{n} + 1; pv{n} = {token}LL; if (nx{n}[seen] != {token}LL) {{ "
-             f"nx{n}[seen] = {token}LL; pipe_wait(P, {ready}, CAT_TOKEN); "
-             f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }} }}")
-
-    def describe_push(self, a: Any) -> Push:
-        unit = self.unit
-        assert unit is not None
-        v, r = self.aval(a)
-        if isinstance(a, Reg) and a.cls == "t" and unit.tus[a.n].vl:
-            vl = unit.tus[a.n].vl
-            return Push(v, r, "iota", str(8 * vl), VType("i64", vl))
-        if isinstance(a, Reg) and a.cls == "s":
-            kind, dtype, lanes = unit.stypes[a.n]
-            if kind == "vec":
-                nbytes = max(8, (lanes + 7) // 8) if dtype == "bool" else lanes * _isz(dtype)
-                return Push(v, r, "vec", str(nbytes), VType(dtype, lanes))
-            if kind == "buf":
-                return Push(v, r, "buf", f"BL{unit.pre}{a.n} * {_isz(dtype)}", VType(dtype, 0),
-                            stream=f"{unit.pre}{a.n}")
-            return Push(v, r, kind, str(_isz(dtype)) if a.n in unit.loaded else "8")
-        return Push(v, r, "int", "8")
-
-
 class Retype(Exception):
     """A pop gave a vector register its type; generation restarts with it known."""
 
     def __init__(self, vtypes: dict[int, VType]):
         super().__init__("retype")
         self.vtypes = dict(vtypes)
-
-
-class _Unit:
-    """The static shape of one access program: its TU tree, the streams of each TU, stream types."""
-
-    def __init__(self, acc: Access, pre: str):
-        self.acc = acc
-        self.pre = pre  # prefix of this program's C variables (stream and TU numbers are per program)
-        self.tus: dict[int, _TU] = {}
-        self.roots: list[int] = []
-        self.top_streams: list[Instr] = []
-        self.stream_of: dict[int, int | None] = {}
-        self.stypes: dict[int, tuple[str, str, int]] = {}  # stream -> (kind, dtype, lanes)
-        self.watchers: dict[int, list[int]] = {}
-        self.loaded: set[int] = set()  # scalar memory streams: their operands take the element's bytes
-
-    def declare(self, ins: Instr, symbols: list[Any]) -> None:
-        a = ins.args
-        if ins.op in ("tu", "vtu"):
-            parent = a[4].n if len(a) > 4 else None
-            tu = _TU(a[0].n, list(a[1:4]), parent, a[3] if ins.op == "vtu" else 0,
-                     0 if parent is None else self.tus[parent].depth + 1)
-            self.tus[tu.n] = tu
-            (self.tus[parent].children if parent is not None else self.roots).append(tu.n)
-        elif ins.op == "mask":
-            self.stream_of[a[0].n] = a[1].n
-            self.tus[a[1].n].streams.append(ins)
-            self.stypes[a[0].n] = ("vec", "bool", self.tus[a[1].n].vl)
-        elif ins.op == "buf":
-            src = a[1].n
-            if self.stypes.get(src, ("",))[0] != "vec" or self.stypes[src][1] == "bool":
-                raise Unsupported("a buffer of a stream that is not a vector memory stream")
-            home = self.stream_of[src]
-            self.stream_of[a[0].n] = self.tus[home].parent if home is not None else None
-            self.watchers.setdefault(src, []).append(a[0].n)
-            if home is not None:
-                self.tus[home].buffers.append(a[0].n)
-            self.stypes[a[0].n] = ("buf", self.stypes[src][1], 0)
-        elif ins.op in ("mem", "alu"):
-            args = list(a[1].index) if ins.op == "mem" else a[2:]
-            home = self.deepest(args)
-            self.stream_of[a[0].n] = home
-            (self.tus[home].streams if home is not None else self.top_streams).append(ins)
-            if ins.op == "alu":
-                self.stypes[a[0].n] = ("int", "i64", 0)
-                return
-            dtype = symbols[a[1].sym].dtype
-            last = a[1].index[-1] if a[1].index else None
-            if isinstance(last, Reg) and last.cls == "t" and self.tus[last.n].vl:
-                self.stypes[a[0].n] = ("vec", dtype, self.tus[last.n].vl)
-            else:
-                self.stypes[a[0].n] = ("float" if _is_float(dtype) else "int", dtype, 0)
-                self.loaded.add(a[0].n)
-        elif ins.op == "on":
-            self.tus[a[0].n].rules.setdefault(a[1], []).append(ins)
-
-    def deepest(self, args: list[Any]) -> int | None:
-        best: int | None = None
-        for a in args:
-            o = None
-            if isinstance(a, Reg) and a.cls == "t":
-                o = a.n
-            elif isinstance(a, Reg) and a.cls == "s":
-                o = self.stream_of[a.n]
-            if o is not None and (best is None or self.tus[o].depth > self.tus[best].depth):
-                best = o
-        return best
-
-
-def _tokens(acc: Access) -> list[int]:
-    """The tokens an access program's rules push."""
-    return [i.args[3] for i in acc.body if i.op == "on" and len(i.args) > 3]
 
 
 def _flat_args(args: list[Any]) -> list[Any]:

@@ -36,7 +36,8 @@ from ..queue import OutputQueue
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
 from ..work import vector_lanes, work_counts
-from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, MAX_CYCLES, OK, OP_NAMES, XP_NAMES, Unsupported, generate
+from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
+from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, XP_NAMES, generate
 
 CFLAGS = ["-O2", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
 DRAM_SLOTS = 1 << 16  # booked DRAM intervals kept; older ones are pruned (they can never matter again)
