@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, run_tool
 
 ONE = ("--suite", "tiny", "--only", "RM1_L0")
-VARIANTS = ("O0", "O1", "O2", "O3", "hand", "core")
+VARIANTS = ("O0", "O1", "O2", "paper-O3", "O3", "hand", "core")
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[bytes]:

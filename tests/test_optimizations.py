@@ -22,7 +22,7 @@ LOOKUPS = BAGS * POOL
 @pytest.fixture(scope="module")
 def stats() -> dict[str, dict[str, float]]:
     m = load_machine("default")
-    return {v: run(W, v, m).stats for v in ("O0", "O1", "O2", "O3", "hand", "core")}
+    return {v: run(W, v, m).stats for v in ("O0", "O1", "O2", "paper-O3", "O3", "hand", "core")}
 
 
 def test_o0_marshals_every_element(stats: dict[str, dict[str, float]]) -> None:
@@ -51,21 +51,25 @@ def test_bufferize_leaves_one_token_per_row(stats: dict[str, dict[str, float]]) 
 
 
 def test_align_queues_stops_marshaling_the_bag_index(stats: dict[str, dict[str, float]]) -> None:
-    assert stats["O3"]["operands"] == LOOKUPS  # only the row buffers
-    assert stats["O3"]["tokens"] == LOOKUPS + BAGS  # plus one counting token per bag
+    for level in ("paper-O3", "O3"):
+        assert stats[level]["operands"] == LOOKUPS  # only the rows
+        assert stats[level]["tokens"] == LOOKUPS + BAGS  # plus one token per bag (counting, or storing at -O3)
 
 
 def test_simplify_mem_replaces_gathers_with_contiguous_accesses() -> None:
     o2 = [i.op for i in compile_variant(W, "O2").code if hasattr(i, "op")]
-    o3 = [i.op for i in compile_variant(W, "O3").code if hasattr(i, "op")]
+    o3 = [i.op for i in compile_variant(W, "paper-O3").code if hasattr(i, "op")]
     assert "vgather" in o2 and "vscatter" in o2
     assert "vgather" not in o3 and "vscatter" not in o3 and "vld" in o3 and "vst" in o3
 
 
-def test_each_level_is_faster_and_o3_matches_hand_written(stats: dict[str, dict[str, float]]) -> None:
+def test_each_level_is_faster_and_o3_reaches_the_expert(stats: dict[str, dict[str, float]]) -> None:
+    """-O3 within 5% of the expert's kernel (bag_sum.d64.dae, written before the passes that match it), with
+    less than half the instructions of the published ladder's -O3 (here, 24 lookups, both wait on memory)."""
     c = {k: v["cycles"] for k, v in stats.items()}
-    assert c["O0"] > c["O1"] and c["O0"] > c["O2"] > c["O3"]
-    assert c["hand"] / c["O3"] >= 0.98
+    assert c["O0"] > c["O1"] and c["O0"] > c["O2"] > c["paper-O3"]
+    assert c["hand"] / c["O3"] >= 0.95  # tests/test_expert.py: the same at sizes where -O3's work shows
+    assert stats["O3"]["execute.instructions"] < stats["paper-O3"]["execute.instructions"] / 2
     assert c["core"] > c["O3"] and stats["core"]["tokens"] == 0
 
 
@@ -89,8 +93,8 @@ def test_init_ahead_keeps_the_next_output_row_cached() -> None:
     run.  (The default distance, 16 rows, is for the default machine: 2 KiB of rows would not stay
     in this machine's 1 KiB L1.)"""
     w = Workload("T", "bag_sum", 1, 500, 32, POOL, 256, 0.8)
-    ahead = _o3_stats(w, PRESETS["O3"].replace("init-ahead", "init-ahead{rows=1}"), "small")
-    up_front = _o3_stats(w, PRESETS["O3"].replace("init-ahead,", ""), "small")
+    ahead = _o3_stats(w, PRESETS["paper-O3"].replace("init-ahead", "init-ahead{rows=1}"), "small")
+    up_front = _o3_stats(w, PRESETS["paper-O3"].replace("init-ahead,", ""), "small")
     assert up_front["execute.store_stall_cycles"] > 1000 > 10 * ahead["execute.store_stall_cycles"]
     assert ahead["cycles"] < 0.85 * up_front["cycles"]
     assert ahead["tokens"] == up_front["tokens"]  # the same stream; only the core's stores moved

@@ -165,7 +165,7 @@ def _odd_sweep(tmp_path: Path) -> tuple[sw.Sweep, Path]:
 def test_a_failing_point_stops_the_sweep_and_keeps_finished_points(tmp_path: Path, jobs: int) -> None:
     plan, path = _odd_sweep(tmp_path)
     out = sw.Appender(str(path))
-    with pytest.raises(EmberError, match="sweep point ODD hand: no hand-written baseline for 'nokind'"):
+    with pytest.raises(EmberError, match="sweep point ODD hand: no hand-written baseline for nokind with D=8"):
         sw.run_sweep(plan, plan.points, out, jobs)
     out.close()
     assert [r["variant"] for r in json_rows(path)] == ["O3"]

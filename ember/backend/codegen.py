@@ -65,6 +65,10 @@ class _Gen:
         self.const_regs: dict[tuple[str, str], Reg] = {}
         self.prologue: list[Instr | Label] = []
         self.work: list[Op] = []  # `work` ops, made records once every symbol is final
+        self.uses: dict[Value, int] = {}  # how many ops read each value
+        for o in module.walk():
+            for v in o.operands:
+                self.uses[v] = self.uses.get(v, 0) + 1
 
     # --- symbols and registers -------------------------------------------------------------
     def symbol(self, v: Value, kind: str, name: str) -> int:
@@ -168,16 +172,22 @@ class _Gen:
         elif n == "dlc.offload":
             self.offload(op, out)
         elif n == "loop.getvar":  # the variable's register itself, or a copy when it changes while read
+            var = self.var(op.attrs["var"], op.result)
             if _set_while_live(op):
-                out.append(Instr("mov", [self.reg(op.result), self.var(op.attrs["var"])]))
+                if var.cls == "v":
+                    raise op.error("reads a vector variable that changes while the value is live (no vector mov)")
+                out.append(Instr("mov", [self.reg(op.result), var]))
             else:
-                self.regs[op.result] = self.var(op.attrs["var"])
+                self.regs[op.result] = var
         elif n == "loop.setvar":
-            var, src = self.var(op.attrs["var"]), self.reg(op.operands[0])
+            var, src = self.var(op.attrs["var"], op.operands[0]), self.reg(op.operands[0])
             last = out[-1] if out else None
-            if isinstance(last, Instr) and last.args and last.args[0] == src and var in last.args[1:]:
-                last.args[0] = var  # `add rV, rV, step` in place; later reads of the sum read rV
+            mine = self.uses.get(op.operands[0], 0) == 1  # the setvar is the value's only reader
+            if isinstance(last, Instr) and last.args and last.args[0] == src and (var in last.args[1:] or mine):
+                last.args[0] = var  # `add rV, rV, step` (or a vector made for the variable) in place
                 self.regs[op.operands[0]] = var
+            elif var.cls == "v":
+                raise op.error("sets a vector variable from a value it cannot compute in place (no vector mov)")
             else:
                 out.append(Instr("mov", [var, src]))
         elif n.startswith("loop."):
@@ -185,10 +195,12 @@ class _Gen:
         else:
             raise op.error("has no code generation (run the lowering passes first)")
 
-    def var(self, k: int) -> Reg:
+    def var(self, k: int, v: Value) -> Reg:
+        """Core variable k's fixed register, of the class of its value `v` (r for counters, v for vectors)."""
         if k not in self.vars:
-            self.vars[k] = Reg("r", self.counts["r"])
-            self.counts["r"] += 1
+            cls = "v" if isinstance(v.type, ShapedType) else "r"
+            self.vars[k] = Reg(cls, self.counts[cls])
+            self.counts[cls] += 1
         return self.vars[k]
 
     @staticmethod

@@ -35,6 +35,7 @@ SCALES = {  # tables, rows per table, bags per table
     "paper": (8, 1_000_000, 512),
 }
 SUITES = (*SCALES, "huge")
+KINDS = ("bag_sum", "bag_weighted", "gather")  # what a workload computes; a hand-written baseline serves one kind
 # The huge suite: one RM3-like table of 100 million rows, D = 128 (51.2 GB as f32), pooling 80, uniform
 # rows, a batch of 4,096 bags.  Timing-only: the table is an address range, and the indices are drawn
 # with `integers`, so nothing of the table's size is ever allocated.

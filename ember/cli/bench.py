@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
     from rich.console import Console
     from rich.progress import Progress
 
-    from ..bench.run import Result
+    from ..bench.run import Hands, Result
     from ..bench.workloads import Workload
     from ..sim.machine import Machine
 
@@ -51,9 +51,14 @@ def to_csv(table: list[dict[str, Any]]) -> str:
                    "100M rows x D=128, 51 GB if it held data: --timing-only only)")
 @click.option("--only", metavar="PREFIX,...", help="run only workloads whose name starts with one of these, "
                                                    "e.g. RM1,RM3_L2")
-@click.option("--variants", default="O0,O1,O2,O3,hand,core", show_default=True, metavar="V,...",
-              help="what to run per workload: O0..O3 compiled at that level, hand = the hand-written DAE "
-                   "program, core = compiled for the core alone (no access unit)")
+@click.option("--variants", default="O0,O1,O2,paper-O3,O3,hand,core", show_default=True, metavar="V,...",
+              help="what to run per workload: O0..O3 compiled at that level, paper-O3 = the published study's -O3 "
+                   "(O1 and O2 are its other rungs), hand = the expert's hand-written DAE program (or --hand), "
+                   "core = compiled for the core alone (no access unit)")
+@click.option("--hand", "hands", multiple=True, metavar="KIND=FILE.dae",
+              help="your own DAE kernel as the hand-written baseline of every workload of KIND (bag_sum, "
+                   "bag_weighted or gather), checked against numpy like the built-in ones; repeatable, and with "
+                   "several for one KIND the fastest is the baseline")
 @click.option("--machine", default="default", show_default=True, metavar="NAME|FILE.toml",
               help="machine preset name or .toml file")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -95,7 +100,8 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 @click.option("-q", "--quiet", is_flag=True, help="no progress bar and no tables (errors are still printed)")
 @click.pass_context
 @guarded("ember-bench")
-def main(ctx: click.Context, scale: str, only: str | None, variants: str, machine: str, overrides: tuple[str, ...],
+def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands: tuple[str, ...], machine: str,
+         overrides: tuple[str, ...],
          json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, timing_only: bool,
          compare_engines: bool, speed: bool, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None,
          scheduler: str | None, plot_sweeps: tuple[str, ...], quiet: bool) -> None:
@@ -121,8 +127,10 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, machin
       ember-bench --suite huge --timing-only --speed      # speed and peak memory, 51 GB table
       ember-bench --suite quick --only RM3 --compare-engines --variants O0,O3
 
-    Any error (e.g. a missing hand-written baseline: leave out 'hand' from --variants) is one
-    line on stderr with exit status 1.
+    The hand-written baselines are experts' kernels (samples/handwritten/); challenge the compiler
+    with your own, e.g. ember-bench --hand bag_sum=my.dae --only RM3.  Any error (a kernel that
+    does not assemble, at its file:line:col; a wrong result, naming the workload) is one line on
+    stderr with exit status 1.
 
     Sweeps (--sweep) run every workload x variant at every combination of the swept values, in
     parallel, for example:
@@ -142,6 +150,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, machin
     if scale not in SUITES:
         raise EmberError(f"unknown suite '{scale}' (valid: {', '.join(SUITES)})")
     chosen = parse_list(variants, VARIANTS, "variant")
+    hand_kernels = _read_hands(hands, chosen)
     prefixes = [p.strip() for p in only.split(",") if p.strip()] if only else None
     workloads = suite(scale, prefixes)
     if not workloads:
@@ -166,15 +175,17 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, machin
         for param, key in (("variants", "variant"), ("engine", "engine")):
             if key in swept and ctx.get_parameter_source(param) is not click.core.ParameterSource.DEFAULT:
                 raise EmberError(f"--{param} and --sweep {key}=... both given (keep one)")
+        if hand_kernels:
+            raise EmberError("--hand applies to plain runs and --compare-engines, not to sweeps")
         _sweep(scale, workloads, chosen, m, overrides, engine, timing_only, sweeps, sweep_out, jobs, scheduler,
                plot_sweeps, plot_dir, json_path, csv_path, quiet)
         return
     if compare_engines:
-        _compare(scale, workloads, chosen, m, overrides, json_path, csv_path, quiet)
+        _compare(scale, workloads, chosen, m, overrides, json_path, csv_path, quiet, hand_kernels)
         return
     if plot_dir:
         _make_dir(plot_dir)
-    results = _run_all(workloads, chosen, m, quiet, [engine], timing_only)
+    results = _run_all(workloads, chosen, m, quiet, [engine], timing_only, hand_kernels)
     _print_notes(results)
 
     from ..bench import report
@@ -255,12 +266,12 @@ def _print_notes(results: list[Result]) -> None:
 
 
 def _compare(scale: str, workloads: list[Workload], variants: list[str], m: Machine, overrides: tuple[str, ...],
-             json_path: str | None, csv_path: str | None, quiet: bool) -> None:
+             json_path: str | None, csv_path: str | None, quiet: bool, hands: Hands) -> None:
     """--compare-engines: each point on the reference engine, then the fast one; statistics must agree."""
     from ..bench import report
     from ..bench.run import first_difference
 
-    results = _run_all(workloads, variants, m, quiet, ["reference", "fast"], False)
+    results = _run_all(workloads, variants, m, quiet, ["reference", "fast"], False, hands)
     _print_notes(results)
     pairs = list(zip(results[0::2], results[1::2]))
     for ref, fast in pairs:
@@ -292,21 +303,44 @@ def _progress(quiet: bool) -> Progress:
     return Progress(*columns, console=console, transient=True, disable=quiet or not console.is_terminal)
 
 
-def _check_handwritten(workloads: list[Workload], variants: list[str]) -> None:
+def _read_hands(items: tuple[str, ...], variants: list[str]) -> Hands:
+    """--hand KIND=FILE.dae, each file assembled now, so a bad one stops the run before any simulation."""
+    from ..backend.dae_text import parse_dae
+    from ..bench.run import Baseline
+    from ..bench.workloads import KINDS
+
+    out: Hands = {}
+    for item in items:
+        kind, eq, path = (x.strip() for x in item.partition("="))
+        if not eq or not path:
+            raise EmberError(f"--hand {item}: expected KIND=FILE.dae")
+        if kind not in KINDS:
+            raise EmberError(f"--hand {item}: unknown workload kind '{kind}' (valid: {', '.join(KINDS)})")
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise EmberError(f"--hand {item}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+        out.setdefault(kind, []).append(Baseline(Path(path).name, parse_dae(text, path)))
+    if out and "hand" not in variants:
+        raise EmberError("--hand gives a baseline, but 'hand' is not among --variants")
+    return out
+
+
+def _check_handwritten(workloads: list[Workload], variants: list[str], hands: Hands | None = None) -> None:
     """Fail before hours of simulation, not after, when a hand-written baseline is missing."""
-    from ..bench.run import handwritten
+    from ..bench.run import baselines
 
     if "hand" in variants:
-        for kind in dict.fromkeys(w.kind for w in workloads):
-            handwritten(kind)
+        for w in workloads:
+            baselines(w, hands)
 
 
 def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: bool, engines: list[str],
-             timing_only: bool) -> list[Result]:
+             timing_only: bool, hands: Hands | None = None) -> list[Result]:
     """Every workload x variant x engine in that order, with a progress bar on stderr naming what is simulated."""
     from ..bench.run import run
 
-    _check_handwritten(workloads, variants)
+    _check_handwritten(workloads, variants, hands)
     results: list[Result] = []
     with _progress(quiet) as progress:
         task = progress.add_task("", total=len(workloads) * len(variants) * len(engines))
@@ -315,7 +349,7 @@ def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: 
                 for engine in engines:
                     label = f"{w.name} {v}" + (f" {engine}" if len(engines) > 1 else "")
                     progress.update(task, description=label)
-                    results.append(run(w, v, m, engine=engine, timing_only=timing_only))
+                    results.append(run(w, v, m, engine=engine, timing_only=timing_only, hands=hands))
                     progress.advance(task)
     return results
 

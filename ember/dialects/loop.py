@@ -18,7 +18,8 @@ Vector forms (made by `vectorize` and later passes; N lanes, masks are vector<Nx
     loop.scatter %v, %m, %i, %jv, %mask
 float binaries and select also take vectors (a scalar select condition picks whole vectors).
 Core variables live in registers across callbacks:  %k = loop.getvar {var = 0} : index,
-loop.setvar %x {var = 0}.
+loop.setvar %x {var = 0}.  They hold integers (counters), or vectors (accumulators that
+`promote-accumulators` keeps in registers across a bag's lookups).
 """
 
 from __future__ import annotations
@@ -225,9 +226,9 @@ def _scatter(op: Op) -> None:
 
 @define("loop.getvar", results=1, attrs=("var",))
 def _getvar(op: Op) -> None:
-    check(is_int(op.result.type), op, "core variables hold integers")
+    check(is_int(op.result.type) or is_vector(op.result.type), op, "core variables hold integers or vectors")
 
 
 @define("loop.setvar", operands=1, attrs=("var",))
 def _setvar(op: Op) -> None:
-    check(is_int(op.operands[0].type), op, "core variables hold integers")
+    check(is_int(op.operands[0].type) or is_vector(op.operands[0].type), op, "core variables hold integers or vectors")

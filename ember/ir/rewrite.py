@@ -3,6 +3,8 @@ constant values."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..ir.core import Block, Op, Value
 
 
@@ -53,3 +55,51 @@ def replace_op(old: Op, new: Op) -> None:
     assert block is not None
     block.ops[block.ops.index(old)] = new
     new.parent = block
+
+
+def attached(op: Op) -> bool:
+    """Whether `op` is still in its block (an earlier rewrite may have removed it)."""
+    return op.parent is not None and any(o is op for o in op.parent.ops)
+
+
+def insert_before(anchor: Op, op: Op) -> Op:
+    """Put `op` just before `anchor` in its block."""
+    block = anchor.parent
+    assert block is not None
+    block.ops.insert(block.ops.index(anchor), op)
+    op.parent = block
+    return op
+
+
+class RewritePattern:
+    """One rewrite, as in xDSL: `match_and_rewrite(op)` changes the IR at `op` and returns True, or returns
+    False when `op` is not what it rewrites.  A pattern that finds its kind of op but cannot rewrite it
+    raises the pass's own exception (passes.base.Decline), which `apply_patterns` reports."""
+
+    def match_and_rewrite(self, op: Op) -> bool:
+        raise NotImplementedError
+
+
+def apply_patterns(root: Op, patterns: list[RewritePattern], declined: type[Exception],
+                   remark: Callable[[Op, Exception], None]) -> int:
+    """Give every op under `root` (outer before inner, as they were when the walk began, skipping those an
+    earlier rewrite removed) to each pattern in turn until one rewrites it; a `declined` exception becomes
+    `remark(op, e)`.  Returns the number of rewrites."""
+    n = 0
+    for op in list(root.walk()):
+        if op is not root and not attached(op):
+            continue
+        for p in patterns:
+            try:
+                if p.match_and_rewrite(op):
+                    n += 1
+                    break
+            except declined as e:
+                remark(op, e)
+                break
+    return n
+
+
+def users(root: Op, v: Value) -> list[Op]:
+    """Every op under `root` that reads `v`."""
+    return [o for o in root.walk() if v in o.operands]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Op, new_op
-from ..ir.rewrite import replace_uses
+from ..ir.rewrite import const_value, replace_uses
 from ..ir.types import INDEX, StreamType
 from .base import Pass
 
@@ -82,15 +82,20 @@ class AlignQueues(Pass):
     @staticmethod
     def once_per_iteration(loop: Op, heads: list[Op]) -> Op | None:
         """A callback that already fires exactly once per iteration of `loop` and is the only reader of
-        its index: the end callback of its only inner loop (a traversal ends once, even when empty).
-        Counting there saves a token per iteration; any other reader would see the count too late."""
+        its index: the end callback of its only inner loop (a traversal ends once, even when empty), or
+        the per-iteration callback of an inner loop that is one vector head (a whole row, as `unroll`
+        leaves it).  Counting there saves a token per iteration; any other reader would see the count
+        too late."""
         inner = [o for o in loop.body.ops if o.name == "slc.for"]
         holders = {id(h.parent.parent): h.parent.parent for h in heads if h.parent and h.parent.parent}
         if len(inner) != 1 or len(holders) != 1:
             return None
         cb = next(iter(holders.values()))
-        ok = cb.name == "slc.callback" and cb.attrs["on"] == "end" and cb.parent is inner[0].body
-        return cb if ok else None
+        if cb.name != "slc.callback" or cb.parent is not inner[0].body:
+            return None
+        lb, ub = (const_value(v) for v in inner[0].operands[:2])
+        one_head = isinstance(lb, int) and isinstance(ub, int) and ub - lb == inner[0].attrs.get("vl")
+        return cb if cb.attrs["on"] == "end" or (cb.attrs["on"] == "ite" and one_head) else None
 
     @staticmethod
     def insert_callback(loop: Op, cb: Op, first: bool) -> None:

@@ -10,12 +10,13 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..ir.core import Op, verify
 from ..ir.diagnostics import EmberError
 from ..ir.printer import print_module
+from ..ir.rewrite import RewritePattern, apply_patterns
 
 PASSES: dict[str, type[Pass]] = {}
 
@@ -36,6 +37,22 @@ class Pass:
 
     def run(self, module: Op) -> None:
         raise NotImplementedError
+
+
+@dataclass
+class PatternPass(Pass):
+    """A pass made of rewrite patterns (ir/rewrite.py) applied over the module; each `Decline` becomes a
+    positioned remark `loc: remark: <pass>: <what> <why>`, where `declined` says what was left alone."""
+
+    declined: ClassVar[str] = "not transformed"
+    remarks: list[str] = field(default_factory=list, repr=False)
+
+    def patterns(self) -> list[RewritePattern]:
+        raise NotImplementedError
+
+    def run(self, module: Op) -> None:
+        apply_patterns(module, self.patterns(), Decline,
+                       lambda op, e: self.remarks.append(f"{op.loc}: remark: {self.name}: {self.declined}: {e}"))
 
 
 def parse_pipeline(text: str) -> list[Pass]:

@@ -5,6 +5,7 @@ per embedding row).  Here every vector memory stream the callback reads is colle
 `slc.buffer` (the whole row), the callback fires at the loop's end instead (`on = "end"`, once per row) and
 walks the row itself with a core loop over the same bounds: the induction vector becomes
 `loop.iota`, the tail mask `loop.tailmask`, and each stream head a `loop.vload` from the buffer.
+A loop `unroll` made one head of a whole row is left alone: it has nothing to collect.
 Declined (with a remark) when the loop's bounds are not known to the core (computed by the access
 unit) or the loop has no callback.
 """
@@ -30,7 +31,7 @@ class Bufferize(Pass):
     def run(self, module: Op) -> None:
         for f in module.body.ops:
             for op in list(f.walk()):
-                if op.name == "slc.for" and "vl" in op.attrs:
+                if op.name == "slc.for" and "vl" in op.attrs and not op.attrs.get("unrolled"):
                     try:
                         _bufferize(op)
                     except Decline as e:

@@ -263,7 +263,8 @@ class Core:
             return self.regs[a[1]].size * 8 * max(self.regs[a[1]].itemsize, suffix)
         if op == "vsel":
             return self.regs[a[2]].size * 8 * self.regs[a[2]].itemsize if isinstance(self.regs[a[2]], np.ndarray) else 0
-        return {"vsplat": lambda: a[2] * 8 * (suffix or 4), "viota": lambda: a[2] * 64,
+        # a splat is one broadcast however wide: its machine vectors are copies of one register
+        return {"vsplat": lambda: min(a[2] * 8 * (suffix or 4), self.m.execute.simd_bits), "viota": lambda: a[2] * 64,
                 "vmask": lambda: a[3] * 8}.get(op, lambda: 0)()
 
     def special(self, ins: Instr, op: str) -> None:

@@ -1,49 +1,14 @@
 # Kernel: hand_bag_sum_d128
-# Mirrors ember/bench/handwritten/bag_sum.dae, callback A0.2 (one buffered row added into the bag's output
-#   row) with D = 128 (r3 = dim @2, 1 = 128; row stride 512 bytes): the chunk loop R0..R1 runs 8 times.
-# One iteration: one callback, dispatch included: popb, mov, 8 chunks, the exit bge, ret.
+# Mirrors ember/bench/handwritten/bag_sum.d128.dae, callback A0.2 (one lookup: pop the row into a register,
+#   add it to the bag's accumulator), which -O3 also emits. One iteration: one callback, dispatch included.
 # Command (from the repository root; samples/gen_mca.py runs it and writes hand_bag_sum_d128.mca.txt and mca.json):
 #   llvm-mca -mtriple=x86_64-unknown-linux-gnu -mcpu=icelake-server -iterations=1000 ember/bench/kernels/hand_bag_sum_d128.s
-# Registers: operand queue %rsi, control queue %rbx, scratch %rax (token, vmask's n), %rdi = the output's base
-#   (@3), %rbp = the scratch buffer @4, %r9 = the address of output row r10 (@3[r10, 0], see the 2-D
-#   references below); r10 = %r10 (the bag or lookup, counted on the core), r11 = %r11; vN = %zmmN as data and
-#   %kN as a mask; constant loaded before the loop: %zmm31 = 0, 1, ..., 15.
-# Translation of each DAE instruction (the comment on every line names the one it implements):
-#   - dispatch (one turn of the core's dispatch loop; the simulator charges it as `execute.dispatch`): movq
-#     loads the token from the control queue (%rbx), addq $8 advances it (tokens are 8 bytes,
-#     ember/sim/queue.py TOKEN_BYTES), testq + je test for the end token (0: case numbers start at 1), jmpq
-#     *cases(,%rax,8) jumps to case A0.<token>. The table `cases` and the label `done` only need to
-#     assemble: llvm-mca ignores control flow.
-#   - ret: jmp back to the dispatch loop.
-#   - bge a, b, L: cmpq b, a + jge L (a macro-fused pair).
-#   - jmp L: jmp L.
-#   - A DAE register that only holds an `li` constant is an immediate: r0 = 0, r1 = 1 (16 in the
-#     hand-written code), r5/r6 = 16, and the row width D (r2 in compiled code, r3 = `dim` in the
-#     hand-written code), which is a constant of each kernel.
-#   - mov rX, r0 (r0 = 0): xorl, the zero idiom.
-#   - add rX, rX, c: addq in place.
-#   - popb @buf: the buffer (one whole row) is the queue's head: movq %rsi, %rbp takes it as the buffer's
-#     base, addq advances the queue past the row (D x 4 bytes).
-#   - vmask vM, rS, rB, 16: n = rB - rS (movq + subq, into %rax), vpbroadcastd n into 16 dword lanes
-#     (%zmm30), vpcmpgtd against the constant zmm31 = 0, 1, ..., 15 into %kM: lane k is on where n > k, i.e.
-#     rS + k < rB. 4 instructions, exact for every |n| < 2^31 (n <= 0: no lane, n >= 16: all lanes). The
-#     scalar route (clamp n to [0, 16] with two cmp/test + cmov, bzhi of 0xFFFF, kmovw) takes 8, and bzhi
-#     alone is wrong for n < 0 or n >= 256.
-#   - vld vD, @buf[rC], vM (the scratch buffer): vmovups (%rbp,rC,4), %zmmD {%kM} {z}; zeroing, as the DAE
-#     leaves masked-off lanes 0.
-#   - A 2-D reference @sym[rR, rC] has no x86 addressing mode (the row stride D x 4 bytes is not a scale of 1,
-#     2, 4 or 8): imulq $stride, rR, B + addq base, B give the row's address in a base register B, then the
-#     reference is (B,rC,4); imulq + addq is the shortest sequence (movq + shlq + addq is one more). Row bases
-#     hoisted as a compiler would: computed where the row register changes. A row's address is computed once
-#     per value of its row register, at the place where that register is written, and every reference to the
-#     row shares its one base register, as LLVM at -O2 does (loop-invariant code motion and
-#     common-subexpression elimination); the DAE core's 2-D reference is one instruction with no separate
-#     address arithmetic. In this kernel: row r10 of the output in %r9, computed where r10 changes: in the
-#     counting callback A0.1 (`add r10, r10, 1`), not inside this callback at all; the 8 chunks' vld and vst
-#     share it.
-#   - vld vD, @sym[rR, rC], vM: vmovups (B,rC,4), %zmmD {%kM} {z}, B the row's base register (above).
-#   - vst vS, @sym[rR, rC], vM: vmovups %zmmS, (B,rC,4) {%kM}, B the row's base register (above).
-#   - vfadd.f32 vD, vA, vB: vaddps %zmmB, %zmmA, %zmmD (unmasked, as the DAE op).
+# Registers: operand queue %rsi, control queue %rbx, scratch %rax (the token); vN = %zmmN (a DAE vector of
+#   128 f32 lanes is 8 zmm registers: v0 = %zmm0-7, v1 = %zmm8-15, v2 = %zmm16-23); r10 = %r10, %rdi = the
+#   output base.
+# Translation: dispatch as in the other callback kernels (load the token, advance, test, je, jmpq through the
+#   case table); pop vN of a 128-lane row: 8 vmovups from the queue head and addq $512 %rsi; ret: jmp back to
+#   the dispatch loop.
 
 dispatch:                                   # the core's dispatch loop: one turn per control token
   movq (%rbx), %rax                         # dispatch: load the token from the control queue
@@ -52,116 +17,22 @@ dispatch:                                   # the core's dispatch loop: one turn
   je done                                   # dispatch: the access program has ended
   jmpq *cases(,%rax,8)                      # dispatch: jump to case A0.<token>
 A0.2:
-  movq %rsi, %rbp                           # popb @4 (the buffer's base)
-  addq $512, %rsi                           # popb @4 (advance the queue past the row: 512 bytes)
-  xorl %r11d, %r11d                         # mov r11, r0
-R0:                                         # chunk 1 of 8
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-  movq $128, %rax                           # vmask v1, r11, r3, 16 (n = bound)
-  subq %r11, %rax                           # vmask v1, r11, r3, 16 (n = bound - start)
-  vpbroadcastd %eax, %zmm30                 # vmask v1, r11, r3, 16 (n in every lane)
-  vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
-  vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @4[r11], v1
-  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @3[r10, r11], v1
-  vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @3[r10, r11], v1
-  addq $16, %r11                            # add r11, r11, r1
-  jmp R0                                    # jmp R0
-# R0: chunk 2 of 8
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-  movq $128, %rax                           # vmask v1, r11, r3, 16 (n = bound)
-  subq %r11, %rax                           # vmask v1, r11, r3, 16 (n = bound - start)
-  vpbroadcastd %eax, %zmm30                 # vmask v1, r11, r3, 16 (n in every lane)
-  vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
-  vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @4[r11], v1
-  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @3[r10, r11], v1
-  vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @3[r10, r11], v1
-  addq $16, %r11                            # add r11, r11, r1
-  jmp R0                                    # jmp R0
-# R0: chunk 3 of 8
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-  movq $128, %rax                           # vmask v1, r11, r3, 16 (n = bound)
-  subq %r11, %rax                           # vmask v1, r11, r3, 16 (n = bound - start)
-  vpbroadcastd %eax, %zmm30                 # vmask v1, r11, r3, 16 (n in every lane)
-  vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
-  vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @4[r11], v1
-  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @3[r10, r11], v1
-  vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @3[r10, r11], v1
-  addq $16, %r11                            # add r11, r11, r1
-  jmp R0                                    # jmp R0
-# R0: chunk 4 of 8
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-  movq $128, %rax                           # vmask v1, r11, r3, 16 (n = bound)
-  subq %r11, %rax                           # vmask v1, r11, r3, 16 (n = bound - start)
-  vpbroadcastd %eax, %zmm30                 # vmask v1, r11, r3, 16 (n in every lane)
-  vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
-  vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @4[r11], v1
-  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @3[r10, r11], v1
-  vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @3[r10, r11], v1
-  addq $16, %r11                            # add r11, r11, r1
-  jmp R0                                    # jmp R0
-# R0: chunk 5 of 8
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-  movq $128, %rax                           # vmask v1, r11, r3, 16 (n = bound)
-  subq %r11, %rax                           # vmask v1, r11, r3, 16 (n = bound - start)
-  vpbroadcastd %eax, %zmm30                 # vmask v1, r11, r3, 16 (n in every lane)
-  vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
-  vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @4[r11], v1
-  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @3[r10, r11], v1
-  vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @3[r10, r11], v1
-  addq $16, %r11                            # add r11, r11, r1
-  jmp R0                                    # jmp R0
-# R0: chunk 6 of 8
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-  movq $128, %rax                           # vmask v1, r11, r3, 16 (n = bound)
-  subq %r11, %rax                           # vmask v1, r11, r3, 16 (n = bound - start)
-  vpbroadcastd %eax, %zmm30                 # vmask v1, r11, r3, 16 (n in every lane)
-  vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
-  vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @4[r11], v1
-  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @3[r10, r11], v1
-  vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @3[r10, r11], v1
-  addq $16, %r11                            # add r11, r11, r1
-  jmp R0                                    # jmp R0
-# R0: chunk 7 of 8
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-  movq $128, %rax                           # vmask v1, r11, r3, 16 (n = bound)
-  subq %r11, %rax                           # vmask v1, r11, r3, 16 (n = bound - start)
-  vpbroadcastd %eax, %zmm30                 # vmask v1, r11, r3, 16 (n in every lane)
-  vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
-  vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @4[r11], v1
-  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @3[r10, r11], v1
-  vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @3[r10, r11], v1
-  addq $16, %r11                            # add r11, r11, r1
-  jmp R0                                    # jmp R0
-# R0: chunk 8 of 8
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-  movq $128, %rax                           # vmask v1, r11, r3, 16 (n = bound)
-  subq %r11, %rax                           # vmask v1, r11, r3, 16 (n = bound - start)
-  vpbroadcastd %eax, %zmm30                 # vmask v1, r11, r3, 16 (n in every lane)
-  vpcmpgtd %zmm31, %zmm30, %k1              # vmask v1, r11, r3, 16 (lanes k < n)
-  vmovups (%rbp,%r11,4), %zmm2 {%k1} {z}    # vld v2, @4[r11], v1
-  vmovups (%r9,%r11,4), %zmm3 {%k1} {z}     # vld v3, @3[r10, r11], v1
-  vaddps %zmm2, %zmm3, %zmm3                # vfadd.f32 v3, v3, v2
-  vmovups %zmm3, (%r9,%r11,4) {%k1}         # vst v3, @3[r10, r11], v1
-  addq $16, %r11                            # add r11, r11, r1
-  jmp R0                                    # jmp R0
-# R0: the exit test
-  cmpq $128, %r11                           # bge r11, r3, R1
-  jge R1                                    # bge r11, r3, R1
-R1:
+  vmovups 0(%rsi), %zmm8                      # pop v1 (piece 1 of 8)
+  vmovups 64(%rsi), %zmm9                      # pop v1 (piece 2 of 8)
+  vmovups 128(%rsi), %zmm10                     # pop v1 (piece 3 of 8)
+  vmovups 192(%rsi), %zmm11                     # pop v1 (piece 4 of 8)
+  vmovups 256(%rsi), %zmm12                     # pop v1 (piece 5 of 8)
+  vmovups 320(%rsi), %zmm13                     # pop v1 (piece 6 of 8)
+  vmovups 384(%rsi), %zmm14                     # pop v1 (piece 7 of 8)
+  vmovups 448(%rsi), %zmm15                     # pop v1 (piece 8 of 8)
+  addq $512, %rsi                           # pop v1 (advance the queue past the row)
+  vaddps %zmm8, %zmm0, %zmm0              # vfadd.f32 v0, v0, v1 (piece 1 of 8)
+  vaddps %zmm9, %zmm1, %zmm1              # vfadd.f32 v0, v0, v1 (piece 2 of 8)
+  vaddps %zmm10, %zmm2, %zmm2              # vfadd.f32 v0, v0, v1 (piece 3 of 8)
+  vaddps %zmm11, %zmm3, %zmm3              # vfadd.f32 v0, v0, v1 (piece 4 of 8)
+  vaddps %zmm12, %zmm4, %zmm4              # vfadd.f32 v0, v0, v1 (piece 5 of 8)
+  vaddps %zmm13, %zmm5, %zmm5              # vfadd.f32 v0, v0, v1 (piece 6 of 8)
+  vaddps %zmm14, %zmm6, %zmm6              # vfadd.f32 v0, v0, v1 (piece 7 of 8)
+  vaddps %zmm15, %zmm7, %zmm7              # vfadd.f32 v0, v0, v1 (piece 8 of 8)
   jmp dispatch                              # ret
 done:

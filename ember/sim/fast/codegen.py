@@ -343,7 +343,8 @@ class Generator(AccessCode):
         if op == "vsel":
             x = self.vtypes[a[2].n]
             return x.lanes * 8 * elem_bytes(x.dtype)
-        return {"vsplat": lambda: a[2] * 8 * (suffix or 4), "viota": lambda: a[2] * 64,
+        # a splat is one broadcast however wide: its machine vectors are copies of one register (as execute.py)
+        return {"vsplat": lambda: min(a[2] * 8 * (suffix or 4), self.simd_bits), "viota": lambda: a[2] * 64,
                 "vmask": lambda: a[3] * 8}.get(op, lambda: 0)()
 
     def ival(self, a: Any) -> str:
