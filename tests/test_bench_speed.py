@@ -206,8 +206,9 @@ def test_compare_engines_prints_both_and_writes_rows() -> None:
 def test_compare_engines_stops_at_the_first_differing_statistic(monkeypatch: pytest.MonkeyPatch) -> None:
     real = bench_run.run
 
-    def skewed(w: Any, variant: str, machine: Any, engine: str = "fast", timing_only: bool = False) -> Result:
-        res = real(w, variant, machine, engine=engine, timing_only=timing_only)
+    def skewed(w: Any, variant: str, machine: Any, engine: str = "fast", timing_only: bool = False,
+               hands: Any = None) -> Result:
+        res = real(w, variant, machine, engine=engine, timing_only=timing_only, hands=hands)
         if engine == "fast":
             res.stats["dram_bytes"] += 64
         return res

@@ -67,6 +67,9 @@ def baselines(w: Workload, hands: Hands | None = None) -> list[Baseline]:
 
 
 def compile_variant(w: Workload, variant: str) -> Program:
+    """`w`'s program at a preset, or for `hand` its built-in expert kernel."""
+    if variant == "hand":
+        return handwritten(w.kind, w.dim).program
     passes = parse_pipeline(PRESETS[variant])
     module = w.module()
     run_passes(module, passes)
