@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import ember.dialects  # noqa: F401
-from ember.backend.dae import Instr
-from ember.bench.run import baselines, compile_variant, run
+from ember.backend.dae import Instr, Program
+from ember.bench.run import _bind, baselines, compile_variant, run
 from ember.bench.workloads import Workload
 from ember.ir.diagnostics import EmberError
 from ember.passes import PRESETS, parse_pipeline, run_passes
+from ember.sim.engines import simulate
 from ember.sim.machine import load_machine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,11 +27,16 @@ WEIGHTED = Workload("W", "bag_weighted", 1, 2000, 128, 8, 16, 0.9, graph="arxiv"
 GATHER = Workload("G", "gather", 1, 2000, 128, 1, 96, 0.0)
 
 
-def compiled(w: Workload, pipeline: str) -> tuple[list[Instr], list[str]]:
+def program_of(w: Workload, pipeline: str) -> tuple[Program, list[str]]:
+    """`w` compiled by `pipeline` (ending in codegen), and every pass's remarks."""
     passes = parse_pipeline(pipeline)
     run_passes(w.module(), passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    return [i for i in program.code if isinstance(i, Instr)], [r for p in passes for r in getattr(p, "remarks", [])]
+    return passes[-1].program, [r for p in passes for r in getattr(p, "remarks", [])]  # type: ignore[attr-defined]
+
+
+def compiled(w: Workload, pipeline: str) -> tuple[list[Instr], list[str]]:
+    program, remarks = program_of(w, pipeline)
+    return [i for i in program.code if isinstance(i, Instr)], remarks
 
 
 def ops(code: list[Instr]) -> list[str]:
@@ -38,11 +44,9 @@ def ops(code: list[Instr]) -> list[str]:
 
 
 def test_unroll_makes_one_callback_per_row() -> None:
-    base = "lower-emb,decouple,vectorize,{}to-dlc,codegen"
     before = run(BAG, "O1", M).stats
-    passes = parse_pipeline(base.format("unroll,"))
-    run_passes(BAG.module(), passes)
-    vtus = [i for a in passes[-1].program.access for i in a.body if i.op == "vtu"]  # type: ignore[attr-defined]
+    program, _ = program_of(BAG, "lower-emb,decouple,vectorize,unroll,to-dlc,codegen")
+    vtus = [i for a in program.access for i in a.body if i.op == "vtu"]
     assert [i.args[3] for i in vtus] == [BAG.dim]  # one head of D lanes, not D/16 of 16
     assert before["tokens"] == BAG.bags * BAG.pooling * BAG.dim // 16  # -O1: a token per chunk
 
@@ -82,22 +86,15 @@ def test_promote_declines_over_budget_and_without_a_whole_row() -> None:
 
 
 def test_prefetch_reads_index_and_weight_lines_ahead() -> None:
-    passes = parse_pipeline(PRESETS["O3"])
-    run_passes(WEIGHTED.module(), passes)
-    body = passes[-1].program.access[0].body  # type: ignore[attr-defined]
-    mins = [i for i in body if i.op == "alu" and i.args[1] == "min"]
+    program, _ = program_of(WEIGHTED, PRESETS["O3"])
+    mins = [i for i in program.access[0].body if i.op == "alu" and i.args[1] == "min"]
     assert len(mins) == 2  # the index and the weight streams
-    without = Workload("R", "bag_sum", 1, 4000, 32, 20, 32, 0.0)
+    w = Workload("R", "bag_sum", 1, 4000, 32, 20, 32, 0.0)
     cycles = {}
     for name, pipe in (("off", PRESETS["O3"].replace("prefetch-indices,", "")), ("on", PRESETS["O3"])):
-        passes = parse_pipeline(pipe)
-        run_passes(without.module(), passes)
-        program = passes[-1].program  # type: ignore[attr-defined]
-        from ember.bench.run import _bind
-        from ember.sim.engines import simulate
-
-        inputs = without.inputs(0)
-        _bind(program, without, without.table(0, inputs["indices"]))
+        program, _ = program_of(w, pipe)
+        inputs = w.inputs(0)
+        _bind(program, w, w.table(0, inputs["indices"]))
         cycles[name] = simulate(program, inputs, M)[1]["cycles"]
     assert cycles["on"] < 0.95 * cycles["off"]
 

@@ -103,3 +103,16 @@ def apply_patterns(root: Op, patterns: list[RewritePattern], declined: type[Exce
 def users(root: Op, v: Value) -> list[Op]:
     """Every op under `root` that reads `v`."""
     return [o for o in root.walk() if v in o.operands]
+
+
+def top_level(op: Op) -> Op:
+    """The op directly in the function's body that holds `op` (the op itself if it is one): an access
+    nest's root, where passes put what runs once before the nest."""
+    while (p := op.parent_op()) is not None and p.name != "func":
+        op = p
+    return op
+
+
+def free_var(root: Op) -> int:
+    """A core-variable number (loop.getvar/setvar `var`) nothing under `root` uses yet."""
+    return max((o.attrs["var"] for o in root.walk() if o.name in ("loop.getvar", "loop.setvar")), default=-1) + 1

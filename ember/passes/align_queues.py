@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..ir.builder import Builder
 from ..ir.core import Block, Op, new_op
-from ..ir.rewrite import const_value, replace_uses
+from ..ir.rewrite import const_value, free_var, replace_uses
 from ..ir.types import INDEX, StreamType
 from .base import Pass
 
@@ -27,8 +27,7 @@ class AlignQueues(Pass):
     remarks: list[str] = field(default_factory=list, repr=False)
 
     def run(self, module: Op) -> None:
-        used = [o.attrs["var"] for o in module.walk() if o.name in ("loop.getvar", "loop.setvar")]
-        self.next_var = max(used, default=-1) + 1
+        self.next_var = free_var(module)
         for f in module.body.ops:
             for root in [o for o in f.body.ops if o.name == "slc.for"]:
                 for loop in [o for o in root.walk() if o.name == "slc.for" and "vl" not in o.attrs]:

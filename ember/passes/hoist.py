@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir.core import Op, new_op
-from ..ir.rewrite import RewritePattern, const_value, defined_in, insert_before, replace_uses, users
+from ..ir.rewrite import RewritePattern, const_value, defined_in, insert_before, replace_uses, top_level, users
 from ..ir.types import ShapedType, StreamType
 from .base import Decline, PatternPass
 
@@ -32,14 +32,6 @@ class Hoist(PatternPass):
 
     def patterns(self) -> list[RewritePattern]:
         return [OneHeadIndices(), HoistInvariant()]
-
-
-def nest_root(op: Op) -> Op:
-    """The top-level access loop around `op` (the op itself if it is one)."""
-    root = op
-    while (p := root.parent_op()) is not None and p.name != "func":
-        root = p
-    return root
 
 
 def in_callback(op: Op) -> bool:
@@ -66,7 +58,7 @@ class OneHeadIndices(RewritePattern):
         heads = [o for o in loop.walk() if o.name == "slc.head" and o.operands[0] in {iv, *(m.result for m in masks)}]
         if not heads:
             return False
-        root = nest_root(loop)
+        root = top_level(loop)
         made: dict[str, Op] = {}
         for h in heads:
             kind = "loop.iota" if h.operands[0] is iv else "loop.tailmask"
@@ -85,7 +77,7 @@ class HoistInvariant(RewritePattern):
     def match_and_rewrite(self, op: Op) -> bool:
         if op.name not in PURE or not in_callback(op):
             return False
-        root = nest_root(op)
+        root = top_level(op)
         if any(v in defined_in(root) or isinstance(v.type, StreamType) for v in op.operands):
             return False
         if op.results and isinstance(op.result.type, ShapedType) and op.result.type.kind != "vector":

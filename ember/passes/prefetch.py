@@ -21,10 +21,9 @@ from typing import ClassVar
 
 from ..ir.builder import Builder
 from ..ir.core import Op, new_op
-from ..ir.rewrite import RewritePattern, insert_before
+from ..ir.rewrite import RewritePattern, insert_before, top_level
 from ..ir.types import INDEX, ShapedType, StreamType
 from .base import PatternPass
-from .hoist import nest_root
 
 
 @dataclass
@@ -52,7 +51,7 @@ class PrefetchLoop(RewritePattern):
         indirect = any(o.name == "slc.mem" and any(v in streams for v in o.operands[1:]) for o in loop.walk())
         if not indirect:
             return False
-        root = nest_root(loop)
+        root = top_level(loop)
         outside = Builder(root.parent, root.parent.ops.index(root), loop.loc)  # type: ignore[arg-type]
         ahead = outside.const(self.distance)
         one = outside.const(1)

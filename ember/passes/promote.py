@@ -27,7 +27,7 @@ from typing import ClassVar
 from ..ir.builder import Builder
 from ..ir.core import Block, Op, Value, new_op
 from ..ir.diagnostics import EmberError
-from ..ir.rewrite import RewritePattern, const_value, defined_in, insert_before, replace_uses, users
+from ..ir.rewrite import RewritePattern, const_value, defined_in, free_var, insert_before, replace_uses, users
 from ..ir.types import ShapedType
 from .base import Decline, PatternPass
 from .vectorize import SIMD_BITS
@@ -112,11 +112,13 @@ class PromoteRow(RewritePattern):
         lookups = inner[0]
         if any(o.name == "slc.callback" and o.attrs["on"] == "end" for o in lookups.body.ops):
             raise Decline("the lookups loop already has an end callback")
-        init, value = _init_nest(nest, out)
+        init, splat = _init_nest(nest, out)
+        value = splat.operands[0]
         # Rewrite: the variable starts at the initial value, the lookups accumulate into it, the row's
         # end stores it and starts the next row.
-        var = max([o.attrs["var"] for o in _func(nest).walk() if o.name in ("loop.getvar", "loop.setvar")],
-                  default=-1) + 1
+        func = nest.parent_op()
+        assert func is not None
+        var = free_var(func)
         b = Builder(nest.parent, nest.parent.ops.index(nest), nest.loc)  # type: ignore[arg-type]
         b.op("loop.setvar", [b.val("loop.splat", [value], acc)], [], {"var": var})
         get = new_op("loop.getvar", [], [acc], {"var": var}, loc=ld.loc)
@@ -135,25 +137,17 @@ class PromoteRow(RewritePattern):
         e.op("loop.vstore", [e.val("loop.getvar", [], acc, var=var), out, here, col, mask])
         e.op("loop.setvar", [e.val("loop.splat", [value], acc)], [], {"var": var})
         init.parent.ops.remove(init)  # type: ignore[union-attr]
-        for o in [o.operands[0].owner for o in init.walk() if o.name == "loop.vstore"]:
-            unread = isinstance(o, Op) and o.parent is not None and not users(_func(nest), o.result)
-            if unread and o.name == "loop.splat":  # type: ignore[union-attr]
-                o.parent.ops.remove(o)  # type: ignore[union-attr]  # the initialisation's splat, now unread
-
-
-def _func(op: Op) -> Op:
-    while op.name != "func":
-        op = op.parent_op()  # type: ignore[assignment]
-    return op
+        if not users(func, splat.result):  # the initialisation's splat, now unread
+            splat.parent.ops.remove(splat)  # type: ignore[union-attr]
 
 
 def _contains(outer: Op, op: Op) -> bool:
     return any(o is op for o in outer.walk())
 
 
-def _init_nest(nest: Op, out: Value) -> tuple[Op, Value]:
-    """The nest before `nest` that stores one constant to every row `nest` counts, and that constant;
-    nothing between them may touch `out`."""
+def _init_nest(nest: Op, out: Value) -> tuple[Op, Op]:
+    """The nest before `nest` that stores one constant to every row `nest` counts, and the splat of that
+    constant it stores; nothing between them may touch `out`."""
     block = nest.parent
     assert block is not None
     before = block.ops[:block.ops.index(nest)]
@@ -163,15 +157,15 @@ def _init_nest(nest: Op, out: Value) -> tuple[Op, Value]:
             continue
         if op.name == "loop.for" and op.operands[:2] == nest.operands[:2] and const_value(op.operands[2]) == 1:
             stores = [o for o in op.walk() if out in o.operands]
-            value = _stored_constant(op, stores)
-            if value is not None:
-                return op, value
+            splat = _stored_splat(op, stores)
+            if splat is not None:
+                return op, splat
         break
     raise Decline("the output's rows do not start as one constant stored over the rows the loop counts")
 
 
-def _stored_constant(init: Op, stores: list[Op]) -> Value | None:
-    """The scalar constant `init` splats into every column of its row, or None."""
+def _stored_splat(init: Op, stores: list[Op]) -> Op | None:
+    """The splat of a constant that `init` stores into every column of its row, or None."""
     if len(stores) != 1 or stores[0].name != "loop.vstore":
         return None
     st = stores[0]
@@ -188,4 +182,4 @@ def _stored_constant(init: Op, stores: list[Op]) -> Value | None:
         ok = (cols is not None and cols.name == "loop.for" and cols.parent_op() is init
               and st.operands[3] is cols.body.args[0] and const_value(cols.operands[0]) == 0
               and const_value(cols.operands[1]) == full)
-    return src.operands[0] if ok else None
+    return src if ok else None
