@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.ir.diagnostics import EmberError
+from ember.sim.access import AccessUnit
 from ember.sim.cache import CacheLevel, MemorySystem
 from ember.sim.machine import CacheConfig, Dram, load_machine
 from ember.sim.stats import Stats
@@ -261,3 +262,17 @@ def test_placed_lines_live_in_the_queue_level_not_in_l1() -> None:
     misses = mem.level("l1").misses
     assert mem.access(0, 200.0, False, "l1") == 500.0
     assert mem.level("l1").misses == misses + 1
+
+
+def test_a_request_slot_frees_when_its_request_completes_not_in_order() -> None:
+    """At most `access.outstanding` requests are in flight (DESIGN.md §4): a request waits for the slot
+    that frees first, so an L2 hit sent after a DRAM miss lets the next request go when the hit is back,
+    not when the miss is."""
+    unit = AccessUnit.__new__(AccessUnit)
+    unit.slots, unit.outstanding = [], 2
+    assert unit.slot_free(0.0) == 0.0  # a slot is free
+    unit.take_slot(222.0)  # a DRAM miss
+    unit.take_slot(16.0)  # then a hit
+    assert unit.slot_free(5.0) == 16.0  # the hit's slot, though the miss was sent first
+    unit.take_slot(40.0)
+    assert unit.slot_free(5.0) == 40.0 and unit.slot_free(300.0) == 300.0

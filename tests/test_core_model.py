@@ -82,9 +82,9 @@ def test_dispatch_slots_and_stalls_add_up_to_the_cycles(engine: str) -> None:
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize(("key", "value", "message"), [
     ("access.traversal_units", "2",
-     "access program A0 uses 3 traversal units; the machine has 2 (access.traversal_units)"),
+     "access program A0 uses 4 traversal units; the machine has 2 (access.traversal_units)"),
     ("access.stream_slots", "4",
-     "access program A0 uses 8 streams; the machine has 4 stream slots (access.stream_slots)"),
+     "access program A0 uses 11 streams; the machine has 4 stream slots (access.stream_slots)"),
 ])
 def test_a_program_needing_more_access_resources_is_refused(engine: str, key: str, value: str, message: str) -> None:
     w = suite("tiny", ["RM1_L0"])[0]

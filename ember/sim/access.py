@@ -9,9 +9,12 @@ Timing definition (the reference engine transcribes it directly):
 - The issue clock never waits for data: a traversal unit whose bounds come from streams starts
   at once, and its induction values are ready when both the clock and the bounds are (streams run
   ahead of each other as far as the outstanding-request window and the queue allow).
-- A memory element's request leaves when its address is known: at max(issue time, ready time of
-  the streams it indexes with, completion of the request `outstanding` requests earlier); it
-  completes when the cache model says (entering at `access.cache_level`).  An ALU element is
+- At most `outstanding` requests are in flight (DESIGN.md §4). Requests take one of `outstanding`
+  slots in program order, the one free earliest, as the core's fill buffers do: a memory element's
+  request leaves when its address is known and that slot is free, at max(issue time, ready time of
+  the streams it indexes with, the slot's free time); it completes when the cache model says
+  (entering at `access.cache_level`), and frees its slot then, so a hit does not hold a slot while
+  an older miss is in flight.  An ALU element is
   ready one cycle after max(issue time, its operands' ready times).
 - On an event (`beg` before the first iteration, `ite` after an iteration's streams, `end` after
   the last iteration) a rule pushes its operands into the data queue and then its token into the
@@ -23,9 +26,9 @@ Streams are evaluated in program order for each iteration of the traversal unit 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from heapq import heappush, heapreplace
 from typing import Any
 
 import numpy as np
@@ -84,7 +87,7 @@ class AccessUnit:
         self.q = queue
         self.level = machine.access.cache_level
         self.slot = 1.0 / machine.access.lanes
-        self.window: deque[float] = deque(maxlen=machine.access.outstanding)
+        self.slots: list[float] = []  # a min-heap: when each busy request slot frees
         self.outstanding = machine.access.outstanding
         self.clock = start
         self.params = params
@@ -189,10 +192,9 @@ class AccessUnit:
             flat = self.t.flat_index(m.sym, tuple(idx))
         except EmberError as e:
             raise self.explain(m, idx, e) from None
-        if len(self.window) == self.outstanding:
-            when = max(when, self.window[0])
+        when = self.slot_free(when)
         done = self.mem.access(self.t.addr(m.sym, flat), when, False, self.level)
-        self.window.append(done)
+        self.take_slot(done)
         self.requests += 1
         if idx and self.t.is_lookup(m.sym, idx[-1]):
             self.lookups += 1
@@ -227,11 +229,8 @@ class AccessUnit:
         line = self.mem.line_bytes
         a0, a1 = self.t.addr(m.sym, first), self.t.addr(m.sym, first + max(n, 1) - 1)
         for ln in range(a0 // line, a1 // line + 1) if n else ():
-            t = when
-            if len(self.window) == self.outstanding:
-                t = max(t, self.window[0])
-            d = self.mem.access(ln * line, t, False, self.level)
-            self.window.append(d)
+            d = self.mem.access(ln * line, self.slot_free(when), False, self.level)
+            self.take_slot(d)
             self.requests += 1
             done = max(done, d)
         if n and self.t.is_lookup(m.sym, idx[-1]):
@@ -241,6 +240,17 @@ class AccessUnit:
         for b in self.watchers.get(dst, ()):
             self.parts[b].append(out[:n])
             self.ready[b] = max(self.ready[b], done)
+
+    def slot_free(self, when: float) -> float:
+        """When a request wanting to leave at `when` can: once the slot free earliest is, if all are busy."""
+        return max(when, self.slots[0]) if len(self.slots) == self.outstanding else when
+
+    def take_slot(self, done: float) -> None:
+        """The request just sent holds the slot free earliest until `done`."""
+        if len(self.slots) == self.outstanding:
+            heapreplace(self.slots, done)
+        else:
+            heappush(self.slots, done)
 
     def explain(self, m: Mem, idx: list[int], e: EmberError) -> EmberError:
         """Name the input element an out-of-range index came from, as PyTorch does."""

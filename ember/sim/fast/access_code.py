@@ -49,7 +49,7 @@ class AccessCode:
             self(f"P{unit.pre}{i} = {self.ival(a)};")
         k = self.new_site()
         ac0, stall0 = self.var(f"ac0_{k}", "double"), self.var(f"stall0_{k}", "double")
-        self(f"ac = {t}; {ac0} = ac; {stall0} = q->stall; wn = 0; wh = 0;")
+        self(f"ac = {t}; {ac0} = ac; {stall0} = q->stall; wn = 0;")
         self.declare_streams(unit)
         for s in unit.top_streams:
             self.issue(s)
@@ -146,12 +146,11 @@ class AccessCode:
         return idx
 
     def request(self, addr: str, when: str, done: str) -> None:
-        """One access-unit request: it leaves at `when`, or once the request `outstanding` before it is done."""
-        self(f"if (wn == outst) {when} = maxd({when}, win[wh]);")
+        """access.AccessUnit.slot_free/take_slot: it leaves at `when`, or once the slot free earliest is."""
+        self(f"if (wn == outst) {when} = maxd({when}, win[0]);")
         self(f"{done} = mem_access(mem, {addr}, {when}, lacc, mind({when}, P->d), 0);")
         self(f"if ({done} < 0.0) {self.fail()}")
-        self(f"if (wn == outst) {{ win[wh] = {done}; wh = wh + 1 == outst ? 0 : wh + 1; }} "
-             f"else {{ win[wh + wn < outst ? wh + wn : wh + wn - outst] = {done}; wn += 1; }}")
+        self(f"if (wn == outst) heap_replace(win, wn, {done}); else heap_push(win, wn++, {done});")
         self("is_requests += 1;")
 
     def issue_vector(self, ins: Instr, t: int, k: int) -> None:

@@ -170,7 +170,6 @@ class Generator(AccessCode):
         self.var("lcore", "int64_t", "LEVELS[1]")
         self.var("win", "double *", "(double *)calloc((size_t)(outst > 0 ? outst : 1), sizeof(double))")
         self.var("wn", "int64_t", "0")
-        self.var("wh", "int64_t", "0")
         self.var("lpop", "double", "0.0")
         self.var("pp", "Pipe", "{0}")
         self.var("P", "Pipe *", "&pp")

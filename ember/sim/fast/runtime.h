@@ -340,6 +340,25 @@ static inline void pipe_drain(Pipe *p) {
     pipe_wait(p, p->last_commit, CAT_STORE);
 }
 
+/* access.AccessUnit.slots: a binary min-heap of n times; only its minimum is ever read, so any heap
+   holding the same times gives the same timing as Python's heapq. */
+static inline void heap_push(double *h, int64_t n, double v) {
+    int64_t i = n;
+    while (i > 0 && h[(i - 1) / 2] > v) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+    h[i] = v;
+}
+static inline void heap_replace(double *h, int64_t n, double v) {  /* drop the minimum, add v */
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && h[c + 1] < h[c]) c++;
+        if (h[c] >= v) break;
+        h[i] = h[c]; i = c;
+    }
+    h[i] = v;
+}
+
 /* pipeline.Pipeline.miss_slot: the fill buffer free earliest (lowest index on a tie). */
 static inline int64_t miss_slot(Pipe *p) {
     int64_t k = 0;
