@@ -83,8 +83,8 @@ class AlignQueues(Pass):
         """A callback that already fires exactly once per iteration of `loop` and is the only reader of
         its index: the end callback of its only inner loop with callbacks (a traversal ends once, even
         when empty), or the per-iteration callback of such a loop that is one vector head (a whole row,
-        as `unroll` leaves it).  Counting there saves a token per iteration; any other reader would see the count
-        too late."""
+        as `unroll` leaves it).  Counting there saves a token per iteration; any other reader would see
+        the count too late."""
         inner = [o for o in loop.body.ops  # loops that fire no callback (a prefetch) send no tokens
                  if o.name == "slc.for" and any(c.name == "slc.callback" for c in o.walk())]
         holders = {id(h.parent.parent): h.parent.parent for h in heads if h.parent and h.parent.parent}

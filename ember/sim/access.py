@@ -8,14 +8,14 @@ Timing definition (the reference engine transcribes it directly):
   `access.stream_slots`) does not run (`check_resources`).
 - The issue clock never waits for data: a traversal unit whose bounds come from streams starts
   at once, and its induction values are ready when both the clock and the bounds are (streams run
-  ahead of each other as far as the outstanding-request window and the queue allow).
+  ahead of each other as far as the request slots and the queue allow).
 - At most `outstanding` requests are in flight (DESIGN.md §4). Requests take one of `outstanding`
   slots in program order, the one free earliest, as the core's fill buffers do: a memory element's
   request leaves when its address is known and that slot is free, at max(issue time, ready time of
   the streams it indexes with, the slot's free time); it completes when the cache model says
   (entering at `access.cache_level`), and frees its slot then, so a hit does not hold a slot while
-  an older miss is in flight.  An ALU element is
-  ready one cycle after max(issue time, its operands' ready times).
+  an older miss is in flight.
+- An ALU element is ready one cycle after max(issue time, its operands' ready times).
 - On an event (`beg` before the first iteration, `ite` after an iteration's streams, `end` after
   the last iteration) a rule pushes its operands into the data queue and then its token into the
   control queue (see queue.py for back-pressure); the access clock waits while the queue is full.
