@@ -39,6 +39,17 @@ def compiled(w: Workload, pipeline: str) -> tuple[list[Instr], list[str]]:
     return [i for i in program.code if isinstance(i, Instr)], remarks
 
 
+def with_and_without(w: Workload, name: str) -> dict[str, tuple[dict, dict, dict]]:
+    """`w` simulated at -O3 ("on") and at -O3 without pass `name` ("off"): inputs, outputs, statistics."""
+    out = {}
+    for key, pipe in (("off", PRESETS["O3"].replace(f"{name},", "")), ("on", PRESETS["O3"])):
+        program, _ = program_of(w, pipe)
+        inputs = w.inputs(0)
+        _bind(program, w, w.table(0, inputs["indices"]))
+        out[key] = (inputs, *simulate(program, inputs, M))
+    return out
+
+
 def ops(code: list[Instr]) -> list[str]:
     return [i.op for i in code]
 
@@ -91,13 +102,8 @@ def test_prefetch_reads_index_and_weight_lines_ahead() -> None:
     assert len(mins) == 3  # the index and the weight streams, and the output row (prefetch-outputs)
     assert len([i for i in mins if i.args[3].n >= 2]) == 2  # clamped to len(indices)-1, len(weights)-1
     w = Workload("R", "bag_sum", 1, 4000, 32, 20, 32, 0.0)
-    cycles = {}
-    for name, pipe in (("off", PRESETS["O3"].replace("prefetch-indices,", "")), ("on", PRESETS["O3"])):
-        program, _ = program_of(w, pipe)
-        inputs = w.inputs(0)
-        _bind(program, w, w.table(0, inputs["indices"]))
-        cycles[name] = simulate(program, inputs, M)[1]["cycles"]
-    assert cycles["on"] < 0.95 * cycles["off"]
+    runs = with_and_without(w, "prefetch-indices")
+    assert runs["on"][2]["cycles"] < 0.95 * runs["off"][2]["cycles"]
 
 
 def test_prefetch_leaves_a_loop_without_an_indirect_access_alone() -> None:
@@ -132,15 +138,10 @@ def test_prefetch_outputs_touches_each_line_of_the_row_stored_ahead() -> None:
     tu = next(i for i in body if i.op == "tu" and i.args[0] == touch[0].args[1].index[1])
     assert tu.args[1:4] == [0, GATHER.dim, 16]  # one element per 64-byte line of the row
     w = Workload("G", "gather", 1, 20000, 128, 1, 2000, 0.0)
-    cycles = {}
-    for name, pipe in (("off", PRESETS["O3"].replace("prefetch-outputs,", "")), ("on", PRESETS["O3"])):
-        program, _ = program_of(w, pipe)
-        inputs = w.inputs(0)
-        _bind(program, w, w.table(0, inputs["indices"]))
-        outputs, stats = simulate(program, inputs, M)
+    runs = with_and_without(w, "prefetch-outputs")
+    for inputs, outputs, _ in runs.values():
         np.testing.assert_array_equal(outputs["output"], w.table(0, inputs["indices"])[inputs["indices"]])
-        cycles[name] = stats["cycles"]
-    assert cycles["on"] < 0.5 * cycles["off"]
+    assert runs["on"][2]["cycles"] < 0.5 * runs["off"][2]["cycles"]
 
 
 def test_prefetch_outputs_declines_a_counted_row_and_a_chunked_one() -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir.core import Block, Op, Value
+from ..ir.core import Block, Op, Value, new_op
+from ..ir.diagnostics import Loc
+from ..ir.types import INDEX, StreamType
+from .builder import Builder
 
 
 def clone(op: Op, vmap: dict[Value, Value]) -> Op:
@@ -116,3 +119,12 @@ def top_level(op: Op) -> Op:
 def free_var(root: Op) -> int:
     """A core-variable number (loop.getvar/setvar `var`) nothing under `root` uses yet."""
     return max((o.attrs["var"] for o in root.walk() if o.name in ("loop.getvar", "loop.setvar")), default=-1) + 1
+
+
+def lookahead(pre: Builder, iv: Value, ahead: Value, data: Value, one: Value, loc: Loc | None) -> list[Op]:
+    """The streams `min(iv + ahead, dim(data, 0) - 1)`: the row a prefetch reads `ahead` iterations on,
+    never past `data`'s last.  `pre` builds the bound before the nest; the two stream ops are returned
+    for the caller to place in its loop, the last one giving the row."""
+    last = pre.val("loop.subi", [pre.val("loop.dim", [data], INDEX, axis=0), one], INDEX)
+    at = new_op("slc.alu", [iv, ahead], [StreamType(INDEX)], {"op": "add"}, loc=loc)
+    return [at, new_op("slc.alu", [at.result, last], [StreamType(INDEX)], {"op": "min"}, loc=loc)]

@@ -21,8 +21,8 @@ from typing import ClassVar
 
 from ..ir.builder import Builder
 from ..ir.core import Op, new_op
-from ..ir.rewrite import RewritePattern, insert_before, top_level
-from ..ir.types import INDEX, ShapedType, StreamType
+from ..ir.rewrite import RewritePattern, insert_before, lookahead, top_level
+from ..ir.types import ShapedType
 from .base import PatternPass
 
 
@@ -57,11 +57,8 @@ class PrefetchLoop(RewritePattern):
         one = outside.const(1)
         for mem in seq:
             data = mem.operands[0]
-            last = outside.val("loop.subi", [outside.val("loop.dim", [data], INDEX, axis=0), one], INDEX)
-            at = new_op("slc.alu", [iv, ahead], [StreamType(INDEX)], {"op": "add"}, loc=mem.loc)
-            clamp = new_op("slc.alu", [at.result, last], [StreamType(INDEX)], {"op": "min"}, loc=mem.loc)
-            pf = new_op("slc.mem", [data, clamp.result], [mem.result.type], loc=mem.loc)
-            for o in (at, clamp, pf):
+            at = lookahead(outside, iv, ahead, data, one, mem.loc)
+            for o in (*at, new_op("slc.mem", [data, at[-1].result], [mem.result.type], loc=mem.loc)):
                 insert_before(mem, o)
         loop.attrs["prefetched"] = True
         return True

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..ir.builder import Builder
-from ..ir.core import Block, Op, new_op
+from ..ir.core import Block, Op
 from ..ir.diagnostics import EmberError
-from ..ir.rewrite import RewritePattern, const_value, insert_before, top_level
+from ..ir.rewrite import RewritePattern, const_value, insert_before, lookahead, top_level
 from ..ir.types import INDEX, ShapedType, StreamType
 from .base import Decline, PatternPass
 
@@ -85,15 +85,13 @@ class PrefetchRow(RewritePattern):
         root = top_level(loop)
         pre = Builder(root.parent, root.parent.ops.index(root), st.loc)  # type: ignore[arg-type]
         ahead = pre.const(self.distance * step)
-        last = pre.val("loop.subi", [pre.val("loop.dim", [out], INDEX, axis=0), pre.const(1)], INDEX)
+        at = lookahead(pre, iv, ahead, out, pre.const(1), st.loc)
         lo, end, by = pre.const(c0), pre.const(hi), pre.const(stride)
-        at = new_op("slc.alu", [iv, ahead], [StreamType(INDEX)], {"op": "add"}, loc=st.loc)
-        clamp = new_op("slc.alu", [at.result, last], [StreamType(INDEX)], {"op": "min"}, loc=st.loc)
         first = loop.body.ops[0]
-        for o in (at, clamp):
+        for o in at:
             insert_before(first, o)
         with Builder(loop.body, loop.body.ops.index(first), st.loc).loop("slc.for", lo, end, by,
                                                                          StreamType(INDEX)) as (c, inner):
-            inner.val("slc.mem", [out, clamp.result, c], StreamType(out.type.elem))
+            inner.val("slc.mem", [out, at[-1].result, c], StreamType(out.type.elem))
         st.attrs["prefetched"] = True
         return True
