@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 MODEL  ?= dlrm.dynamo
 OUT    := out
 
-.PHONY: demo test lint bench levels clean
+.PHONY: demo test test-all lint bench levels clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,14 @@ demo: $(STAMP)
 	    --check samples/models/$(MODEL).out.npz
 
 test: $(STAMP)
+	$(BIN)/ruff check ember tests samples
+	$(BIN)/python -m pytest -q
+
+# The optional groups too: tests that need torch (the scripted-TorchScript route, torch references) and
+# matplotlib (plots). torch==2.13.0 from PyPI is the CUDA build on Linux (several GB); for the CPU build
+# run first: $(BIN)/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+test-all: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch,plot]'
 	$(BIN)/ruff check ember tests samples
 	$(BIN)/python -m pytest -q
 

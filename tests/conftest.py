@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,34 @@ def compile_model(path: Path, level: str) -> Program:
         if s.kind == "param":
             program.data[n] = weights[s.name]
     return disassemble(assemble(program), "m.bin")
+
+
+# Optional test groups: the module a skipped test could not import -> the extra that installs it.
+OPTIONAL_GROUPS = {"torch": "torch", "onnxscript": "torch", "transformers": "torch", "matplotlib": "plot",
+                   "distributed": "dask", "dask": "dask", "onnxruntime": "test"}
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """End `make test` by naming the optional groups that were skipped and the one command that runs them."""
+    missing: dict[str, int] = {}
+    other: dict[str, int] = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        found = re.search(r"could not import '([\w.]+)'", reason)
+        module = found.group(1).split(".")[0] if found else None
+        if module is not None:
+            missing[module] = missing.get(module, 0) + 1
+        else:
+            other[reason] = other.get(reason, 0) + 1
+    if not missing and not other:
+        return
+    write = terminalreporter.write_line
+    write("")
+    for module, n in sorted(missing.items()):
+        extra = OPTIONAL_GROUPS.get(module)
+        group = f"the '{extra}' extra" if extra else "not part of any Ember extra"
+        write(f"skipped: {n} without {module} ({group})")
+    for reason, n in sorted(other.items()):
+        write(f"skipped: {n}: {reason}")
+    if missing:
+        write("to run the optional groups too: make test-all  (installs .[test,torch,plot] into .venv)")

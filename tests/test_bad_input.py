@@ -437,6 +437,7 @@ CASES = [
     opt_flags_case("opt-pass-internal-field", ["--pass=lower-emb,decouple{remarks=1}", "--remarks"],
                    "pass 'decouple' has no option 'remarks'"),
     opt_flags_case("opt-pass-with-O0", ["--pass=lower-emb", "-O0"], "give either --pass or an -O level"),
+    opt_flags_case("opt-unknown-level", ["-O5"], "-O5 is not an optimization level; the levels are -O0, -O1, -O2, -O3"),
     opt_flags_case("opt-codegen-not-last", ["--pass=lower-emb,decouple,to-dlc,codegen,verify"],
                    "codegen must be the last pass"),
     # .dae (ember-asm)

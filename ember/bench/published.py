@@ -1,7 +1,7 @@
 """Reference figures to compare our runs against: the authors' published numbers and a measured GPU.
 
-The published numbers are the authors' artifact figures (gem5, paper scale; /work/shared/WORKLOADS.md and
-the notes on the artifact, §4.1 and §4.4). They are stored as data, not recomputed, so a report can show
+The published numbers are the authors' artifact figures (gem5, paper scale; docs/workloads.md lists
+them). They are stored as data, not recomputed, so a report can show
 "ours (published)" side by side. Fig. 13 names the third locality level L3 and Fig. 16 names it L2;
 both are the same runs (Zipf 1.05), stored here under our name L2.
 The GPU rows are a measured PyTorch baseline (data/gpu_h100_torch.json); a workload is matched to the

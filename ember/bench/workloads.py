@@ -1,4 +1,4 @@
-"""The benchmark workloads of WORKLOADS.md, generated with fixed seeds.
+"""The benchmark workloads of docs/workloads.md, generated with fixed seeds.
 
 A workload is one embedding operation at a given scale; it builds its own `emb`-level module (so
 the benchmark compiles exactly what the importer would produce for that operation) and its data.

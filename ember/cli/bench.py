@@ -105,7 +105,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
          json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, timing_only: bool,
          compare_engines: bool, speed: bool, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None,
          scheduler: str | None, plot_sweeps: tuple[str, ...], quiet: bool) -> None:
-    """Run the benchmark suite (WORKLOADS.md) on the simulated DAE machine and compare with published figures.
+    """Run the benchmark suite (docs/workloads.md) on the simulated DAE machine and compare with published figures.
 
     Every workload is compiled at each variant, simulated, checked against numpy (unless
     --timing-only), and measured.

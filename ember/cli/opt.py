@@ -25,14 +25,21 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     ctx.exit()
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+LEVELS = {
+    "0": "lower-emb, decouple, to-dlc, codegen",
+    "1": "-O0 plus vectorize",
+    "2": "-O1 plus bufferize",
+    "3": "-O2 plus every other optimization (--list-passes names them)",
+}
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]},
+               epilog="Levels: " + "; ".join(f"-O{k}: {v}" for k, v in LEVELS.items()) + ".")
 @click.argument("input", default="-")
 @click.option("-o", "--output", default="-", show_default=True, help="output file ('-' for stdout)")
 @click.option("-p", "--pass", "pipeline", help="passes to run, e.g. 'lower-emb,decouple,to-dlc,codegen'")
-@click.option("-O0", "level", flag_value="O0", help="lower-emb, decouple, to-dlc, codegen (writes .dae)")
-@click.option("-O1", "level", flag_value="O1", help="-O0 plus vectorize")
-@click.option("-O2", "level", flag_value="O2", help="-O1 plus bufferize")
-@click.option("-O3", "level", flag_value="O3", help="-O2 plus align-queues, simplify-mem and init-ahead")
+@click.option("-O", "level", metavar="LEVEL",
+              help="optimization level, written -O0 .. -O3 (each writes .dae; see below)")
 @click.option("--target", type=click.Choice(["dae", "core"]), default="dae", show_default=True,
               help="dae: access unit + execute unit; core: execute-unit code only (the non-decoupled baseline)")
 @click.option("--print-ir-after-all", is_flag=True, help="print the IR to stderr after every pass")
@@ -52,6 +59,11 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
     from ..passes import PRESETS, parse_pipeline, run_passes
     from ..passes.codegen import Codegen
 
+    if level is not None:  # -O takes its level attached (-O3): name the valid ones, not click's 'No such option'
+        if level not in LEVELS:
+            raise EmberError(f"-O{level} is not an optimization level; the levels are "
+                             f"{', '.join('-O' + k for k in LEVELS)} (--list-passes shows their passes)")
+        level = "O" + level
     if pipeline and level:
         raise EmberError("give either --pass or an -O level, not both")
     if target == "core":

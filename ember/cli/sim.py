@@ -74,7 +74,7 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
 
     Inputs and outputs are named after the model's inputs and outputs.  The fast engine (default)
     compiles the program to C once (cached in ~/.cache/ember/fast) and gives the same statistics as
-    the reference engine; --timing-only simulates tables of any size without their data.  Statistics (DESIGN.md §4):
+    the reference engine; --timing-only simulates tables of any size without their data.  Statistics (docs/architecture.md):
     cycles, tokens and operands marshaled, queue occupancy, cache and DRAM traffic, the fraction of
     DRAM bandwidth used, the speed-of-light bound of the program's operations (sol.*, which does not
     depend on its code) with the fraction of it reached, and this program's own roofline.

@@ -9,7 +9,7 @@ Timing definition (the reference engine transcribes it directly):
 - The issue clock never waits for data: a traversal unit whose bounds come from streams starts
   at once, and its induction values are ready when both the clock and the bounds are (streams run
   ahead of each other as far as the request slots and the queue allow).
-- At most `outstanding` requests are in flight (DESIGN.md §4). Requests take one of `outstanding`
+- At most `outstanding` requests are in flight (docs/architecture.md). Requests take one of `outstanding`
   slots in program order, the one free earliest, as the core's fill buffers do: a memory element's
   request leaves when its address is known and that slot is free, at max(issue time, ready time of
   the streams it indexes with, the slot's free time); it completes when the cache model says
