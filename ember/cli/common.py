@@ -102,3 +102,11 @@ def rebase(ref: str, from_path: str, to_path: str) -> str:
         return ref
     absolute = (base_dir(from_path) / ref).resolve()
     return os.path.relpath(absolute, base_dir(to_path))
+
+
+def host_runtime_option(fn: F) -> F:
+    """`--host-runtime`: which library runs (and, at import, checks) host ONNX operators."""
+    from ..host.executors import HELP, RUNTIMES
+
+    return click.option("--host-runtime", "host_runtime", type=click.Choice(RUNTIMES), default=None,
+                        help=HELP)(fn)

@@ -11,7 +11,7 @@ import click
 from ..ir.core import Op
 from ..ir.diagnostics import EmberError
 from ..ir.printer import print_module
-from .common import base_dir, guarded, write_output
+from .common import base_dir, guarded, host_runtime_option, write_output
 
 if TYPE_CHECKING:
     from ..frontends import NeedsTorch
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
               help="for a scripted .pt: where to write the torch.export archive the .eir takes its weights "
                    "from [default: OUTPUT with the suffix .scripted.pt2, or MODEL's name in the current "
                    "directory for stdout]")
+@host_runtime_option
 @guarded("ember-import")
-def main(model: str, output: str, example_inputs: str | None, export_to: str | None) -> None:
+def main(model: str, output: str, example_inputs: str | None, export_to: str | None, host_runtime: str | None
+         ) -> None:
     """Import MODEL as Ember IR at level `emb`: an .onnx file from either PyTorch exporter, a traced
     TorchScript archive (.pt, from torch.jit.trace + torch.jit.save) or a torch.export archive (.pt2).
     None of these needs torch installed.
@@ -41,14 +43,22 @@ def main(model: str, output: str, example_inputs: str | None, export_to: str | N
     Embedding lookups become emb.gather, EmbeddingBags emb.bag, message-passing scatters
     emb.scatter_rows; every other operator becomes a host.onnx op.  Weights stay in the model: the
     .eir names the model file (relative to the .eir) and the tools that need the data read it there.
+
+    Every host op is checked against the host runtime (--host-runtime): a model with an operator
+    that no executor can run is refused here, naming the node, and nothing is written.
     """
     from ..frontends import NeedsTorch, import_model
+    from ..host import set_runtime
+    from ..host.check import check_module
+
+    set_runtime(host_runtime)
 
     ref = os.path.relpath(os.path.abspath(model), base_dir(output))
     try:
         module = import_model(model, ref)
     except NeedsTorch as need:
         module = _import_scripted(model, output, need, example_inputs, export_to)
+    check_module(module, model)
     for w in getattr(module, "warnings", []):
         click.echo(f"ember-import: {w}", err=True)
     write_output(output, print_module(module))

@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from ..ir.diagnostics import EmberError
-from .common import display_name, guarded, read_bytes, write_output
+from .common import display_name, guarded, host_runtime_option, read_bytes, write_output
 
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
            "execute.starved_cycles", "access.stall_cycles", "queue_max_occupancy", "dram_bytes",
@@ -66,24 +66,32 @@ def check_outputs(got: dict[str, np.ndarray], want: dict[str, np.ndarray], path:
               "statistics only, no outputs; the program's param data may be absent")
 @click.option("--check", "check_path", help="compare the outputs with this .npz (rtol 1e-5, atol 1e-6)")
 @click.option("-q", "--quiet", is_flag=True, help="do not print the summary table")
+@host_runtime_option
 @guarded("ember-sim")
 def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: str | None, machine: str,
          overrides: tuple[str, ...], max_cycles: float | None, engine: str | None, timing_only: bool,
-         check_path: str | None, quiet: bool) -> None:
+         check_path: str | None, quiet: bool, host_runtime: str | None) -> None:
     """Simulate PROGRAM (.bin, '-' for stdin) on a DAE machine.
 
     Inputs and outputs are named after the model's inputs and outputs.  The fast engine (default)
     compiles the program to C once (cached in ~/.cache/ember/fast) and gives the same statistics as
-    the reference engine; --timing-only simulates tables of any size without their data.  Statistics (docs/architecture.md):
-    cycles, tokens and operands marshaled, queue occupancy, cache and DRAM traffic, the fraction of
-    DRAM bandwidth used, the speed-of-light bound of the program's operations (sol.*, which does not
-    depend on its code) with the fraction of it reached, and this program's own roofline.
+    the reference engine; --timing-only simulates tables of any size without their data.
+    Statistics (docs/architecture.md): cycles, tokens and operands marshaled, queue occupancy, cache
+    and DRAM traffic, the fraction of DRAM bandwidth used, the speed-of-light bound of the program's
+    operations (sol.*, which does not depend on its code) with the fraction of it reached, and this
+    program's own roofline.
+
+    Host ops (the operators kept as ONNX) run as ONNX models, one per run of consecutive host ops,
+    with onnxruntime when installed and onnx.reference otherwise (--host-runtime); their time is
+    the host-op roofline whichever runs them.
     """
     from ..backend.binary import disassemble
+    from ..host import set_runtime
     from ..sim.engines import DEFAULT_ENGINE, check_engine, simulate
     from ..sim.machine import load_machine
     from ..sim.stats import write_stats
 
+    set_runtime(host_runtime)
     engine = engine or DEFAULT_ENGINE
     check_engine(engine)
     if timing_only and (outputs_path or check_path):

@@ -16,7 +16,7 @@ import numpy as np
 from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
 from ..ir.diagnostics import EmberError
 from .cache import MemorySystem
-from .host import host_cost, run_host
+from .host import HostRunner, host_cost
 from .machine import Machine
 from .pipeline import Pipeline
 from .queue import Entry
@@ -135,9 +135,13 @@ class Core:
         self.host_flops = 0.0
         self.host_bytes = 0.0
         self.labels: dict[str, int] = {}
+        self.host_index: dict[int, int] = {}  # id of a host instruction -> its index in the code
         for i, ins in enumerate(program.code):
             if isinstance(ins, Label):
                 self.labels[ins.name] = i
+            elif ins.op == "host":
+                self.host_index[id(ins)] = i
+        self.hosts = HostRunner(program, tensors.get)
         self.pops: list[Entry] = []
         self.run_hook: Callable[[Instr, float], None] | None = None
 
@@ -470,8 +474,7 @@ class Core:
         """A host op waits for everything before it (it reads memory), then takes its roofline time."""
         op_type, ins_syms, out_syms, attrs = ins.args
         self.begin(ins)
-        inputs = [self.t.get(s.n) for s in ins_syms]
-        outs = run_host(op_type, inputs, len(out_syms), attrs, self.p.opset)
+        inputs, outs = self.hosts.step(self.host_index[id(ins)])
         for s, o in zip(out_syms, outs):
             assert isinstance(s, SymRef)
             want = self.t.get_dtype(s.n)

@@ -692,7 +692,7 @@ class Generator(AccessCode):
             self.done(ins, f"{dn} + xp_gather_latency", "load")
 
     def host(self, ins: Instr) -> None:
-        """Host ONNX ops call back into Python (onnx.reference), as the reference engine runs them."""
+        """Host ONNX ops call back into Python (ember.sim.host), as the reference engine runs them."""
         _, _, out_syms, _ = ins.args
         index = self.p.code.index(ins)
         self.begin(ins)

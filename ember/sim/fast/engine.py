@@ -30,7 +30,7 @@ from .. import engine as reference
 from ..access import check_resources
 from ..cache import CacheLevel, MemorySystem
 from ..execute import queue_latency
-from ..host import host_cost, run_host
+from ..host import HostRunner, host_cost
 from ..machine import Machine
 from ..queue import OutputQueue
 from ..stats import Stats
@@ -257,6 +257,7 @@ class _State:
         self.fs = np.zeros(len(FS_NAMES))
         self.is_ = np.zeros(len(IS_NAMES), dtype=np.int64)
         self.hc = np.zeros(3)
+        self.hosts = HostRunner(program, self.known)
 
     def share(self, shared: SharedArrays) -> None:
         """Hand the last level and the DRAM bookings on to the next core."""
@@ -286,14 +287,18 @@ class _State:
         buf = (ctypes.c_char * (count * dt.itemsize)).from_address(int(self.ptrs[n]))
         return np.frombuffer(buf, dtype=dt, count=count).reshape(shape).copy()
 
+    def known(self, n: int) -> np.ndarray:
+        """Symbol n's value for a host op; a symbol without one is an error the reference engine words."""
+        if not self.ok[n]:
+            raise LookupError(f"symbol {n} has no value")
+        return self.array(n)
+
     def host(self, index: int) -> float:
-        """A host op, called from C: run it with onnx.reference, give its outputs addresses, charge its cost."""
+        """A host op, called from C: run it (its whole run of host ops at the first), give its outputs
+        addresses, charge its cost."""
         try:
             op_type, in_syms, out_syms, attrs = self.p.code[index].args
-            if not all(self.ok[s.n] for s in in_syms):
-                return -1.0
-            arrays = [self.array(s.n) for s in in_syms]
-            outs = run_host(op_type, arrays, len(out_syms), attrs, self.p.opset)
+            arrays, outs = self.hosts.step(index)
             for s, o in zip(out_syms, outs):
                 sym = self.p.symbols[s.n]
                 want = dtype_of(sym.dtype)

@@ -1,0 +1,188 @@
+"""Running host operators: a list of them as few models as the executors allow, and the import check.
+
+A list of host nodes (a run of consecutive host instructions) becomes one model, run once, with every
+value it produces asked for as a graph output.  When the first executor cannot prepare that model
+(`auto`: onnxruntime lacks one of the operators), each node goes to the first executor that can run
+it alone and neighbours that share an executor are joined again, so the list runs as a few
+segments.  When a segment fails while running, its nodes are run one at a time to find the operator
+at fault, so an error names one operator with each executor's reason.
+
+Each value is handed on in the element type its consumer's program declares for it (as when host
+ops ran one at a time): a value whose operator produced another type ends a segment, so it is
+converted between the two.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.diagnostics import EmberError
+from .executors import Refused, Run, describe, executors_of, missing, prepare, short
+from .graph import HostNode, Shape, build_model
+
+Types = Mapping[str, tuple[np.dtype, Shape]]
+
+
+@dataclass(frozen=True)
+class _Segment:
+    executor: str
+    nodes: tuple[int, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    run: Run
+
+
+def _model(nodes: Sequence[HostNode], group: Sequence[int], inputs: Types, dtypes: Mapping[str, np.dtype],
+           opset: int) -> tuple[tuple[str, ...], tuple[str, ...], bytes, object]:
+    """(inputs, outputs, key, model) of the nodes at `group`: what they read and nobody in the group
+    produces is a graph input, typed as the run's input or as the dtype its producer's program declares."""
+    made: set[str] = set()
+    reads: list[str] = []
+    for k in group:
+        for i in nodes[k].inputs:
+            if i and i not in made and i not in reads:
+                reads.append(i)
+        made.update(nodes[k].produced)
+    types = {i: inputs[i] if i in inputs else (dtypes[i], None) for i in reads}
+    outs = tuple(o for k in group for o in nodes[k].produced)
+    model = build_model([nodes[k] for k in group], types, outs, opset)
+    return tuple(reads), outs, model.SerializeToString(), model
+
+
+def _prepare(executor: str, nodes: Sequence[HostNode], group: Sequence[int], inputs: Types,
+             dtypes: Mapping[str, np.dtype], opset: int) -> _Segment:
+    try:
+        reads, outs, key, model = _model(nodes, group, inputs, dtypes, opset)
+    except (ValueError, TypeError) as e:  # an attribute ONNX cannot hold
+        raise Refused(f"cannot build the ONNX node: {e}") from None
+    return _Segment(executor, tuple(group), reads, outs, prepare(executor, model, key))  # type: ignore[arg-type]
+
+
+def _fail(node: HostNode, reasons: dict[str, str]) -> EmberError:
+    return EmberError(f"host operation {node.op_type} failed: {describe(reasons)}")
+
+
+def _place(nodes: Sequence[HostNode], group: Sequence[int], inputs: Types, dtypes: Mapping[str, np.dtype],
+           opset: int, prefs: tuple[str, ...]) -> list[_Segment]:
+    """Segments for `group`: one model if an executor takes it whole, else each node to the first
+    executor that takes it, neighbours on the same executor joined."""
+    reasons = {}
+    for x in prefs:
+        try:
+            return [_prepare(x, nodes, group, inputs, dtypes, opset)]
+        except Refused as e:
+            reasons[x] = str(e)
+    if len(group) == 1:
+        raise _fail(nodes[group[0]], reasons)
+    singles = [_place(nodes, [k], inputs, dtypes, opset, prefs)[0] for k in group]
+    segments: list[_Segment] = []
+    start = 0
+    for end in range(1, len(singles) + 1):
+        if end == len(singles) or singles[end].executor != singles[start].executor:
+            part = [s.nodes[0] for s in singles[start:end]]
+            try:
+                segments.append(_prepare(singles[start].executor, nodes, part, inputs, dtypes, opset))
+            except Refused:
+                segments.extend(singles[start:end])
+            start = end
+    return segments
+
+
+_PLANS: OrderedDict[tuple[object, ...], list[_Segment]] = OrderedDict()
+_CUTS: dict[tuple[object, ...], frozenset[int]] = {}  # runs whose values need converting between nodes
+
+
+def _plan(nodes: Sequence[HostNode], inputs: Types, dtypes: Mapping[str, np.dtype], opset: int,
+          prefs: tuple[str, ...], key: tuple[object, ...], cuts: frozenset[int]) -> list[_Segment]:
+    k = (*key, cuts)
+    plan = _PLANS.get(k)
+    if plan is None:
+        plan = []
+        group: list[int] = []
+        for n in range(len(nodes)):
+            group.append(n)
+            if n in cuts or n == len(nodes) - 1:
+                plan.extend(_place(nodes, group, inputs, dtypes, opset, prefs))
+                group = []
+        _PLANS[k] = plan
+        if len(_PLANS) > 256:
+            _PLANS.popitem(last=False)
+    return plan
+
+
+def _one_by_one(seg: _Segment, nodes: Sequence[HostNode], values: dict[str, np.ndarray],
+                dtypes: Mapping[str, np.dtype], opset: int, prefs: tuple[str, ...]) -> list[np.ndarray]:
+    """The segment's outputs computed node by node, each by the first executor that runs it; the first
+    node none runs is the error."""
+    local, raw = dict(values), {}
+    for k in seg.nodes:
+        node = nodes[k]
+        types = {i: (local[i].dtype, local[i].shape) for i in node.inputs if i}
+        reasons = {}
+        for x in prefs:
+            try:
+                one = _prepare(x, nodes, [k], types, dtypes, opset)
+                outs = one.run({i: local[i] for i in one.inputs})
+                break
+            except Exception as e:  # each executor's reason goes into the message
+                reasons[x] = short(e)
+        else:
+            raise _fail(node, reasons)
+        for name, o in zip(one.outputs, outs):
+            o = np.asarray(o)
+            want = dtypes.get(name, o.dtype)
+            local[name] = o.astype(want) if o.dtype != want else o
+            raw[name] = o
+    return [raw[o] for o in seg.outputs]
+
+
+def run_nodes(nodes: Sequence[HostNode], feeds: Mapping[str, np.ndarray], inputs: Types,
+              dtypes: Mapping[str, np.dtype], opset: int, choice: str | None = None) -> dict[str, np.ndarray]:
+    """Every value `nodes` produce, by name, as their operators produced it.
+
+    `feeds` holds the values they read that exist before them, `inputs` the declared (dtype, shape)
+    of each (the key prepared models are kept under, so declare dynamic extents as None);
+    `dtypes` the type each produced value is converted to before a later node reads it."""
+    prefs = executors_of(choice)
+    key: tuple[object, ...] = (prefs, opset, tuple(n.key() for n in nodes),
+                               tuple(sorted((k, str(t), s) for k, (t, s) in inputs.items())),
+                               tuple(sorted((k, str(v)) for k, v in dtypes.items())))
+    while True:
+        cuts = _CUTS.get(key, frozenset())
+        values = dict(feeds)
+        raw: dict[str, np.ndarray] = {}
+        late: set[int] = set()
+        for seg in _plan(nodes, inputs, dtypes, opset, prefs, key, cuts):
+            feed = {n: values[n] for n in seg.inputs}
+            try:
+                outs = seg.run(feed)
+            except Exception:
+                outs = _one_by_one(seg, nodes, values, dtypes, opset, prefs)
+            producer = {o: k for k in seg.nodes for o in nodes[k].produced}
+            for name, o in zip(seg.outputs, outs):
+                o = np.asarray(o)
+                raw[name] = o
+                want = dtypes.get(name, o.dtype)
+                values[name] = o.astype(want) if o.dtype != want else o
+                if o.dtype != want and any(name in nodes[k].inputs for k in seg.nodes if k > producer[name]):
+                    late.add(producer[name])
+        if not late:
+            return raw
+        _CUTS[key] = cuts | late  # read inside its segment unconverted: end the segment at its producer
+
+
+def check_node(node: HostNode, inputs: Types, opset: int, choice: str | None = None) -> dict[str, str] | None:
+    """None if an executor of the runtime choice can run `node` on inputs of these types, else each
+    executor's reason."""
+    reasons = missing(choice)
+    for x in executors_of(choice):
+        try:
+            _prepare(x, [node], [0], inputs, {}, opset)
+            return None
+        except Refused as e:
+            reasons[x] = str(e)
+    return reasons
