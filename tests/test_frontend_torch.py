@@ -338,6 +338,7 @@ def test_unsupported_call_names_the_call_and_file(tmp_path: Path) -> None:
         import_torchscript(str(bad), "w")
     msg = str(err.value)
     assert "'torch.erfinv(...)'" in msg and "code/__torch__/torch/nn/modules/sparse.py:" in msg
+    assert "aten::erfinv" in msg and "docs/operators.md" in msg and "embedding_bag" not in msg  # no list of names
     assert ".pt2" in msg and ".onnx" in msg and str(bad) in msg
     inplace = _rewrite(MODELS / "dlrm.traced.pt", tmp_path / "inplace.pt",  # nn.ReLU(inplace=True)
                        {"activation.py": ("torch.relu(", "torch.relu_(")})
@@ -355,9 +356,11 @@ def test_unsupported_call_names_the_call_and_file(tmp_path: Path) -> None:
 
 def test_unsupported_pt2_node_names_the_target(tmp_path: Path) -> None:
     bad = _rewrite(MODELS / "dlrm.pt2", tmp_path / "odd.pt2",
-                   {"models/model.json": ("torch.ops.aten.bmm.default", "torch.ops.aten.baddbmm.default")})
-    with pytest.raises(EmberError, match=r"node 'bmm' \(torch\.ops\.aten\.baddbmm\.default\).*torch\.onnx\.export"):
+                   {"models/model.json": ("torch.ops.aten.bmm.default", "torch.ops.aten.cholesky.default")})
+    with pytest.raises(EmberError, match=r"node 'bmm' \(torch\.ops\.aten\.cholesky\.default\): aten::cholesky "
+                       r"is not .*docs/operators\.md.*torch\.onnx\.export") as err:
         import_pt2(str(bad), "w")
+    assert "embedding_bag" not in str(err.value)
     custom = _rewrite(MODELS / "bag_sum.pt2", tmp_path / "custom.pt2",
                       {"models/model.json": ("torch.ops.aten.embedding_bag.padding_idx", "torch.ops.fbgemm.tbe.x")})
     with pytest.raises(EmberError, match="only aten operators"):
@@ -508,12 +511,17 @@ def test_pt2_fixed_length_bags_and_runtime_indexing(tmp_path: Path) -> None:
         assert _ops(module)["GatherND"] == 1
 
 
-def test_pt2_type_promotion_is_refused(tmp_path: Path) -> None:
+def test_pt2_type_promotion_follows_pytorch(tmp_path: Path) -> None:
+    """An int64 tensor times a float gives float32, as PyTorch's default type; an integer tensor plus
+    an integer number stays int64."""
     idx = np.arange(3, dtype=np.int64)
-    nodes = [("torch.ops.aten.mul.Tensor", {"self": T("idx"), "other": {"as_float": 0.5}}, ["output"])]
+    a = "torch.ops.aten."
+    nodes = [(a + "add.Tensor", {"self": T("idx"), "other": I(2)}, ["two"]),
+             (a + "mul.Tensor", {"self": T("two"), "other": {"as_float": 0.5}}, ["output"])]
     path = write_pt2(tmp_path / "promote.pt2", {"idx": idx}, {}, nodes, "output")
-    with pytest.raises(EmberError, match=r"node 'output' \(torch\.ops\.aten\.mul\.Tensor\).*type promotion"):
-        import_pt2(str(path), "w")
+    module = _check_graph(path, {"idx": idx}, ((idx + 2) * 0.5).astype(np.float32))
+    add = next(op for op in module.walk() if op.attrs.get("op") == "Add")
+    assert str(add.result.type) == "tensor<3xi64>" and str(module.body.ops[0].attrs["results"][0]) == "tensor<3xf32>"
 
 
 def test_pt2_scatters_and_factories(tmp_path: Path) -> None:

@@ -220,11 +220,7 @@ class _Importer:
             else:
                 raise EmberError(f"model inputs of kind '{kind}' are not supported; {_HINT}", self.path)
         names = [n for n, _ in users]
-        first = self.call_graph[0] if self.call_graph and isinstance(self.call_graph[0], dict) else {}
-        sig = first.get("signature") or {}
-        forward = sig.get("forward_arg_names") if isinstance(sig, dict) else None
-        public = forward if isinstance(forward, list) and len(forward) == len(names) and all(
-            isinstance(f, str) for f in forward) else names
+        public = self.public_names(len(names)) or names
         values = self.graph.get("tensor_values", {})
         for graph_name, name in zip(names, public):
             meta = values.get(graph_name)
@@ -234,6 +230,33 @@ class _Importer:
             shape = _static(meta.get("sizes"), f"input '{name}'", self.path, dynamic_ok=True)
             self.env[graph_name] = self.low.input(name, tensor(tuple(shape), _IR_ELEM[dt.name]))
         return list(public)
+
+    def public_names(self, count: int) -> list[str] | None:
+        """The user inputs named after forward's parameters, a list parameter's entries `<name>_<i>`
+        (as the TorchScript frontend names them); None when the signature does not say."""
+        first = self.call_graph[0] if self.call_graph and isinstance(self.call_graph[0], dict) else {}
+        sig = first.get("signature") or {}
+        forward = sig.get("forward_arg_names") if isinstance(sig, dict) else None
+        if not isinstance(forward, list) or not all(isinstance(f, str) for f in forward):
+            return None
+        if len(forward) == count:
+            return list(forward)
+        try:  # in_spec: "[version, tree]"; the tree is ((positional args...), {keyword args})
+            spec = json.loads(sig.get("in_spec"))[1]
+            positional = spec["children_spec"][0]["children_spec"]
+        except (TypeError, ValueError, KeyError, IndexError, json.JSONDecodeError):
+            return None
+        out: list[str] = []
+        for name, arg in zip(forward, positional):
+            kids = arg.get("children_spec") if isinstance(arg, dict) else None
+            if not kids:
+                out.append(name)
+            elif arg.get("type") in ("builtins.list", "builtins.tuple") and all(
+                    isinstance(k, dict) and not k.get("children_spec") for k in kids):
+                out += [f"{name}_{i}" for i in range(len(kids))]
+            else:
+                return None  # nested containers, dicts: keep export's own names
+        return out if len(out) == count else None
 
     def outputs(self) -> list[Value]:
         results: list[Value] = []
@@ -302,6 +325,8 @@ class _Importer:
         return []
 
     def bind(self, outs: list[Any], result: Any, where: str) -> None:
+        if not outs and result is None:  # a check such as _assert_tensor_metadata
+            return
         if len(outs) == 1 and not isinstance(result, tuple):
             result = (result,)
         if len(outs) == 1 and isinstance(outs[0], dict) and "as_tensors" in outs[0]:

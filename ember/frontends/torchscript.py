@@ -38,12 +38,11 @@ from ..ir.diagnostics import EmberError
 from ..ir.types import tensor
 from . import NeedsTorch
 from .aten import (
-    _ELEM,
-    _MAX_DEPTH,
+    ELEM,
+    MAX_DEPTH,
     AtenLowering,
     Unsupported,
     Weight,
-    _dim,
     build_module,
     has_member,
     open_zip,
@@ -127,6 +126,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
             return collections.OrderedDict
         if module == "torch.jit._pickle" and name == "restore_type_tag":
             return _restore_type_tag
+        if module == "torch.jit._pickle" and name == "build_tensorlist":  # a List[Tensor] input or attribute
+            return list
         if module == "torch" and name in _STORAGES:
             return _StorageType(name, _STORAGES[name])
         if (module == "__torch__" or module.startswith("__torch__.")) and name.isidentifier():
@@ -283,14 +284,17 @@ class _Archive:
                 return node, rel
         raise EmberError(f"{rel} has no function {name}", self.path)
 
-    def example_inputs(self) -> list[_TensorMeta]:
-        """Shapes and types of the inputs the module was traced with (traced_inputs.pkl)."""
+    def example_inputs(self) -> list[_TensorMeta | list[_TensorMeta]]:
+        """Shapes and types of the inputs the module was traced with (traced_inputs.pkl): a tensor, or a
+        list of tensors for a `List[Tensor]` parameter (DLRM's per-table offsets and indices)."""
         if not self.has("traced_inputs.pkl"):
             raise NeedsTorch("a scripted module (torch.jit.script, or a trace older than torch 2.0): the archive "
                              "does not record the shapes of its inputs", self.path)
         got = _unpickle(self.member("traced_inputs.pkl"), None, self.path, "traced_inputs.pkl")
         forward = got.get("forward") if isinstance(got, dict) else None
-        if not isinstance(forward, list | tuple) or not all(isinstance(t, _TensorMeta) for t in forward):
+        if not isinstance(forward, list | tuple) or not all(
+                isinstance(t, _TensorMeta) or (isinstance(t, list) and all(isinstance(e, _TensorMeta) for e in t))
+                for t in forward):
             raise EmberError("traced_inputs.pkl does not list the tensors forward was traced with", self.path)
         return list(forward)
 
@@ -308,6 +312,14 @@ def _dotted(node: ast.expr) -> str | None:
     if isinstance(node, ast.Name):
         parts.append(node.id)
         return ".".join(reversed(parts))
+    return None
+
+
+def _aten_name(name: str | None) -> str | None:
+    """`torch.embedding` or `ops.aten.embedding` -> "embedding"; None for any other call."""
+    for prefix in ("torch.", "ops.aten."):
+        if name is not None and name.startswith(prefix) and "." not in name[len(prefix):]:
+            return name[len(prefix):]
     return None
 
 
@@ -360,14 +372,14 @@ class _Interpreter:
         return EmberError(f"{what}: {why}; {_HINT}", self.ar.path)
 
     def call_method(self, obj: _TorchObject, name: str, args: list[Any], kwargs: dict[str, Any], depth: int) -> Any:
-        if depth > _MAX_DEPTH:
-            raise EmberError(f"module calls nest more than {_MAX_DEPTH} deep", self.ar.path)
+        if depth > MAX_DEPTH:
+            raise EmberError(f"module calls nest more than {MAX_DEPTH} deep", self.ar.path)
         fn, file = self.ar.method(obj.qualname, name)
         return self.run(fn, file, self.bind(fn, file, [obj, *args], kwargs), depth)
 
     def call_function(self, qualname: str, args: list[Any], kwargs: dict[str, Any], depth: int) -> Any:
-        if depth > _MAX_DEPTH:
-            raise EmberError(f"function calls nest more than {_MAX_DEPTH} deep", self.ar.path)
+        if depth > MAX_DEPTH:
+            raise EmberError(f"function calls nest more than {MAX_DEPTH} deep", self.ar.path)
         fn, file = self.ar.function(qualname)
         return self.run(fn, file, self.bind(fn, file, args, kwargs), depth)
 
@@ -476,12 +488,10 @@ class _Interpreter:
             return {"int": int, "float": float, "bool": bool}[name](args[0])
         if name == "ops.prim.NumToTensor" and len(args) == 1 and isinstance(args[0], int | float):
             return args[0]  # a traced size; it only feeds int() or other size arithmetic
-        if name == "torch.size" and len(args) == 2 and isinstance(args[1], int):
-            return self.size(args[0], args[1], file, node)
         if name == "torch.device" and len(args) == 1 and isinstance(args[0], str) and not kwargs:
             return _Device(args[0])  # only passed on to factories, which ignore it
-        if name is not None and name.startswith("torch.") and name.count(".") == 1:
-            op = name[len("torch."):]
+        op = _aten_name(name)
+        if op is not None:
             folded = _fold_sizes(op, args, kwargs)
             if folded is not None:
                 return folded
@@ -499,17 +509,6 @@ class _Interpreter:
                 return self.call_method(obj, node.func.attr, args, kwargs, depth + 1)
         raise self.fail("this call is not supported", file, node, f"{text}(...)")
 
-    def size(self, x: Any, d: int, file: str, node: ast.AST) -> int:
-        try:
-            v = self.low.value(x, "the operand of size()")
-            s = self.low.shape(v)
-            n = s[_dim(d, len(s))]
-        except Unsupported as e:
-            raise self.fail(str(e), file, node, "torch.size(...)") from None
-        if n is None:
-            raise self.fail("a size that is not known statically", file, node, "torch.size(...)")
-        return n
-
 
 def _translate(path: str, weights_ref: str) -> tuple[Op, dict[str, np.ndarray]]:
     archive = _Archive(path)
@@ -521,12 +520,20 @@ def _translate(path: str, weights_ref: str) -> tuple[Op, dict[str, np.ndarray]]:
                          "inputs", path)
     lowering = AtenLowering(Block())
     args: list[Any] = []
-    for name, meta in zip(params, examples):
-        elem = _ELEM.get(meta.dtype or "")
+    names: list[str] = []
+
+    def tensor_input(name: str, meta: _TensorMeta) -> Any:
+        elem = ELEM.get(meta.dtype or "")
         if elem is None:
             raise EmberError(f"input '{name}' has element type {meta.dtype}, which Ember does not support", path)
-        args.append(lowering.input(name, tensor(tuple(meta.shape), elem)))
-    traced = {name: (tuple(meta.shape), str(meta.dtype)) for name, meta in zip(params, examples)}
+        names.append(name)
+        return lowering.input(name, tensor(tuple(meta.shape), elem))
+
+    for name, meta in zip(params, examples):  # a list of tensors gives one input per entry: name_0, name_1, ...
+        args.append([tensor_input(f"{name}_{i}", m) for i, m in enumerate(meta)] if isinstance(meta, list)
+                    else tensor_input(name, meta))
+    traced = {name: (tuple(meta.shape), str(meta.dtype)) for name, meta in zip(params, examples)
+              if isinstance(meta, _TensorMeta)}
     try:
         result = _Interpreter(archive, lowering, traced).call_method(archive.root, "forward", args, {}, 0)
     except RecursionError:
@@ -536,7 +543,7 @@ def _translate(path: str, weights_ref: str) -> tuple[Op, dict[str, np.ndarray]]:
         outs = [lowering.value(v, f"output {i}") for i, v in enumerate(values)]
     except Unsupported as e:
         raise EmberError(f"{file}: forward returns something Ember cannot represent: {e}", path) from None
-    module = build_module(lowering, params, outs, weights_ref, path)
+    module = build_module(lowering, names, outs, weights_ref, path)
     weights = dict(archive.tensors)
     weights.update(lowering.weights)
     return module, weights

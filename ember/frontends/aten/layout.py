@@ -1,0 +1,491 @@
+"""Operators that move, view or create tensors without arithmetic: reshapes and transposes, slicing,
+splitting and joining, broadcasting, tensor factories and index tables, and size queries.
+
+Views (`view`, `transpose`, `expand`, ...) become the matching ONNX host op.  Index tables computed
+from sizes alone (`arange`, `tril_indices`, `triu_indices`, and slices, selects and reshapes of them)
+are computed here and stored as constants, since a traced or exported model has static sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...ir.core import Value
+from .base import Args, Lowering, aten
+from .values import (
+    BIG,
+    Shape,
+    Weight,
+    dim,
+    integer,
+    ints,
+    is_number,
+    need,
+    numpy_of,
+    prod,
+)
+
+_FACTORY = (("dtype", None), ("layout", None), ("device", None), ("pin_memory", None))
+"""The keyword arguments of aten's tensor factories; Ember keeps the dtype and ignores the rest."""
+_FILL = {"zeros": 0, "ones": 1, "zeros_like": 0, "ones_like": 1, "new_zeros": 0, "new_ones": 1}
+_BECOMES_FILL = "host `Expand` of a scalar (`Shape` of the model tensor for unknown extents)"
+
+
+class LayoutOps(Lowering):
+    """Shapes, views, joins, splits and factories."""
+
+    # -- joining --------------------------------------------------------------------------------
+
+    def tensors(self, v: Any, what: str) -> list[Value]:
+        need(isinstance(v, list | tuple) and len(v) > 0, f"{what} must be a non-empty list of tensors")
+        vals = [self.value(x, f"{what}[{i}]") for i, x in enumerate(v)]
+        elem = self.result_type(vals)
+        vals = [self.cast(x, elem) for x in vals]
+        need(len({len(self.shape(x)) for x in vals}) == 1, f"{what} have different ranks")
+        return vals
+
+    def concat(self, vals: list[Value], axis: int, hint: str) -> Value:
+        shapes = [self.shape(v) for v in vals]
+        out: list[int | None] = []
+        for d in range(len(shapes[0])):
+            col = [s[d] for s in shapes]
+            if d == axis:
+                out.append(None if None in col else sum(c for c in col if c is not None))
+            else:
+                known = {c for c in col if c is not None}
+                need(len(known) <= 1, f"cannot concatenate shapes {[list(s) for s in shapes]} along {axis}")
+                out.append(known.pop() if known else None)
+        if len(vals) == 1:
+            return vals[0]
+        return self.host("Concat", vals, tuple(out), self.elem(vals[0]), {"axis": axis}, hint=hint)
+
+    @aten("cat", "tensors", ("dim", 0), becomes="host `Concat` (operands promoted to one type)")
+    @aten("concat", "tensors", ("dim", 0), becomes="host `Concat`")
+    @aten("concatenate", "tensors", ("dim", 0), becomes="host `Concat`")
+    def _cat(self, a: Args) -> Value:
+        vals = self.tensors(a["tensors"], "the tensors")
+        return self.concat(vals, dim(a["dim"], len(self.shape(vals[0]))), "cat")
+
+    def unsqueeze(self, x: Value, axis: int) -> Value:
+        s = list(self.shape(x))
+        s.insert(axis, 1)
+        out = self.host("Unsqueeze", [x, self.const([axis])], tuple(s), self.elem(x), hint="unsqueeze")
+        self.note_rows(x, out)
+        return out
+
+    def note_rows(self, idx: Value, column: Value) -> None:
+        """Remember that `column` is the 1-D integer index `idx` as an [n, 1] column."""
+        if len(self.shape(idx)) == 1 and self.elem(idx) in ("i32", "i64") and len(self.shape(column)) == 2 \
+                and self.shape(column)[1] == 1:
+            self.rows_of[column] = idx
+
+    @aten("stack", "tensors", ("dim", 0), becomes="host `Unsqueeze` of each, then `Concat`")
+    def _stack(self, a: Args) -> Value:
+        vals = self.tensors(a["tensors"], "the tensors")
+        axis = dim(a["dim"], len(self.shape(vals[0])) + 1)
+        return self.concat([self.unsqueeze(v, axis) for v in vals], axis, "stack")
+
+    # -- reshaping ------------------------------------------------------------------------------
+
+    @aten("unsqueeze", "self", "dim", becomes="host `Unsqueeze` (a constant for an index table)")
+    def _unsqueeze(self, a: Args) -> Any:
+        known = self.known(a["self"])
+        if known is not None:
+            return self.constant(np.expand_dims(known, dim(a["dim"], known.ndim + 1)))
+        x = self.value(a["self"], "the operand")
+        return self.unsqueeze(x, dim(a["dim"], len(self.shape(x)) + 1))
+
+    @aten("squeeze", "self", ("dim", None), becomes="host `Squeeze` (only of dimensions of size 1, as PyTorch)")
+    def _squeeze(self, a: Args) -> Value:
+        x = self.value(a["self"], "the operand")
+        s = self.shape(x)
+        dims = range(len(s)) if a["dim"] is None else [dim(d, len(s)) for d in ints(a["dim"], "dim")]
+        need(all(s[d] is not None for d in dims), "squeeze of a dimension of unknown size")
+        axes = sorted({d for d in dims if s[d] == 1})  # PyTorch leaves other dimensions alone
+        if not axes:
+            return x
+        shape = tuple(d for i, d in enumerate(s) if i not in axes)
+        return self.host("Squeeze", [x, self.const(axes)], shape, self.elem(x), hint="squeeze")
+
+    def transpose(self, x: Value, perm: list[int]) -> Value:
+        if perm == sorted(perm):
+            return x
+        s = self.shape(x)
+        return self.host("Transpose", [x], tuple(s[p] for p in perm), self.elem(x), {"perm": perm}, hint="transpose")
+
+    @aten("transpose", "self", "dim0", "dim1", becomes="host `Transpose`")
+    def _transpose(self, a: Args) -> Value:
+        x = self.value(a["self"], "the operand")
+        r = len(self.shape(x))
+        if r == 0:
+            return x
+        d0, d1 = dim(a["dim0"], r, "dim0"), dim(a["dim1"], r, "dim1")
+        perm = list(range(r))
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+        return self.transpose(x, perm)
+
+    @aten("t", "self", becomes="host `Transpose`")
+    def _t(self, a: Args) -> Value:
+        x = self.value(a["self"], "the operand")
+        need(len(self.shape(x)) <= 2, "t() needs a tensor of rank <= 2")
+        return self.transpose(x, [1, 0]) if len(self.shape(x)) == 2 else x
+
+    @aten("permute", "self", "dims", becomes="host `Transpose`")
+    def _permute(self, a: Args) -> Value:
+        x = self.value(a["self"], "the operand")
+        r = len(self.shape(x))
+        perm = [dim(d, r) for d in ints(a["dims"], "dims")]
+        need(sorted(perm) == list(range(r)), f"{perm} is not a permutation of {r} dimensions")
+        return self.transpose(x, perm)
+
+    @staticmethod
+    def target_shape(shape: Shape, target: list[int], what: str) -> tuple[int | None, ...]:
+        """PyTorch sizes (at most one -1) against a tensor of `shape`: the shape they make."""
+        need(sum(1 for d in target if d == -1) <= 1 and all(d >= -1 for d in target), f"invalid shape {target}")
+        total = prod(shape)
+        known = prod(tuple(d for d in target if d != -1))
+        out: list[int | None] = list(target)
+        if -1 in target:
+            i = target.index(-1)
+            out[i] = None if total is None or known is None or known == 0 else total // known
+            need(total is None or known is None or (known != 0 and total % known == 0),
+                 f"cannot reshape {what} to {target}")
+        else:
+            need(total is None or known == total, f"cannot reshape {what} to {target}")
+        return tuple(out)
+
+    def reshape(self, x: Value, target: list[int]) -> Value:
+        """Reshape to PyTorch sizes (at most one -1; 0 is a real zero extent, hence allowzero)."""
+        out = self.target_shape(self.shape(x), target, str(x.type))
+        if out == self.shape(x):
+            return x
+        attrs = {"allowzero": 1} if 0 in target else {}
+        r = self.host("Reshape", [x, self.const(target)], out, self.elem(x), attrs, hint="reshape")
+        self.note_rows(x, r)  # idx.view(-1, 1)
+        return r
+
+    def reshape_arg(self, x: Any, target: list[int]) -> Any:
+        known = self.known(x)
+        if known is not None:
+            out = self.target_shape(known.shape, target, f"a tensor of shape {list(known.shape)}")
+            return self.constant(known.reshape([d if d is not None else -1 for d in out]))
+        return self.reshape(self.value(x, "the operand"), target)
+
+    @aten("reshape", "self", "shape", becomes="host `Reshape`")
+    def _reshape(self, a: Args) -> Any:
+        return self.reshape_arg(a["self"], ints(a["shape"], "the shape"))
+
+    @aten("view", "self", "size", becomes="host `Reshape`")
+    def _view(self, a: Args) -> Any:
+        return self.reshape_arg(a["self"], ints(a["size"], "the size"))
+
+    @aten("flatten", "self", ("start_dim", 0), ("end_dim", -1), becomes="host `Reshape`")
+    def _flatten(self, a: Args) -> Value:
+        x = self.value(a["self"], "the operand")
+        s = self.shape(x)
+        if not s:
+            return self.reshape(x, [1])
+        lo, hi = dim(a["start_dim"], len(s), "start_dim"), dim(a["end_dim"], len(s), "end_dim")
+        need(lo <= hi, "flatten: start_dim comes after end_dim")
+        merged = prod(s[lo:hi + 1])
+        target = [*s[:lo], -1 if merged is None else merged, *s[hi + 1:]]
+        need(all(d is not None for d in target), f"flatten of {x.type}: too many unknown extents")
+        return self.reshape(x, [int(d) for d in target if d is not None])
+
+    # -- slicing and splitting ------------------------------------------------------------------
+
+    def slice(self, x: Value, d: int, start: int, end: int, step: int = 1) -> Value:
+        """x[start:end:step] along d, PyTorch's clamping of start and end."""
+        s = self.shape(x)
+        n = s[d]
+        if start == 0 and step == 1 and (end >= BIG or (n is not None and end >= n)):
+            return x
+        out = list(s)
+        out[d] = None if n is None else len(range(*slice(start, end, step).indices(n)))
+        ins = [x, self.const([start]), self.const([min(end, 2**63 - 1)]), self.const([d]), self.const([step])]
+        return self.host("Slice", ins, tuple(out), self.elem(x), hint="slice")
+
+    @aten("slice", "self", ("dim", 0), ("start", None), ("end", None), ("step", 1),
+          becomes="host `Slice` (a constant for an index table)")
+    def _slice(self, a: Args) -> Any:
+        start = 0 if a["start"] is None else integer(a["start"], "start")
+        end = BIG if a["end"] is None else integer(a["end"], "end")
+        step = integer(a["step"], "step")
+        need(step >= 1, "slice steps must be positive")
+        known = self.known(a["self"])
+        if known is not None:
+            d = dim(a["dim"], known.ndim)
+            index = [slice(None)] * known.ndim
+            index[d] = slice(start, min(end, 2**63 - 1), step)
+            return self.constant(known[tuple(index)])
+        x = self.value(a["self"], "the operand")
+        return self.slice(x, dim(a["dim"], len(self.shape(x))), start, end, step)
+
+    @aten("narrow", "self", "dim", "start", "length", becomes="host `Slice`")
+    def _narrow(self, a: Args) -> Value:
+        x = self.value(a["self"], "the operand")
+        s = self.shape(x)
+        d = dim(a["dim"], len(s))
+        start, length = integer(a["start"], "start"), integer(a["length"], "length")
+        if start < 0:
+            need(s[d] is not None, "narrow from the end of a dimension of unknown size")
+            start += s[d] or 0
+        need(start >= 0 and length >= 0 and (s[d] is None or start + length <= (s[d] or 0)),
+             f"narrow({start}, {length}) is outside a dimension of size {s[d]}")
+        return self.slice(x, d, start, start + length)
+
+    def select(self, x: Any, d: int, k: int) -> Any:
+        """x[..., k, ...] along d (the dimension goes): a host `Gather` with a 0-d index."""
+        known = self.known(x)
+        if known is not None:
+            need(-known.shape[d] <= k < known.shape[d], f"index {k} is out of range for size {known.shape[d]}")
+            return self.constant(np.take(known, k, axis=d))
+        v = self.value(x, "the operand")
+        s = self.shape(v)
+        need(s[d] is None or -(s[d] or 0) <= k < (s[d] or 0), f"index {k} is out of range for size {s[d]}")
+        if k < 0:
+            need(s[d] is not None, "a negative index into a dimension of unknown size")
+        shape = s[:d] + s[d + 1:]
+        return self.host("Gather", [v, self.const(np.array(k, dtype=np.int64))], shape, self.elem(v), {"axis": d},
+                         hint="select")
+
+    def rank_of(self, x: Any) -> int:
+        known = self.known(x)
+        return known.ndim if known is not None else len(self.shape(self.value(x, "the operand")))
+
+    @aten("select", "self", "dim", "index", becomes="host `Gather` with a 0-d index (a constant for an index table)")
+    def _select(self, a: Args) -> Any:
+        return self.select(a["self"], dim(a["dim"], self.rank_of(a["self"])), integer(a["index"], "index"))
+
+    @aten("unbind", "self", ("dim", 0), becomes="one `select` per entry")
+    def _unbind(self, a: Args) -> list[Any]:
+        x = a["self"]
+        d = dim(a["dim"], self.rank_of(x))
+        known = self.known(x)
+        n = known.shape[d] if known is not None else self.shape(self.value(x, "the operand"))[d]
+        need(n is not None, "unbind of a dimension of unknown size")
+        return [self.select(x, d, k) for k in range(n or 0)]
+
+    def split_sizes(self, x: Value, sizes: list[int], d: int) -> list[Value]:
+        pos, out = 0, []
+        for n in sizes:
+            out.append(self.slice(x, d, pos, pos + n))
+            pos += n
+        return out
+
+    @aten("split", "self", "split_size", ("dim", 0), becomes="one host `Slice` per piece")
+    def _split(self, a: Args) -> list[Value]:
+        x = self.value(a["self"], "the operand")
+        s = self.shape(x)
+        d = dim(a["dim"], len(s))
+        n = s[d]
+        need(n is not None, "split of a dimension of unknown size")
+        assert n is not None
+        if isinstance(a["split_size"], list | tuple):
+            sizes = ints(a["split_size"], "the split sizes")
+            need(sum(sizes) == n and min(sizes, default=0) >= 0, f"split sizes {sizes} do not add up to {n}")
+        else:
+            step = integer(a["split_size"], "the split size")
+            need(step > 0 or n == 0, "split size must be positive")
+            sizes = [min(step, n - i) for i in range(0, n, step)] if n else [0]
+        return self.split_sizes(x, sizes, d)
+
+    @aten("split_with_sizes", "self", "split_sizes", ("dim", 0), becomes="one host `Slice` per piece")
+    def _split_with_sizes(self, a: Args) -> list[Value]:
+        return self._split(Args("split", {"self": a["self"], "split_size": list(ints(a["split_sizes"], "sizes")),
+                                          "dim": a["dim"]}))
+
+    @aten("chunk", "self", "chunks", ("dim", 0), becomes="one host `Slice` per piece")
+    def _chunk(self, a: Args) -> list[Value]:
+        x = self.value(a["self"], "the operand")
+        d = dim(a["dim"], len(self.shape(x)))
+        n, chunks = self.shape(x)[d], integer(a["chunks"], "chunks")
+        need(n is not None and chunks > 0, "chunk needs a positive count and a dimension of known size")
+        assert n is not None
+        step = -(-n // chunks) if n else 1
+        return self._split(Args("split", {"self": x, "split_size": step, "dim": d}))
+
+    # -- broadcasting ---------------------------------------------------------------------------
+
+    def expand(self, x: Value, size: list[int]) -> Value:
+        """PyTorch's expand: -1 keeps a dimension, new dimensions go in front, only 1s stretch."""
+        s = self.shape(x)
+        lead = len(size) - len(s)
+        need(lead >= 0, f"cannot expand {x.type} to fewer dimensions {size}")
+        out: list[int | None] = []
+        for i, t in enumerate(size):
+            d = s[i - lead] if i >= lead else None
+            if t == -1:
+                need(i >= lead, f"expand to {size}: -1 is not allowed for a new dimension")
+                out.append(d)
+            else:
+                need(t >= 0 and (i < lead or d is None or d in (1, t)), f"cannot expand {x.type} to {size}")
+                out.append(t)
+        if tuple(out) == s:
+            return x
+        onnx_shape = [1 if t == -1 else t for t in size]  # ONNX broadcasting keeps a dimension against 1
+        return self.expanded(x, self.const(onnx_shape), tuple(out))
+
+    def expanded(self, x: Value, dims: Value, shape: tuple[int | None, ...]) -> Value:
+        """ONNX Expand of x to `dims`; with no new dimensions the result keeps x's rows."""
+        r = self.host("Expand", [x, dims], shape, self.elem(x), hint="expand")
+        if x in self.rows_of and len(shape) == len(self.shape(x)):
+            self.rows_of[r] = self.rows_of[x]
+        return r
+
+    @aten("expand", "self", "size", ("implicit", False), becomes="host `Expand`")
+    def _expand(self, a: Args) -> Value:
+        return self.expand(self.value(a["self"], "the operand"), ints(a["size"], "the size"))
+
+    @aten("expand_as", "self", "other", becomes="host `Expand`")
+    def _expand_as(self, a: Args) -> Value:
+        x = self.value(a["self"], "the operand")
+        like = self.value(a["other"], "the tensor to expand as")
+        target = self.shape(like)
+        if None not in target:
+            return self.expand(x, [int(d) for d in target if d is not None])
+        need(len(target) >= len(self.shape(x)), f"cannot expand {x.type} as {like.type}")
+        return self.expanded(x, self.host("Shape", [like], (len(target),), "i64", hint="shape"), target)
+
+    @aten("repeat", "self", "repeats", becomes="host `Tile`")
+    def _repeat(self, a: Args) -> Value:
+        x = self.value(a["self"], "the operand")
+        reps = ints(a["repeats"], "repeats")
+        s = self.shape(x)
+        need(len(reps) >= len(s) and min(reps, default=1) >= 0, f"cannot repeat {x.type} {reps} times")
+        if len(reps) > len(s):
+            x = self.reshape(x, [1] * (len(reps) - len(s)) + [d if d is not None else -1 for d in s])
+            s = self.shape(x)
+        shape = tuple(None if d is None else d * r for d, r in zip(s, reps))
+        return self.host("Tile", [x, self.const(reps)], shape, self.elem(x), hint="repeat")
+
+    # -- factories and index tables -------------------------------------------------------------
+
+    def filled(self, shape: Shape, value: Any, elem: str, like: Value | None, hint: str) -> Value:
+        """A new tensor of `shape` holding `value`: Expand of a scalar, with Shape(like) for unknown extents."""
+        need(isinstance(value, bool | int | float), f"the fill value must be a number, got {value!r}")
+        need(elem[0] == "f" or not isinstance(value, float) or float(value).is_integer(),
+             f"cannot fill a tensor of {elem} with {value!r}")
+        scalar = self.const(np.array(value, dtype=numpy_of(elem)))
+        if None in shape:
+            assert like is not None
+            dims = self.host("Shape", [like], (len(shape),), "i64", hint="shape")
+        else:
+            dims = self.const([int(d) for d in shape if d is not None])
+        out = self.host("Reshape" if shape == () else "Expand", [scalar, dims], shape, elem, hint=hint)
+        self.owned.add(out)  # a new tensor, though Expand and Reshape are views elsewhere
+        return out
+
+    @staticmethod
+    def size_arg(v: Any) -> Shape:
+        dims = ints(v, "the size")
+        need(all(d >= 0 for d in dims), f"invalid size {dims}")
+        return tuple(dims)
+
+    @staticmethod
+    def fill_elem(value: Any) -> str:
+        """What `torch.full` infers from its fill value when no dtype is given."""
+        return "i1" if isinstance(value, bool) else "i64" if isinstance(value, int) else "f32"
+
+    @aten("zeros", "size", *_FACTORY, becomes=_BECOMES_FILL)
+    @aten("ones", "size", *_FACTORY, becomes=_BECOMES_FILL)
+    @aten("full", "size", "fill_value", *_FACTORY, becomes=_BECOMES_FILL)
+    @aten("zeros_like", "self", *_FACTORY, ("memory_format", None), becomes=_BECOMES_FILL)
+    @aten("ones_like", "self", *_FACTORY, ("memory_format", None), becomes=_BECOMES_FILL)
+    @aten("full_like", "self", "fill_value", *_FACTORY, ("memory_format", None), becomes=_BECOMES_FILL)
+    @aten("new_zeros", "self", "size", *_FACTORY, becomes=_BECOMES_FILL)
+    @aten("new_ones", "self", "size", *_FACTORY, becomes=_BECOMES_FILL)
+    @aten("new_full", "self", "size", "fill_value", *_FACTORY, becomes=_BECOMES_FILL)
+    def _factory(self, a: Args) -> Value:
+        """zeros, ones and full; their `_like` forms (the shape and default type of `self`) and `new_` forms
+        (a size, and the default type of `self`)."""
+        op = a.op
+        src = self.value(a["self"], "the model tensor") if "self" in a else None
+        if "size" in a:
+            shape = self.size_arg(a["size"])
+        else:
+            assert src is not None
+            shape = self.shape(src)
+        v = a["fill_value"] if "fill_value" in a else _FILL[op]
+        default = self.elem(src) if src is not None else self.fill_elem(v) if op == "full" else "f32"
+        return self.filled(shape, v, self.dtype(a["dtype"], default), src if op.endswith("_like") else None, op)
+
+    @aten("arange", becomes="a constant", raw=True)
+    def _arange(self, a: Args) -> Weight:
+        """arange(end), arange(start, end) or arange(start, end, step), with factory keywords."""
+        args, kw = a["args"], dict(a["kwargs"])
+        spec = list(args) + [kw.pop(k) for k in ("start", "end", "step") if k in kw]
+        need(not any(isinstance(x, Value | Weight) for x in spec), "arange of a tensor is not supported")
+        need(1 <= len(spec) <= 3 and all(is_number(x) for x in spec), f"arange needs 1 to 3 numbers, got {spec!r}")
+        start, end, step = (0, spec[0], 1) if len(spec) == 1 else (*spec, 1)[:3]
+        need(step != 0, "arange step must be nonzero")
+        floats = any(isinstance(x, float) for x in (start, end, step))
+        elem = self.dtype(kw.get("dtype"), "f32" if floats else "i64")
+        values = np.arange(start, end, step, dtype=np.float64 if floats else np.int64)
+        return self.constant(values.astype(numpy_of(elem)))
+
+    def index_table(self, a: Args, pick: Any) -> Weight:
+        row, col, offset = integer(a["row"], "row"), integer(a["col"], "col"), integer(a["offset"], "offset")
+        need(row >= 0 and col >= 0, f"invalid size {row} x {col}")
+        elem = self.dtype(a["dtype"], "i64")
+        need(elem in ("i32", "i64"), "index tables must be int32 or int64")
+        return self.constant(np.stack(pick(row, offset, col)).astype(numpy_of(elem)).reshape(2, -1))
+
+    @aten("tril_indices", "row", "col", ("offset", 0), *_FACTORY, becomes="a constant")
+    def _tril_indices(self, a: Args) -> Weight:
+        return self.index_table(a, np.tril_indices)
+
+    @aten("triu_indices", "row", "col", ("offset", 0), *_FACTORY, becomes="a constant")
+    def _triu_indices(self, a: Args) -> Weight:
+        return self.index_table(a, np.triu_indices)
+
+    # -- sizes ----------------------------------------------------------------------------------
+
+    def static_shape(self, x: Any, what: str) -> tuple[int, ...]:
+        known = self.known(x)
+        s = known.shape if known is not None else self.shape(self.value(x, what))
+        need(None not in s, f"{what} has a size that is not known statically")
+        return tuple(int(d) for d in s if d is not None)
+
+    @aten("size", "self", ("dim", None), becomes="a number (or list of numbers): sizes are static")
+    def _size(self, a: Args) -> int | list[int]:
+        x = self.known(a["self"])
+        s: Shape = x.shape if x is not None else self.shape(self.value(a["self"], "the operand of size()"))
+        if a["dim"] is None:
+            need(None not in s, "a size that is not known statically")
+            return [int(d) for d in s if d is not None]
+        n = s[dim(a["dim"], len(s))]
+        need(n is not None, "a size that is not known statically")
+        return int(n or 0)
+
+    @aten("numel", "self", becomes="a number: sizes are static")
+    def _numel(self, a: Args) -> int:
+        return int(np.prod(self.static_shape(a["self"], "the operand of numel()"), dtype=np.int64))
+
+    @aten("dim", "self", becomes="a number")
+    def _dim(self, a: Args) -> int:
+        return self.rank_of(a["self"])
+
+    # -- identities -----------------------------------------------------------------------------
+
+    @aten("contiguous", "self", ("memory_format", None), becomes="nothing (the operand)")
+    @aten("clone", "self", ("memory_format", None), becomes="nothing (the operand)")
+    @aten("detach", "self", becomes="nothing (the operand)")
+    @aten("detach_", "self", becomes="nothing (the operand)")
+    @aten("alias", "self", becomes="nothing (the operand)")
+    @aten("lift_fresh_copy", "self", becomes="nothing (the operand)")
+    def _same(self, a: Args) -> Any:
+        x = a["self"]
+        return x if isinstance(x, Weight) else self.value(x, "the operand")
+
+    @aten("dropout", "input", "p", "train", becomes="nothing in eval mode; refused in training mode")
+    @aten("feature_dropout", "input", "p", "train", becomes="nothing in eval mode; refused in training mode")
+    def _dropout(self, a: Args) -> Value:
+        need(not a["train"], "dropout in training mode is random; trace or export the model in eval mode")
+        return self.value(a["input"], "the input")
+
+    @aten("_assert_tensor_metadata", becomes="nothing (a check torch.export leaves in the graph)", raw=True)
+    def _assert_tensor_metadata(self, a: Args) -> None:
+        return None
