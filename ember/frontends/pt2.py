@@ -67,6 +67,15 @@ def _static(dims: Any, what: str, path: str, dynamic_ok: bool = False) -> list[i
     return out
 
 
+def _float(v: Any, where: str, path: str) -> float:
+    """A float argument; the JSON writes the ones it has no number for as "Infinity", "-Infinity", "NaN"."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    if v in ("Infinity", "-Infinity", "NaN"):
+        return float(v.replace("Infinity", "inf"))
+    raise EmberError(f"{where}: malformed float {str(v)[:40]}", path)
+
+
 class _Archive:
     """The parts of a `.pt2` zip the importer uses: the model JSON and the stored tensors."""
 
@@ -182,7 +191,11 @@ class _Importer:
             return [None if "as_none" in t else self.lookup(self.tensor_name(t.get("as_tensor"))) for t in v]
         if kind == "as_optional_tensor":
             return None if "as_none" in v else self.lookup(self.tensor_name(v.get("as_tensor")))
-        if kind in ("as_int", "as_float", "as_bool", "as_string", "as_ints", "as_floats", "as_bools", "as_strings"):
+        if kind == "as_float":
+            return _float(v, where, self.path)
+        if kind == "as_floats" and isinstance(v, list):
+            return [_float(x, where, self.path) for x in v]
+        if kind in ("as_int", "as_bool", "as_string", "as_ints", "as_bools", "as_strings"):
             return v
         if kind == "as_sym_int" and isinstance(v, dict) and "as_int" in v:
             return v["as_int"]

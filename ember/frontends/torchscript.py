@@ -315,6 +315,10 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+_FLOAT_NAMES = {"inf": float("inf"), "nan": float("nan")}
+"""How TorchScript source writes the float constants Python has no literal for (`-inf` is USub of inf)."""
+
+
 def _aten_name(name: str | None) -> str | None:
     """`torch.embedding` or `ops.aten.embedding` -> "embedding"; None for any other call."""
     for prefix in ("torch.", "ops.aten."):
@@ -437,6 +441,8 @@ class _Interpreter:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
+            if node.id in _FLOAT_NAMES and node.id not in env:
+                return _FLOAT_NAMES[node.id]
             if node.id not in env:
                 raise self.fail(f"'{node.id}' is not defined", file, node)
             return env[node.id]
