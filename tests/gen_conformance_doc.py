@@ -148,7 +148,7 @@ def render() -> str:
         *(f"- `{name}`: {text}." for name, text in VARIANTS.items()),
         "",
         "As shipped, each case is a lone node on graph inputs. The importer raises a node to an `emb` op "
-        "only in the forms that embedding and message-passing models take (see `ember/frontends/onnx.py`): "
+        "only in the forms that embedding and message-passing models take (see `ember/frontends/onnx/rows.py`): "
         "a `Gather(axis=0)` of a float initializer or of 2-D float rows, or a `GatherND` or scatter whose "
         "indices are an `Unsqueeze` of a 1-D index. Other nodes stay `host.onnx` ops, run by "
         "`onnx.reference`. On those, the runs check the host path: attribute and operand import, element "
