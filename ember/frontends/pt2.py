@@ -197,16 +197,24 @@ class _Importer:
             return [_float(x, where, self.path) for x in v]
         if kind in ("as_int", "as_bool", "as_string", "as_ints", "as_bools", "as_strings"):
             return v
-        if kind == "as_sym_int" and isinstance(v, dict) and "as_int" in v:
-            return v["as_int"]
-        if kind == "as_sym_ints" and all(isinstance(x, dict) and "as_int" in x for x in v):
-            return [x["as_int"] for x in v]
+        if kind == "as_sym_int":
+            return self.sym_int(v, where)
+        if kind == "as_sym_ints" and isinstance(v, list):
+            return [self.sym_int(x, where) for x in v]
         if kind == "as_scalar_type":
             return TorchDType(_DTYPES.get(v, f"number {v}") if isinstance(v, int) else str(v))
         if kind in ("as_memory_format", "as_layout", "as_device"):
             return (kind, v)  # only ever checked for presence by the lowering
         raise EmberError(f"{where}: arguments of kind '{kind}' (symbolic shapes, graphs, custom objects) "
                          f"are not supported; {_HINT}", self.path)
+
+    def sym_int(self, v: Any, where: str) -> Any:
+        """A size: a number, or the name of a symbolic size an earlier node computed (sym_size)."""
+        if isinstance(v, dict) and isinstance(v.get("as_int"), int):
+            return v["as_int"]
+        if isinstance(v, dict) and isinstance(v.get("as_name"), str):
+            return self.lookup(v["as_name"])
+        raise self.bad(f"{where}: malformed size {str(v)[:60]}")
 
     # -- signature ------------------------------------------------------------------------------
 
@@ -335,6 +343,8 @@ class _Importer:
             return [str(out["as_tensor"].get("name"))]
         if "as_tensors" in out and isinstance(out["as_tensors"], list):
             return [str(t.get("name")) for t in out["as_tensors"] if isinstance(t, dict)]
+        if "as_sym_int" in out and isinstance(out["as_sym_int"], dict):
+            return [str(out["as_sym_int"].get("as_name"))]
         return []
 
     def bind(self, outs: list[Any], result: Any, where: str) -> None:
@@ -352,6 +362,8 @@ class _Importer:
                 continue
             if "as_tensor" in out:
                 self.env[self.tensor_name(out["as_tensor"])] = value
+            elif "as_sym_int" in out and isinstance(out["as_sym_int"], dict) and "as_name" in out["as_sym_int"]:
+                self.env[str(out["as_sym_int"]["as_name"])] = value
             elif "as_tensors" in out and isinstance(value, list):
                 for t, v in zip(out["as_tensors"], value):
                     self.env[self.tensor_name(t)] = v

@@ -41,6 +41,7 @@ from .aten import (
     ELEM,
     MAX_DEPTH,
     AtenLowering,
+    TorchDType,
     Unsupported,
     Weight,
     build_module,
@@ -49,6 +50,7 @@ from .aten import (
     read_member,
     strided_tensor,
 )
+from .aten.values import numpy_of
 
 __all__ = ["import_torchscript", "load_weights_torchscript"]
 
@@ -328,6 +330,13 @@ def _aten_name(name: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class _Function:
+    """A scripted free function named in the source (`__torch__.<module>.<name>`), to be called."""
+
+    qualname: str
+
+
+@dataclass(frozen=True)
 class _Device:
     """`torch.device("cpu")` in traced source."""
 
@@ -460,6 +469,9 @@ class _Interpreter:
                 if k.isdigit() and int(k) < len(self.ar.constants):
                     return self.ar.constants[int(k)]
                 raise self.fail(f"unknown constant CONSTANTS.{node.attr}", file, node)
+            name = _dotted(node)
+            if name is not None and name.startswith("__torch__.") and "__torch__" not in env:
+                return _Function(name)  # `_0 = __torch__.<module>.<function>`, called later as `_0(...)`
             base = self.eval(node.value, env, file, depth)
             return self.attribute(base, node.attr, file, node)
         if isinstance(node, ast.Subscript):
@@ -509,6 +521,13 @@ class _Interpreter:
                 raise self.fail(f"invalid arguments ({type(e).__name__}: {e})", file, node, f"{text}(...)") from None
         if name is not None and name.startswith("__torch__.") and "__torch__" not in env:
             return self.call_function(name, args, kwargs, depth + 1)
+        if isinstance(node.func, ast.Name) and isinstance(env.get(node.func.id), _Function):
+            return self.call_function(env[node.func.id].qualname, args, kwargs, depth + 1)
+        if name == "ops.prim.dtype" and len(args) == 1 and not kwargs:
+            try:
+                return TorchDType(numpy_of(self.low.elem(self.low.value(args[0], "the operand of dtype()"))).name)
+            except Unsupported as e:
+                raise self.fail(str(e), file, node, "ops.prim.dtype(...)") from None
         if isinstance(node.func, ast.Attribute):
             obj = self.eval(node.func.value, env, file, depth)
             if isinstance(obj, _TorchObject):

@@ -27,6 +27,7 @@ from .values import (
     OPSET,
     Schema,
     Shape,
+    SymInt,
     TorchDType,
     Unsupported,
     Unusable,
@@ -194,6 +195,33 @@ class Lowering:
             need(len(self.shape(v)) == rank, f"{what} must have rank {rank}, got {v.type}")
         return v
 
+    def size_vector(self, dims: list[int | SymInt]) -> Value:
+        """A 1-D int64 tensor of sizes: a constant, or a Concat with the symbolic entries."""
+        if not any(isinstance(d, SymInt) for d in dims):
+            return self.const([int(d) for d in dims if not isinstance(d, SymInt)])
+        pieces: list[Value] = []
+        run: list[int] = []
+        for d in dims:
+            if isinstance(d, SymInt):
+                if run:
+                    pieces.append(self.const(run))
+                    run = []
+                pieces.append(self.host("Unsqueeze", [d.value, self.const([0])], (1,), "i64", hint="size"))
+            else:
+                run.append(d)
+        if run:
+            pieces.append(self.const(run))
+        return self.host("Concat", pieces, (len(dims),), "i64", {"axis": 0}, hint="sizes")
+
+    def sym_dim(self, x: Value, d: int) -> int | SymInt:
+        """Extent `d` of x: a number when static, else computed at run time."""
+        n = self.shape(x)[d]
+        if n is not None:
+            return n
+        shape = self.host("Shape", [x], (len(self.shape(x)),), "i64", hint="shape")
+        return SymInt(self.host("Gather", [shape, self.const(np.array(d, dtype=np.int64))], (), "i64",
+                                {"axis": 0}, hint="size"))
+
     # -- types ----------------------------------------------------------------------------------
 
     @staticmethod
@@ -229,7 +257,8 @@ class Lowering:
     def result_type(self, xs: list[Any]) -> str:
         """PyTorch's type promotion: the highest kind (bool < integer < float) wins; among the operands
         of that kind, tensors with dimensions decide over 0-d tensors, which decide over numbers."""
-        typed = [self.type_of(x, f"the {_ORDINAL[i]} operand") for i, x in enumerate(xs) if x is not None]
+        typed = [self.type_of(x, f"the {_ORDINAL[i]} operand" if i < len(_ORDINAL) else f"operand {i + 1}")
+                 for i, x in enumerate(xs) if x is not None]
         need(bool(typed), "an operation without tensor operands")
         top = max(_CATEGORY[e] for e, _ in typed)
         rank = max(r for e, r in typed if _CATEGORY[e] == top)

@@ -160,11 +160,19 @@ class EmbeddingOps(DenseOps):
             k = ks[0]
             return self.host("Gather", [x, vals[0]], s[:k] + self.shape(vals[0]) + s[k + 1:], self.elem(x),
                              {"axis": k}, hint="index")
+        vals = [self.cast(v, "i64") for v in vals]
         bshape = self.shape(vals[0])
         for v in vals[1:]:
             bshape = broadcast(bshape, self.shape(v))
-        need(None not in bshape, "index tensors of unknown shape")
-        cols = [self.expand(self.cast(v, "i64"), [int(d or 0) for d in bshape]) for v in vals]
+        if None not in bshape:
+            cols = [self.expand(v, [int(d or 0) for d in bshape]) for v in vals]
+        else:  # extents known at run time: ONNX Expand to Shape(y) broadcasts both ways
+            joint = vals[0]
+            for v in vals[1:]:
+                joint = self.expanded(joint, self.host("Shape", [v], (len(self.shape(v)),), "i64"),
+                                      broadcast(self.shape(joint), self.shape(v)))
+            dims = self.host("Shape", [joint], (len(bshape),), "i64", hint="shape")
+            cols = [self.expanded(v, dims, bshape) for v in vals]
         stacked = self.concat([self.unsqueeze(c, len(bshape)) for c in cols], len(bshape), "index_tuple")
         return self.gather_nd(x, ks, bshape, stacked)
 

@@ -17,6 +17,7 @@ from .base import Args, Lowering, aten
 from .values import (
     BIG,
     Shape,
+    SymInt,
     Weight,
     dim,
     integer,
@@ -25,6 +26,8 @@ from .values import (
     need,
     numpy_of,
     prod,
+    sizes,
+    static,
 )
 
 _FACTORY = (("dtype", None), ("layout", None), ("device", None), ("pin_memory", None))
@@ -65,7 +68,11 @@ class LayoutOps(Lowering):
     @aten("concat", "tensors", ("dim", 0), becomes="host `Concat`")
     @aten("concatenate", "tensors", ("dim", 0), becomes="host `Concat`")
     def _cat(self, a: Args) -> Value:
-        vals = self.tensors(a["tensors"], "the tensors")
+        given = a["tensors"]
+        if isinstance(given, list | tuple):  # PyTorch skips 1-D empty tensors (an empty cache) in a cat
+            kept = [x for x in given if self.tensor_shape(x) != (0,)]
+            given = kept if kept else given[:1]
+        vals = self.tensors(given, "the tensors")
         return self.concat(vals, dim(a["dim"], len(self.shape(vals[0]))), "cat")
 
     def unsqueeze(self, x: Value, axis: int) -> Value:
@@ -141,45 +148,51 @@ class LayoutOps(Lowering):
         return self.transpose(x, perm)
 
     @staticmethod
-    def target_shape(shape: Shape, target: list[int], what: str) -> tuple[int | None, ...]:
-        """PyTorch sizes (at most one -1) against a tensor of `shape`: the shape they make."""
-        need(sum(1 for d in target if d == -1) <= 1 and all(d >= -1 for d in target), f"invalid shape {target}")
-        total = prod(shape)
-        known = prod(tuple(d for d in target if d != -1))
-        out: list[int | None] = list(target)
-        if -1 in target:
-            i = target.index(-1)
+    def target_shape(shape: Shape, target: list[int | SymInt], what: str) -> tuple[int | None, ...]:
+        """The shape PyTorch sizes (at most one -1, symbolic entries allowed) give a tensor of `shape`.
+
+        A symbolic size is taken to stand for one unknown extent of the input, so -1 is still inferred
+        when the known extents divide: view([s, 8, 16], [s, 8, -1, 8]) is [?, 8, 2, 8]."""
+        ints_ = [d for d in target if not isinstance(d, SymInt)]
+        need(sum(1 for d in ints_ if d == -1) <= 1 and all(d >= -1 for d in ints_), f"invalid shape {target}")
+        syms = len(target) - len(ints_)
+        total = prod(shape) if syms == 0 else (
+            prod(tuple(d for d in shape if d is not None)) if sum(d is None for d in shape) == syms else None)
+        known = prod(tuple(d for d in ints_ if d != -1))
+        out: list[int | None] = list(static(target))
+        if -1 in ints_:
+            i = out.index(-1)
             out[i] = None if total is None or known is None or known == 0 else total // known
             need(total is None or known is None or (known != 0 and total % known == 0),
                  f"cannot reshape {what} to {target}")
         else:
-            need(total is None or known == total, f"cannot reshape {what} to {target}")
+            need(total is None or known == total or syms, f"cannot reshape {what} to {target}")
         return tuple(out)
 
-    def reshape(self, x: Value, target: list[int]) -> Value:
+    def reshape(self, x: Value, target: list[int | SymInt]) -> Value:
         """Reshape to PyTorch sizes (at most one -1; 0 is a real zero extent, hence allowzero)."""
         out = self.target_shape(self.shape(x), target, str(x.type))
-        if out == self.shape(x):
+        if out == self.shape(x) and not any(isinstance(d, SymInt) for d in target):
             return x
         attrs = {"allowzero": 1} if 0 in target else {}
-        r = self.host("Reshape", [x, self.const(target)], out, self.elem(x), attrs, hint="reshape")
+        r = self.host("Reshape", [x, self.size_vector(target)], out, self.elem(x), attrs, hint="reshape")
         self.note_rows(x, r)  # idx.view(-1, 1)
         return r
 
-    def reshape_arg(self, x: Any, target: list[int]) -> Any:
+    def reshape_arg(self, x: Any, target: list[int | SymInt]) -> Any:
         known = self.known(x)
-        if known is not None:
+        if known is not None and not any(isinstance(d, SymInt) for d in target):
             out = self.target_shape(known.shape, target, f"a tensor of shape {list(known.shape)}")
             return self.constant(known.reshape([d if d is not None else -1 for d in out]))
         return self.reshape(self.value(x, "the operand"), target)
 
     @aten("reshape", "self", "shape", becomes="host `Reshape`")
     def _reshape(self, a: Args) -> Any:
-        return self.reshape_arg(a["self"], ints(a["shape"], "the shape"))
+        return self.reshape_arg(a["self"], sizes(a["shape"], "the shape"))
 
     @aten("view", "self", "size", becomes="host `Reshape`")
     def _view(self, a: Args) -> Any:
-        return self.reshape_arg(a["self"], ints(a["size"], "the size"))
+        return self.reshape_arg(a["self"], sizes(a["size"], "the size"))
 
     @aten("flatten", "self", ("start_dim", 0), ("end_dim", -1), becomes="host `Reshape`")
     def _flatten(self, a: Args) -> Value:
@@ -196,26 +209,29 @@ class LayoutOps(Lowering):
 
     # -- slicing and splitting ------------------------------------------------------------------
 
-    def slice(self, x: Value, d: int, start: int, end: int, step: int = 1) -> Value:
+    def slice(self, x: Value, d: int, start: int | SymInt, end: int | SymInt, step: int = 1) -> Value:
         """x[start:end:step] along d, PyTorch's clamping of start and end."""
         s = self.shape(x)
         n = s[d]
-        if start == 0 and step == 1 and (end >= BIG or (n is not None and end >= n)):
+        if start == 0 and step == 1 and isinstance(end, int) and (end >= BIG or (n is not None and end >= n)):
             return x
         out = list(s)
-        out[d] = None if n is None else len(range(*slice(start, end, step).indices(n)))
-        ins = [x, self.const([start]), self.const([min(end, 2**63 - 1)]), self.const([d]), self.const([step])]
+        bounds = isinstance(start, int) and isinstance(end, int)
+        out[d] = None if n is None or not bounds else len(range(*slice(start, end, step).indices(n)))
+        ends = min(end, 2**63 - 1) if isinstance(end, int) else end
+        ins = [x, self.size_vector([start]), self.size_vector([ends]), self.const([d]), self.const([step])]
         return self.host("Slice", ins, tuple(out), self.elem(x), hint="slice")
 
     @aten("slice", "self", ("dim", 0), ("start", None), ("end", None), ("step", 1),
           becomes="host `Slice` (a constant for an index table)")
     def _slice(self, a: Args) -> Any:
-        start = 0 if a["start"] is None else integer(a["start"], "start")
-        end = BIG if a["end"] is None else integer(a["end"], "end")
+        start = 0 if a["start"] is None else a["start"] if isinstance(a["start"], SymInt) else integer(a["start"],
+                                                                                                     "start")
+        end = BIG if a["end"] is None else a["end"] if isinstance(a["end"], SymInt) else integer(a["end"], "end")
         step = integer(a["step"], "step")
         need(step >= 1, "slice steps must be positive")
         known = self.known(a["self"])
-        if known is not None:
+        if known is not None and isinstance(start, int) and isinstance(end, int):
             d = dim(a["dim"], known.ndim)
             index = [slice(None)] * known.ndim
             index[d] = slice(start, min(end, 2**63 - 1), step)
@@ -309,7 +325,7 @@ class LayoutOps(Lowering):
 
     # -- broadcasting ---------------------------------------------------------------------------
 
-    def expand(self, x: Value, size: list[int]) -> Value:
+    def expand(self, x: Value, size: list[int | SymInt]) -> Value:
         """PyTorch's expand: -1 keeps a dimension, new dimensions go in front, only 1s stretch."""
         s = self.shape(x)
         lead = len(size) - len(s)
@@ -317,16 +333,18 @@ class LayoutOps(Lowering):
         out: list[int | None] = []
         for i, t in enumerate(size):
             d = s[i - lead] if i >= lead else None
-            if t == -1:
+            if isinstance(t, SymInt):
+                out.append(d if d is not None and d != 1 else None)
+            elif t == -1:
                 need(i >= lead, f"expand to {size}: -1 is not allowed for a new dimension")
                 out.append(d)
             else:
                 need(t >= 0 and (i < lead or d is None or d in (1, t)), f"cannot expand {x.type} to {size}")
                 out.append(t)
-        if tuple(out) == s:
+        if tuple(out) == s and None not in s:
             return x
         onnx_shape = [1 if t == -1 else t for t in size]  # ONNX broadcasting keeps a dimension against 1
-        return self.expanded(x, self.const(onnx_shape), tuple(out))
+        return self.expanded(x, self.size_vector(onnx_shape), tuple(out))
 
     def expanded(self, x: Value, dims: Value, shape: tuple[int | None, ...]) -> Value:
         """ONNX Expand of x to `dims`; with no new dimensions the result keeps x's rows."""
@@ -337,7 +355,7 @@ class LayoutOps(Lowering):
 
     @aten("expand", "self", "size", ("implicit", False), becomes="host `Expand`")
     def _expand(self, a: Args) -> Value:
-        return self.expand(self.value(a["self"], "the operand"), ints(a["size"], "the size"))
+        return self.expand(self.value(a["self"], "the operand"), sizes(a["size"], "the size"))
 
     @aten("expand_as", "self", "other", becomes="host `Expand`")
     def _expand_as(self, a: Args) -> Value:
@@ -363,26 +381,26 @@ class LayoutOps(Lowering):
 
     # -- factories and index tables -------------------------------------------------------------
 
-    def filled(self, shape: Shape, value: Any, elem: str, like: Value | None, hint: str) -> Value:
-        """A new tensor of `shape` holding `value`: Expand of a scalar, with Shape(like) for unknown extents."""
+    def filled(self, size: list[int | SymInt], value: Any, elem: str, like: Value | None, hint: str) -> Value:
+        """A new tensor of `size` holding `value`: Expand of a scalar, with Shape(like) for unknown extents."""
         need(isinstance(value, bool | int | float), f"the fill value must be a number, got {value!r}")
         need(elem[0] == "f" or not isinstance(value, float) or float(value).is_integer(),
              f"cannot fill a tensor of {elem} with {value!r}")
         scalar = self.const(np.array(value, dtype=numpy_of(elem)))
-        if None in shape:
-            assert like is not None
+        shape = static(size)
+        if like is not None and None in shape:
             dims = self.host("Shape", [like], (len(shape),), "i64", hint="shape")
         else:
-            dims = self.const([int(d) for d in shape if d is not None])
+            dims = self.size_vector(size)
         out = self.host("Reshape" if shape == () else "Expand", [scalar, dims], shape, elem, hint=hint)
         self.owned.add(out)  # a new tensor, though Expand and Reshape are views elsewhere
         return out
 
     @staticmethod
-    def size_arg(v: Any) -> Shape:
-        dims = ints(v, "the size")
-        need(all(d >= 0 for d in dims), f"invalid size {dims}")
-        return tuple(dims)
+    def size_arg(v: Any) -> list[int | SymInt]:
+        dims = sizes(v, "the size")
+        need(all(isinstance(d, SymInt) or d >= 0 for d in dims), f"invalid size {dims}")
+        return dims
 
     @staticmethod
     def fill_elem(value: Any) -> str:
@@ -407,22 +425,26 @@ class LayoutOps(Lowering):
             shape = self.size_arg(a["size"])
         else:
             assert src is not None
-            shape = self.shape(src)
+            shape = [self.sym_dim(src, d) if n is None else n for d, n in enumerate(self.shape(src))]
         v = a["fill_value"] if "fill_value" in a else _FILL[op]
         default = self.elem(src) if src is not None else self.fill_elem(v) if op == "full" else "f32"
         return self.filled(shape, v, self.dtype(a["dtype"], default), src if op.endswith("_like") else None, op)
 
     @aten("arange", becomes="a constant", raw=True)
-    def _arange(self, a: Args) -> Weight:
+    def _arange(self, a: Args) -> Weight | Value:
         """arange(end), arange(start, end) or arange(start, end, step), with factory keywords."""
         args, kw = a["args"], dict(a["kwargs"])
         spec = list(args) + [kw.pop(k) for k in ("start", "end", "step") if k in kw]
         need(not any(isinstance(x, Value | Weight) for x in spec), "arange of a tensor is not supported")
-        need(1 <= len(spec) <= 3 and all(is_number(x) for x in spec), f"arange needs 1 to 3 numbers, got {spec!r}")
+        need(1 <= len(spec) <= 3 and all(is_number(x) or isinstance(x, SymInt) for x in spec),
+             f"arange needs 1 to 3 numbers, got {spec!r}")
         start, end, step = (0, spec[0], 1) if len(spec) == 1 else (*spec, 1)[:3]
         need(step != 0, "arange step must be nonzero")
         floats = any(isinstance(x, float) for x in (start, end, step))
         elem = self.dtype(kw.get("dtype"), "f32" if floats else "i64")
+        if any(isinstance(x, SymInt) for x in (start, end, step)):  # a length known at run time: ONNX Range
+            bounds = [self.cast(x.value if isinstance(x, SymInt) else x, elem) for x in (start, end, step)]
+            return self.host("Range", bounds, (None,), elem, hint="arange")
         values = np.arange(start, end, step, dtype=np.float64 if floats else np.int64)
         return self.constant(values.astype(numpy_of(elem)))
 
@@ -443,26 +465,35 @@ class LayoutOps(Lowering):
 
     # -- sizes ----------------------------------------------------------------------------------
 
-    def static_shape(self, x: Any, what: str) -> tuple[int, ...]:
-        known = self.known(x)
-        s = known.shape if known is not None else self.shape(self.value(x, what))
-        need(None not in s, f"{what} has a size that is not known statically")
-        return tuple(int(d) for d in s if d is not None)
+    def tensor_shape(self, x: Any) -> Shape | None:
+        """The shape of a tensor argument, None for anything else."""
+        if isinstance(x, Weight):
+            return tuple(x.array.shape)
+        return self.shape(x) if isinstance(x, Value) else None
 
-    @aten("size", "self", ("dim", None), becomes="a number (or list of numbers): sizes are static")
-    def _size(self, a: Args) -> int | list[int]:
+    @aten("size", "self", ("dim", None), becomes="a number (a list without `dim`); computed at run time if dynamic")
+    @aten("sym_size", "self", "dim", becomes="a number; computed at run time (`Shape`, `Gather`) if dynamic")
+    def _size(self, a: Args) -> int | SymInt | list[int | SymInt]:
         x = self.known(a["self"])
-        s: Shape = x.shape if x is not None else self.shape(self.value(a["self"], "the operand of size()"))
+        if x is not None:
+            return list(x.shape) if a["dim"] is None else int(x.shape[dim(a["dim"], x.ndim)])
+        v = self.value(a["self"], "the operand of size()")
         if a["dim"] is None:
-            need(None not in s, "a size that is not known statically")
-            return [int(d) for d in s if d is not None]
-        n = s[dim(a["dim"], len(s))]
-        need(n is not None, "a size that is not known statically")
-        return int(n or 0)
+            return [self.sym_dim(v, d) for d in range(len(self.shape(v)))]
+        return self.sym_dim(v, dim(a["dim"], len(self.shape(v))))
 
-    @aten("numel", "self", becomes="a number: sizes are static")
-    def _numel(self, a: Args) -> int:
-        return int(np.prod(self.static_shape(a["self"], "the operand of numel()"), dtype=np.int64))
+    @aten("numel", "self", becomes="a number; computed at run time (`Shape`, `ReduceProd`) if dynamic")
+    @aten("sym_numel", "self", becomes="a number; computed at run time (`Shape`, `ReduceProd`) if dynamic")
+    def _numel(self, a: Args) -> int | SymInt:
+        x = self.known(a["self"])
+        if x is not None:
+            return int(x.size)
+        v = self.value(a["self"], "the operand of numel()")
+        n = prod(self.shape(v))
+        if n is not None:
+            return n
+        shape = self.host("Shape", [v], (len(self.shape(v)),), "i64", hint="shape")
+        return SymInt(self.host("ReduceProd", [shape], (), "i64", {"keepdims": 0}, hint="numel"))
 
     @aten("dim", "self", becomes="a number")
     def _dim(self, a: Args) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ELEM", "OPSET", "TorchDType", "Unsupported", "Unusable", "Weight", "elem_of", "need", "numpy_of"]
+__all__ = ["ELEM", "OPSET", "SymInt", "TorchDType", "Unsupported", "Unusable", "Weight", "elem_of", "need", "numpy_of"]
 
 OPSET = 17
 """The ONNX operator set of the host ops these frontends emit (axes of Unsqueeze/ReduceSum are inputs,
@@ -54,6 +54,14 @@ class Weight:
 
     name: str
     array: np.ndarray
+
+
+@dataclass(eq=False)
+class SymInt:
+    """A size torch.export left symbolic (an export with dynamic shapes): known at run time only, as the
+    0-d int64 IR value `value` the lowering computed from a tensor's Shape."""
+
+    value: Any  # ir.core.Value
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,22 @@ def ints(v: Any, what: str) -> list[int]:
     need(isinstance(v, list | tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
          f"{what} must be a list of integers, got {v!r}")
     return [int(x) for x in v]
+
+
+def sizes(v: Any, what: str) -> list[int | SymInt]:
+    """A size list whose entries may be symbolic."""
+    if isinstance(v, SymInt):
+        return [v]
+    if isinstance(v, list | tuple) and any(isinstance(x, SymInt) for x in v):
+        need(all(isinstance(x, SymInt) or (isinstance(x, int) and not isinstance(x, bool)) for x in v),
+             f"{what} must be a list of sizes, got {v!r}")
+        return list(v)
+    return list(ints(v, what))
+
+
+def static(dims: list[int | SymInt]) -> Shape:
+    """The extents a size list gives the IR: symbolic entries are unknown."""
+    return tuple(None if isinstance(d, SymInt) else d for d in dims)
 
 
 def prod(dims: Shape) -> int | None:
