@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ember.frontends import import_model
 from ember.host import HostNode, check_node, run_nodes, set_runtime
 from ember.host import executors as ex
+from ember.host import run as host_run
 from ember.host.check import check_module
 from ember.ir.diagnostics import EmberError
 from ember.sim import host as sim_host
@@ -89,6 +90,9 @@ def test_auto_sends_each_operator_to_an_executor_that_runs_it() -> None:
              HostNode.of("Cast", ["r"], ["f"], {"to": TensorProto.FLOAT}), HostNode.of("Mul", ["f", "x"], ["y"], {})]
     got = run_nodes(nodes, {"x": x}, {"x": (F32, (4,))}, {"i": I64, "r": I64, "f": F32, "y": F32}, 17, "auto")
     np.testing.assert_array_equal(got["y"], np.maximum(x.astype(np.int64), 0) * x)
+    plan = list(host_run._PLANS.values())[-1]  # the split this run was given
+    assert [(s.executor, s.nodes) for s in plan] == [("onnxruntime", (0,)), ("reference", (1,)),
+                                                      ("onnxruntime", (2, 3))]
 
 
 @pytest.mark.parametrize("runtime", _runtimes())

@@ -152,9 +152,9 @@ _CACHE: OrderedDict[tuple[str, bytes], Run | Refused] = OrderedDict()
 CACHE_SIZE = 512
 
 
-def prepare(executor: str, model: ModelProto, key: bytes | None = None) -> Run:
+def prepare(executor: str, model: ModelProto) -> Run:
     """`model` made ready to run by `executor` (cached by its bytes); raises Refused with the reason."""
-    k = (executor, key if key is not None else model.SerializeToString())
+    k = (executor, model.SerializeToString())
     got = _CACHE.get(k)
     if got is None:
         try:

@@ -53,7 +53,7 @@ class HostNode:
 
 def _freeze(v: Any) -> object:
     if isinstance(v, DenseAttr):
-        return "dense", str(v.type), tuple(v.values)
+        return "dense", str(v.type), _freeze(v.values)
     if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
     return type(v).__name__, v

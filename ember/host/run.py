@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from onnx import ModelProto
 
 from ..ir.diagnostics import EmberError
 from .executors import Refused, Run, describe, executors_of, missing, prepare, short
@@ -37,8 +38,8 @@ class _Segment:
 
 
 def _model(nodes: Sequence[HostNode], group: Sequence[int], inputs: Types, dtypes: Mapping[str, np.dtype],
-           opset: int) -> tuple[tuple[str, ...], tuple[str, ...], bytes, object]:
-    """(inputs, outputs, key, model) of the nodes at `group`: what they read and nobody in the group
+           opset: int) -> tuple[tuple[str, ...], tuple[str, ...], ModelProto]:
+    """(inputs, outputs, model) of the nodes at `group`: what they read and nobody in the group
     produces is a graph input, typed as the run's input or as the dtype its producer's program declares."""
     made: set[str] = set()
     reads: list[str] = []
@@ -49,17 +50,16 @@ def _model(nodes: Sequence[HostNode], group: Sequence[int], inputs: Types, dtype
         made.update(nodes[k].produced)
     types = {i: inputs[i] if i in inputs else (dtypes[i], None) for i in reads}
     outs = tuple(o for k in group for o in nodes[k].produced)
-    model = build_model([nodes[k] for k in group], types, outs, opset)
-    return tuple(reads), outs, model.SerializeToString(), model
+    return tuple(reads), outs, build_model([nodes[k] for k in group], types, outs, opset)
 
 
 def _prepare(executor: str, nodes: Sequence[HostNode], group: Sequence[int], inputs: Types,
              dtypes: Mapping[str, np.dtype], opset: int) -> _Segment:
     try:
-        reads, outs, key, model = _model(nodes, group, inputs, dtypes, opset)
+        reads, outs, model = _model(nodes, group, inputs, dtypes, opset)
     except (ValueError, TypeError) as e:  # an attribute ONNX cannot hold
         raise Refused(f"cannot build the ONNX node: {e}") from None
-    return _Segment(executor, tuple(group), reads, outs, prepare(executor, model, key))  # type: ignore[arg-type]
+    return _Segment(executor, tuple(group), reads, outs, prepare(executor, model))
 
 
 def _fail(node: HostNode, reasons: dict[str, str]) -> EmberError:
@@ -68,16 +68,19 @@ def _fail(node: HostNode, reasons: dict[str, str]) -> EmberError:
 
 def _place(nodes: Sequence[HostNode], group: Sequence[int], inputs: Types, dtypes: Mapping[str, np.dtype],
            opset: int, prefs: tuple[str, ...]) -> list[_Segment]:
-    """Segments for `group`: one model if an executor takes it whole, else each node to the first
-    executor that takes it, neighbours on the same executor joined."""
-    reasons = {}
-    for x in prefs:
-        try:
-            return [_prepare(x, nodes, group, inputs, dtypes, opset)]
-        except Refused as e:
-            reasons[x] = str(e)
-    if len(group) == 1:
-        raise _fail(nodes[group[0]], reasons)
+    """Segments for `group`: one model if the first executor takes it whole, else each node to the
+    first executor that takes it alone, neighbours on the same executor joined again."""
+    try:
+        return [_prepare(prefs[0], nodes, group, inputs, dtypes, opset)]
+    except Refused as e:
+        if len(group) == 1:
+            reasons = {prefs[0]: str(e)}
+            for x in prefs[1:]:
+                try:
+                    return [_prepare(x, nodes, group, inputs, dtypes, opset)]
+                except Refused as again:
+                    reasons[x] = str(again)
+            raise _fail(nodes[group[0]], reasons) from None
     singles = [_place(nodes, [k], inputs, dtypes, opset, prefs)[0] for k in group]
     segments: list[_Segment] = []
     start = 0
