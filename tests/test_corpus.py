@@ -41,18 +41,8 @@ LEVELS = ("O0", "O3")
 # pattern that matches gives the reason.  Delete an entry when its cause is fixed.
 XFAIL: dict[str, str] = {
     # aten operators (.pt / .pt2)
-    "bag_*_2d/exported.dynamic.pt2": "aten::sym_numel (dynamic shapes) not supported in .pt2",
-    "bert/exported.dynamic.pt2": "aten::sym_size (dynamic shapes) not supported in .pt2",
-    "distilbert/exported.dynamic.pt2": "aten::sym_size (dynamic shapes) not supported in .pt2",
-    "gpt2/exported.dynamic.pt2": "aten::sym_size (dynamic shapes) not supported in .pt2",
-    "dlrm*/exported.dynamic.pt2": "aten::sym_size (dynamic shapes) not supported in .pt2",
-    "dlrm*/exported.pt2": "aten::cat of the dense and pooled features: IndexError in its arguments",
-    "dlrm*/traced.pt": "aten::cat of the dense and pooled features: IndexError in its arguments",
-    "gpt2/exported.pt2": "aten::cat in GPT2Attention: 'the tensors have different ranks'",
-    "gpt2/traced.pt": "aten::cat in GPT2Attention: 'the tensors have different ranks'",
-    "torchrec_ebc/exported*.pt2": "aten::sym_size, aten::item and fbgemm::asynchronous_complete_cumsum "
-                                  "(KeyedJaggedTensor) not supported in .pt2",
-    "torchrec_ebc/traced.pt": "TorchScript code of a nested torchrec module: '__torch__' is not defined",
+    "torchrec_ebc/exported*.pt2": "aten::item and fbgemm::asynchronous_complete_cumsum (KeyedJaggedTensor) "
+                                 "not supported in .pt2",
     # profitability: -O3 must never take more cycles than -O0
     "bag_last/*#cycles": "-O3 slower than -O0 on a sum EmbeddingBag",
     "bag_sum/*#cycles": "-O3 slower than -O0 on a sum EmbeddingBag",
