@@ -53,6 +53,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_models import bag_inputs  # noqa: E402  (the samples' index/offset maker)
+
 OUT = Path(__file__).resolve().parent / "corpus"
 # PYTHONHASHSEED values for the dynamo exports; on torch 2.13.0 + onnxscript 0.7.2 (CPython 3.11) seed 0
 # puts an EmbeddingBag Loop's carried values in the order [result, index_tensor] and seed 1 in the order
@@ -157,12 +160,6 @@ def padded(module: nn.Embedding | nn.EmbeddingBag) -> nn.Embedding | nn.Embeddin
     return module
 
 
-def bag_feeds(rng: np.random.Generator, lengths: list[int], rows: int = ROWS) -> tuple[np.ndarray, np.ndarray]:
-    indices = rng.integers(0, rows, size=sum(lengths), dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    return indices, offsets
-
-
 def embedding_cases() -> dict[str, Callable[[], Case]]:
     """The torch.nn embedding variants, on small tables; bags include empty ones, padded bags the padding row."""
     one_d = {"indices": {0: "num_indices"}, "offsets": {0: "batch"}}
@@ -170,7 +167,7 @@ def embedding_cases() -> dict[str, Callable[[], Case]]:
 
     def feeds_1d(seed: int, pad: bool = False, last: bool = False) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)
-        indices, offsets = bag_feeds(rng, [3, 0, 5, 1, 4, 2])
+        indices, offsets = bag_inputs(rng, ROWS, [3, 0, 5, 1, 4, 2])
         if pad:
             indices[indices == PAD] = PAD + 1
             indices[[0, 4, 5, 8, 12]] = PAD  # bags 0, 2 and 4 hold it among others, bag 3 holds only it
@@ -304,7 +301,7 @@ def dlrm_case(itself: bool, tril: bool) -> Case:
     dynamic: dict[str, dict[int, str]] = {"dense_x": {0: "batch"}}
     for k, rows in enumerate(ln_emb):
         lengths = [int(n) for n in rng.integers(0, 5, size=batch)]
-        feeds[f"indices_{k}"], feeds[f"offsets_{k}"] = bag_feeds(rng, lengths, rows)
+        feeds[f"indices_{k}"], feeds[f"offsets_{k}"] = bag_inputs(rng, rows, lengths)
         dynamic[f"offsets_{k}"], dynamic[f"indices_{k}"] = {0: "batch"}, {0: f"num_indices_{k}"}
     order = list(inspect.signature(model.forward).parameters)
     return Case(model, {k: feeds[k] for k in order}, dynamic)
