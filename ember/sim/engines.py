@@ -1,8 +1,8 @@
 """Engine selection: every caller simulates through `simulate`, naming the engine it wants.
 
-`reference` transcribes the timing model of docs/architecture.md event by event and is the oracle; `fast` computes the same
-definition with compiled kernels (ember.sim.fast) and must agree with it on every statistic but
-the host-time ones.
+`reference` transcribes the timing model of docs/architecture.md event by event and is the oracle;
+`fast` computes the same definition with compiled kernels (ember.sim.fast) and must agree with it on
+every statistic but the host-time ones.
 """
 
 from __future__ import annotations
