@@ -266,8 +266,8 @@ def test_placed_lines_live_in_the_queue_level_not_in_l1() -> None:
 
 def test_a_request_slot_frees_when_its_request_completes_not_in_order() -> None:
     """At most `access.outstanding` requests are in flight (docs/architecture.md, the access unit): a
-    request waits for the slot that frees first, so an L2 hit sent after a DRAM miss lets the next request go when the hit is back,
-    not when the miss is."""
+    request waits for the slot that frees first, so an L2 hit sent after a DRAM miss lets the next
+    request go when the hit is back, not when the miss is."""
     unit = AccessUnit.__new__(AccessUnit)
     unit.slots, unit.outstanding = [], 2
     assert unit.slot_free(0.0) == 0.0  # a slot is free
