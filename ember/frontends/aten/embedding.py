@@ -21,7 +21,7 @@ from .values import FLOATS, ONNX_TYPE, Shape, Unusable, Weight, broadcast, dim, 
 
 _BAG = ("weight", "indices", "offsets", ("scale_grad_by_freq", False), ("mode", 0), ("sparse", False),
         ("per_sample_weights", None), ("include_last_offset", False), ("padding_idx", None))
-_BAG_BECOMES = "`emb.bag` (2-D indices: flattened, with constant offsets)"
+_BAG_BECOMES = "`emb.bag` (1-D indices with offsets; 2-D indices as bags of one length, with constant offsets)"
 _SCATTER_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
 _RENORM_EPS = 1e-7  # PyTorch's embedding_renorm_: scale = max_norm / (norm + 1e-7)
 
