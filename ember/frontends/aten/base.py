@@ -267,10 +267,8 @@ class Lowering:
     def retyped(self, x: Any, elem: str) -> Any:
         """x as `elem`, keeping a stored tensor a `Weight` (so that it stays known) when it already has the
         type or is small enough to convert here; `cast` otherwise."""
-        if isinstance(x, Weight) and x.array.dtype == numpy_of(elem):
-            return x
-        if isinstance(x, Weight) and x.array.size <= _FOLD_LIMIT:
-            return self.constant(x.array.astype(numpy_of(elem)))
+        if isinstance(x, Weight) and (x.array.dtype == numpy_of(elem) or x.array.size <= _FOLD_LIMIT):
+            return x if x.array.dtype == numpy_of(elem) else self.constant(x.array.astype(numpy_of(elem)))
         return self.cast(x, elem)
 
     def cast(self, x: Any, elem: str, what: str = "the operand") -> Value:
@@ -279,8 +277,8 @@ class Lowering:
             need(elem[0] == "f" or not isinstance(x, float) or float(x).is_integer(),
                  f"cannot hold {x!r} in {elem}")
             return self.const(np.array(x, dtype=numpy_of(elem)))
-        if isinstance(x, Weight) and x.array.dtype != numpy_of(elem) and x.array.size <= _FOLD_LIMIT:
-            return self.const(x.array.astype(numpy_of(elem)))
+        if isinstance(x, Weight):
+            x = self.retyped(x, elem)
         v = self.value(x, what)
         if self.elem(v) == elem:
             return v

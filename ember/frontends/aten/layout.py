@@ -3,7 +3,9 @@ splitting and joining, broadcasting, tensor factories and index tables, and size
 
 Views (`view`, `transpose`, `expand`, ...) become the matching ONNX host op.  Index tables computed
 from sizes alone (`arange`, `tril_indices`, `triu_indices`, and slices, selects and reshapes of them)
-are computed here and stored as constants, since a traced or exported model has static sizes.
+are computed here and stored as constants: a traced model has static sizes, and so does an export
+unless it was made with dynamic shapes.  Then its symbolic sizes (`SymInt`) are computed at run time
+and passed to Reshape, Expand, Slice and Range as tensors.
 """
 
 from __future__ import annotations
@@ -381,14 +383,15 @@ class LayoutOps(Lowering):
 
     # -- factories and index tables -------------------------------------------------------------
 
-    def filled(self, size: list[int | SymInt], value: Any, elem: str, like: Value | None, hint: str) -> Value:
+    def filled(self, size: list[Any], value: Any, elem: str, like: Value | None, hint: str) -> Value:
         """A new tensor of `size` holding `value`: Expand of a scalar, with Shape(like) for unknown extents."""
         need(isinstance(value, bool | int | float), f"the fill value must be a number, got {value!r}")
         need(elem[0] == "f" or not isinstance(value, float) or float(value).is_integer(),
              f"cannot fill a tensor of {elem} with {value!r}")
         scalar = self.const(np.array(value, dtype=numpy_of(elem)))
         shape = static(size)
-        if like is not None and None in shape:
+        if None in size:  # a `_like` factory of a tensor with unknown extents
+            assert like is not None
             dims = self.host("Shape", [like], (len(shape),), "i64", hint="shape")
         else:
             dims = self.size_vector(size)
@@ -425,12 +428,12 @@ class LayoutOps(Lowering):
             shape = self.size_arg(a["size"])
         else:
             assert src is not None
-            shape = [self.sym_dim(src, d) if n is None else n for d, n in enumerate(self.shape(src))]
+            shape = list(self.shape(src))  # unknown extents: Shape(src) at run time
         v = a["fill_value"] if "fill_value" in a else _FILL[op]
         default = self.elem(src) if src is not None else self.fill_elem(v) if op == "full" else "f32"
         return self.filled(shape, v, self.dtype(a["dtype"], default), src if op.endswith("_like") else None, op)
 
-    @aten("arange", becomes="a constant", raw=True)
+    @aten("arange", becomes="a constant (host `Range` for a length known only at run time)", raw=True)
     def _arange(self, a: Args) -> Weight | Value:
         """arange(end), arange(start, end) or arange(start, end, step), with factory keywords."""
         args, kw = a["args"], dict(a["kwargs"])

@@ -155,8 +155,8 @@ def sizes(v: Any, what: str) -> list[int | SymInt]:
     return list(ints(v, what))
 
 
-def static(dims: list[int | SymInt]) -> Shape:
-    """The extents a size list gives the IR: symbolic entries are unknown."""
+def static(dims: list[Any]) -> Shape:
+    """The extents a size list gives the IR: symbolic (and unknown) entries are unknown."""
     return tuple(None if isinstance(d, SymInt) else d for d in dims)
 
 
