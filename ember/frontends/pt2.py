@@ -7,7 +7,9 @@ bytes under `data/weights/` and `data/constants/`, described by a JSON table (dt
 strides, storage offset; notes/ecosystem.md §2.3).  No pickle is ever read.
 
 Each node goes through the same `AtenLowering` as the TorchScript frontend, so both archives of a
-model import to the same IR.  Parameters and buffers become `param`s named by their `state_dict`
+model import to the same IR.  An export with dynamic shapes names its symbolic sizes (`as_sym_int`
+arguments and results, from `sym_size` / `sym_numel` nodes); they are bound like tensors, to the run-time
+sizes the lowering computes.  Parameters and buffers become `param`s named by their `state_dict`
 name, and `load_weights_pt2` reads them (plus the translation's constants) back.
 """
 
@@ -205,7 +207,7 @@ class _Importer:
             return TorchDType(_DTYPES.get(v, f"number {v}") if isinstance(v, int) else str(v))
         if kind in ("as_memory_format", "as_layout", "as_device"):
             return (kind, v)  # only ever checked for presence by the lowering
-        raise EmberError(f"{where}: arguments of kind '{kind}' (symbolic shapes, graphs, custom objects) "
+        raise EmberError(f"{where}: arguments of kind '{kind}' (graphs, custom objects, symbolic floats) "
                          f"are not supported; {_HINT}", self.path)
 
     def sym_int(self, v: Any, where: str) -> Any:

@@ -6,7 +6,7 @@ Python-syntax source (`code/__torch__/...`); see notes/ecosystem.md §2.  Unpick
 with `pickle.load` would run whatever callables it names, so `_RestrictedUnpickler` accepts only the
 handful of globals such an archive uses and refuses everything else by name.  The code is never
 executed either: it is parsed with `ast` and the traced `forward` is walked symbolically, inlining
-submodule calls, and each `torch.<op>(...)` call goes to `AtenLowering` (ember/frontends/aten.py),
+submodule calls, and each `torch.<op>(...)` call goes to `AtenLowering` (ember/frontends/aten/),
 shared with the `.pt2` frontend (which sees the same aten operators with named arguments):
 `embedding` becomes emb.gather, `embedding_bag` becomes emb.bag with PyTorch's semantics, and the
 dense operators become `host.onnx` ops at opset 17.
