@@ -45,11 +45,15 @@ def describe_carried(g: Facts, outer: Scope, body: Scope, c: Carried) -> str:
     if step == 0:
         update = "left unchanged"
     elif step is not None:
-        update = f"increased by {step}"
+        update = _change(step)
     else:
         node = body.node(c.next)
         update = f"replaced by {g.describe(body, c.next)}" if node is None else f"updated by {node.op_type}"
     return f"'{c.inside}' starting as {start}, {update} each iteration"
+
+
+def _change(step: int) -> str:
+    return f"increased by {step}" if step >= 0 else f"decreased by {-step}"
 
 
 def describe_all(g: Facts, outer: Scope, body: Scope, vals: list[Carried]) -> str:
@@ -75,15 +79,16 @@ def check_counter(g: Facts, outer: Scope, body: Scope, c: Carried, what: str, fr
     if from_zero:
         need(g.one_int(outer, c.init) == 0, f"{what} should start at 0; it starts as {g.describe(outer, c.init)}")
     step = g.step(body, c.next, c.inside)
-    need(step == 1, f"{what} should step by 1; it is increased by {step} each iteration")
+    need(step == 1, f"{what} should step by 1; it is {_change(step or 0)} each iteration")
 
 
-def split_counter(g: Facts, outer: Scope, body: Scope, vals: list[Carried], other: str,
+def split_counter(g: Facts, outer: Scope, body: Scope, vals: list[Carried], loop: str, other: str,
                   is_other: Callable[[Carried], bool]) -> tuple[Carried, Carried]:
     """(counter, the other value) of a loop that should carry exactly those two, whatever their order.
 
-    `is_other(c)` recognises the other value by its dataflow; `other` names it for the message."""
-    expected = (f"the loop should carry two values, a counter (0, 1, 2, ...) and {other}; found "
+    `is_other(c)` recognises the other value by its dataflow; `loop` and `other` name the loop and
+    the value for the message."""
+    expected = (f"{loop} should carry two values, a counter (0, 1, 2, ...) and {other}; found "
                 f"{describe_all(g, outer, body, vals)}")
     if len(vals) != 2:
         raise Mismatch(expected)

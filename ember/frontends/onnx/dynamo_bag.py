@@ -53,7 +53,8 @@ def match_dynamo(g: Facts, loop: NodeProto) -> tuple[Bag, NodeProto]:
     vals, scans = carried_values(loop, body)
     need(scans == 0, f"the bag loop should have no scan outputs; it has {scans} besides "
          f"{describe_all(g, g.top, bs, vals)}")
-    counter, seq = split_counter(g, g.top, bs, vals, EXPECTED, lambda c: is_appended_sequence(bs, c))
+    counter, seq = split_counter(g, g.top, bs, vals, "the dynamo exporter's EmbeddingBag loop", EXPECTED,
+                                  lambda c: is_appended_sequence(bs, c))
     check_counter(g, g.top, bs, counter, f"the bag counter '{counter.inside}'")
     first_seq = g.top.node(seq.init)
     need(first_seq is not None and first_seq.op_type == "SequenceEmpty",

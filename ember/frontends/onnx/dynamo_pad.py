@@ -50,7 +50,8 @@ def match_padded(g: Facts, bs: Scope, eq: NodeProto, es: Scope, row: str, index:
     vals, scans = carried_values(loop, body)
     need(not loop.input[0] and scans == 0,
          f"the padding filter should be a while-loop without scan outputs; found {describe_all(g, bs, ls, vals)}")
-    j, kept_val = split_counter(g, bs, ls, vals, "the list of kept positions", lambda c: c.final == kept)
+    j, kept_val = split_counter(g, bs, ls, vals, "the padding filter", "the list of kept positions",
+                                 lambda c: c.final == kept)
     check_counter(g, bs, ls, j, f"the padding filter's position '{j.inside}'", from_zero=False)
     first = bs.const(kept_val.init)
     need(first is not None and first.shape == (0,) and first.dtype.kind in "iu",
