@@ -82,18 +82,28 @@ ONNX = """\
 
 The ONNX reader works by pattern, not by a list of operators:
 
-- the EmbeddingBag `Loop`s of both PyTorch exporters (the TorchScript exporter's, opset <= 17, and the
-  dynamo exporter's, opset >= 18, with or without `padding_idx`, in either order of their carried
-  values) become `emb.bag`; `max_norm`'s renormalised table is followed as a computed table;
+- EmbeddingBag `Loop`s become `emb.bag`:
+  - the TorchScript exporter's (opset <= 17): sum, mean, max, per-sample weights,
+    `include_last_offset`, 2-D input; an empty bag gives the reduction's identity (-inf for max), as
+    onnxruntime does with that graph;
+  - the dynamo exporter's (opset >= 18; 18, 20 and 21 are tested): the same plus `padding_idx` and
+    `max_norm`, with static or dynamic shapes, and with its carried values in either order (the order
+    depends on the exporting process's hash seed); an empty bag gives zeros;
+  - `max_norm`'s renormalisation (Unique, ReduceL2, ..., ScatterND) stays host ops, and the bag reads
+    the renormalised table they compute;
 - `Gather(axis=0)` of a float initializer (an embedding table) or of 2-D float rows, and `GatherND` of
-  rows, become `emb.gather`;
-- `ScatterElements` and `ScatterND` that update whole rows with an `add`, `mul`, `max` or `min`
-  reduction become `emb.scatter_rows`.
+  `Unsqueeze(idx)` rows, become `emb.gather`;
+- `ScatterElements` (indices `Expand(Unsqueeze(idx))`) and `ScatterND` (indices `Unsqueeze(idx)`) that
+  update whole rows with an `add`, `mul`, `max` or `min` reduction become `emb.scatter_rows`.
+  `reduction = "none"` gets a warning, since repeated indices make its result undefined, unless the
+  indices come from `Unique`.
 
 Every other node whose operator has no subgraph becomes a `host.onnx` op at the model's own opset, and
 must be runnable by onnxruntime or `onnx.reference`: `ember-import` tries each host op with the host
-runtime and refuses, naming the node, one that no executor can run.  A node with a subgraph (`Loop`,
-`If`, `Scan`) that is not one of the bag loops is refused, saying what was expected and found.
+runtime and refuses, naming the node, one that no executor can run.  Refused outright: operators of a
+custom domain; a node with a subgraph (`Loop`, `If`, `Scan`) that is not one of the bag loops (the
+message says what was expected and what was found); loops that only look like bags; values that are
+not tensors (sequences and maps outside the bag loops).
 """
 
 
