@@ -4,7 +4,7 @@ The archive is a zip holding the exported graph as JSON (`models/model.json`): a
 whose `target` names an aten operator overload (`torch.ops.aten.embedding_bag.padding_idx`) and
 whose arguments are named and typed (`as_tensor`, `as_int`, ...).  Weights are raw little-endian
 bytes under `data/weights/` and `data/constants/`, described by a JSON table (dtype enum, sizes,
-strides, storage offset; notes/ecosystem.md §2.3).  No pickle is ever read.
+strides, storage offset; the enum is torch/_export/serde/schema.py's).  No pickle is ever read.
 
 Each node goes through the same `AtenLowering` as the TorchScript frontend, so both archives of a
 model import to the same IR.  An export with dynamic shapes names its symbolic sizes (`as_sym_int`

@@ -2,7 +2,7 @@
 
 A TorchScript archive is a zip holding the module tree as a pickle (`data.pkl`), the raw tensor
 storages (`data/<key>`, and `constants/<key>` for `constants.pkl`) and the module's code as
-Python-syntax source (`code/__torch__/...`); see notes/ecosystem.md §2.  Unpickling a user's file
+Python-syntax source (`code/__torch__/...`).  Unpickling a user's file
 with `pickle.load` would run whatever callables it names, so `_RestrictedUnpickler` accepts only the
 handful of globals such an archive uses and refuses everything else by name.  The code is never
 executed either: it is parsed with `ast` and the traced `forward` is walked symbolically, inlining
