@@ -17,7 +17,7 @@ from ..ir.builder import Builder
 from ..ir.core import Block, Op, new_op
 from ..ir.rewrite import const_value, free_var, replace_uses
 from ..ir.types import INDEX, StreamType
-from .base import Pass
+from .base import Pass, kept
 
 
 @dataclass
@@ -29,7 +29,7 @@ class AlignQueues(Pass):
     def run(self, module: Op) -> None:
         self.next_var = free_var(module)
         for f in module.body.ops:
-            for root in [o for o in f.body.ops if o.name == "slc.for"]:
+            for root in [o for o in f.body.ops if o.name == "slc.for" and not kept(o)]:
                 for loop in [o for o in root.walk() if o.name == "slc.for" and "vl" not in o.attrs]:
                     self.align(f, root, loop)
 
@@ -94,7 +94,8 @@ class AlignQueues(Pass):
         if cb.name != "slc.callback" or cb.parent is not inner[0].body:
             return None
         lb, ub = (const_value(v) for v in inner[0].operands[:2])
-        one_head = isinstance(lb, int) and isinstance(ub, int) and ub - lb == inner[0].attrs.get("vl")
+        vl = inner[0].attrs.get("vl")
+        one_head = isinstance(lb, int) and isinstance(ub, int) and isinstance(vl, int) and ub - lb <= vl
         return cb if cb.attrs["on"] == "end" or (cb.attrs["on"] == "ite" and one_head) else None
 
     @staticmethod

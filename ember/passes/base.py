@@ -16,7 +16,7 @@ from typing import ClassVar
 from ..ir.core import Op, verify
 from ..ir.diagnostics import EmberError
 from ..ir.printer import print_module
-from ..ir.rewrite import RewritePattern, apply_patterns
+from ..ir.rewrite import RewritePattern, apply_patterns, top_level
 
 PASSES: dict[str, type[Pass]] = {}
 
@@ -38,6 +38,14 @@ class Pass:
     def run(self, module: Op) -> None:
         raise NotImplementedError
 
+    def sees(self, later: list[Pass]) -> None:
+        """Told by run_passes which passes run after this one (choose-plan compiles trial copies with them)."""
+
+
+def kept(op: Op) -> bool:
+    """Whether `op` belongs to a nest choose-plan keeps as -O0 leaves it: optimizations leave it alone."""
+    return top_level(op).attrs.get("plan") == "decoupled"
+
 
 @dataclass
 class PatternPass(Pass):
@@ -51,8 +59,19 @@ class PatternPass(Pass):
         raise NotImplementedError
 
     def run(self, module: Op) -> None:
-        apply_patterns(module, self.patterns(), Decline,
+        apply_patterns(module, [Unless(kept, p) for p in self.patterns()], Decline,
                        lambda op, e: self.remarks.append(f"{op.loc}: remark: {self.name}: {self.declined}: {e}"))
+
+
+@dataclass
+class Unless(RewritePattern):
+    """`pattern`, except on ops `skip` says to leave alone."""
+
+    skip: Callable[[Op], bool]
+    pattern: RewritePattern
+
+    def match_and_rewrite(self, op: Op) -> bool:
+        return not self.skip(op) and self.pattern.match_and_rewrite(op)
 
 
 def parse_pipeline(text: str) -> list[Pass]:
@@ -103,7 +122,8 @@ def make_pass(name: str, opts: dict[str, str]) -> Pass:
 def run_passes(module: Op, passes: list[Pass], print_after_all: bool = False, timings: dict[str, float] | None = None,
                out: Callable[[str], None] = lambda s: print(s, file=sys.stderr, end="")) -> None:
     verify(module)
-    for p in passes:
+    for i, p in enumerate(passes):
+        p.sees(passes[i + 1:])
         t0 = time.perf_counter()
         p.run(module)
         verify(module)

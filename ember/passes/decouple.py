@@ -6,7 +6,8 @@ of memory the nest writes) runs on the core in callbacks: ops before a loop's fi
 fire on each iteration of that loop (`on = "ite"`); ops after an inner loop fire at that inner
 loop's end (a callback `on = "end"` placed at the end of the inner loop's body).  A nest it
 cannot split this way (a loop bound computed by the core, a core value used by two different
-callbacks) stays on the core whole, with a remark saying why.
+callbacks) stays on the core whole, with a remark saying why.  So does a nest choose-plan keeps on
+the core (`plan = "core"`); its `plan = "decoupled"` mark moves to the access nest.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Decouple(Pass):
     def run(self, module: Op) -> None:
         for f in module.body.ops:
             for op in list(f.body.ops):
-                if op.name != "loop.for":
+                if op.name != "loop.for" or op.attrs.get("plan") == "core":
                     continue
                 written = {o.operands[1] for o in op.walk() if o.name == "loop.store"}
                 if not any(o.name == "loop.load" and o.operands[0] not in written for o in op.walk()):
@@ -39,6 +40,8 @@ class Decouple(Pass):
                 except Decline as e:
                     self.remarks.append(f"{op.loc}: remark: decouple: nest kept on the core: {e}")
                     continue
+                if "plan" in op.attrs:
+                    new.attrs["plan"] = op.attrs["plan"]
                 replace_op(op, new)
 
 

@@ -1,6 +1,6 @@
 """hoist: masks and other loop invariants are computed once, before the access nest.
 
-- A vector access loop that is one head (constant bounds, `ub - lb` = vl, as `unroll` leaves a row)
+- A vector access loop that is one head (constant bounds, `ub - lb` <= vl, as `unroll` leaves a row)
   has the same index vector and lane mask every time: `iota(lb)` and `tailmask(lb, ub)`.  Its
   callbacks read them from registers computed once, instead of popping them from the queue every
   row, and the mask stream goes (nothing marshals it any more).  Declined, with a remark, when the
@@ -51,8 +51,8 @@ class OneHeadIndices(RewritePattern):
         lo, hi = const_value(lb), const_value(ub)
         if not isinstance(lo, int) or not isinstance(hi, int):
             raise Decline("the loop's bounds are not constants")
-        if hi - lo != loop.attrs["vl"]:
-            return False  # several heads (or a partial one): the index and mask change
+        if hi - lo > loop.attrs["vl"]:
+            return False  # several heads: the index and mask change
         iv = loop.body.args[0]
         masks = [o for o in loop.body.ops if o.name == "slc.mask" and o.operands[0] is iv]
         heads = [o for o in loop.walk() if o.name == "slc.head" and o.operands[0] in {iv, *(m.result for m in masks)}]

@@ -32,7 +32,7 @@ from ..ir.core import Block, Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.rewrite import clone, const_value
 from ..ir.types import INDEX, ShapedType
-from .base import Pass
+from .base import Pass, kept
 
 LOADS = ("loop.load", "loop.vload", "loop.gather")
 STORES = ("loop.store", "loop.vstore", "loop.scatter")
@@ -71,7 +71,7 @@ class InitAhead(Pass):
 
     def run(self, module: Op) -> None:
         for f in module.body.ops:
-            for root in [o for o in f.body.ops if o.name == "slc.for"]:
+            for root in [o for o in f.body.ops if o.name == "slc.for" and not kept(o)]:
                 self.ahead(f, root)
 
     def ahead(self, f: Op, root: Op) -> None:

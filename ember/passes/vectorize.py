@@ -8,7 +8,10 @@ splat.  A tail mask stream (`slc.mask`) switches off the lanes past the loop's e
 declined, with a remark, when anything else uses the induction variable or when lanes could
 touch the same memory.  Innermost loops of nests that stay on the core (such as the output
 initialisation) are vectorized the same way, their index becoming `loop.iota` of a vl-wide step.
-`vl = 0` picks the widest vector of a 512-bit unit for the element type.
+`vl = 0` picks the widest vector of a 512-bit unit for the element type, or, for a loop of a constant
+trip count below that (a row narrower than a vector: D = 8 floats), the fewest lanes that cover it in
+a power of two, as an expert uses a 256-bit vector for such a row: the loop is then one head, which
+unroll, hoist and simplify-mem turn into whole-row loads and stores.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from ..dialects.slc import vector_iv
 from ..ir.core import Block, Op, Value, new_op
 from ..ir.rewrite import const_value, defined_in
 from ..ir.types import I1, ScalarType, ShapedType, StreamType, Type
-from .base import Decline, Pass
+from .base import Decline, Pass, kept
 
 SIMD_BITS = 512
 
@@ -44,6 +47,8 @@ class Vectorize(Pass):
     def run(self, module: Op) -> None:
         for f in module.body.ops:
             for op in list(f.walk()):
+                if kept(op):
+                    continue
                 try:
                     if op.name == "slc.for" and "vl" not in op.attrs and not any(
                             o.name == "slc.for" for o in op.body.ops):
@@ -68,7 +73,16 @@ def _width(loop: Op, vl: int) -> int:
     elems = [o.result.type.elem for o in loop.body.ops if o.name == "slc.mem"  # type: ignore[union-attr]
              if isinstance(o.result.type, StreamType)]
     bits = max([ScalarType(str(e)).bytes * 8 for e in elems if isinstance(e, ScalarType)] or [32])
-    return max(1, SIMD_BITS // bits)
+    return _covering(loop, max(1, SIMD_BITS // bits))
+
+
+def _covering(loop: Op, widest: int) -> int:
+    """`widest` lanes, or fewer when the loop's trip count is a constant below that: the smallest power of two
+    that covers it (no lane of a narrow row is wasted)."""
+    lb, ub = const_value(loop.operands[0]), const_value(loop.operands[1])
+    if not isinstance(lb, int) or not isinstance(ub, int) or ub - lb >= widest:
+        return widest
+    return max(1, 1 << max(0, ub - lb - 1).bit_length())
 
 
 def _vectorize(loop: Op, vl: int) -> None:
@@ -200,7 +214,7 @@ def _vectorize_core(loop: Op, vl: int) -> None:
     vector = _plan(loop.body.ops, set(), {iv})
     elems = [v.type.elem for o in loop.body.ops if o.name in ("loop.load", "loop.store")  # type: ignore[union-attr]
              for v in o.operands[:2] if isinstance(v.type, ShapedType)]
-    n = vl or max(1, SIMD_BITS // max([e.bytes * 8 for e in elems] or [32]))
+    n = vl or _covering(loop, max(1, SIMD_BITS // max([e.bytes * 8 for e in elems] or [32])))
     block = loop.parent
     assert block is not None
     step = new_op("loop.const", [], [iv.type], {"value": n}, loc=loop.loc)

@@ -1,0 +1,132 @@
+"""choose-plan: keep each embedding operation on the plan a static estimate says is cheapest.
+
+An operation (what lower-emb made of one emb op: the nests that store its output) can run three ways:
+- `core`: its nests stay on the execute unit (decouple leaves them; vectorize and simplify-mem still
+  apply), as `--target=core` compiles everything;
+- `decoupled`: the access unit does the lookups and the core the callbacks, exactly as -O0 leaves
+  them (every later pass leaves the nests alone);
+- `optimized`: decoupled, then transformed by the passes after this one in the pipeline.
+
+The pass compiles a copy of the module each way (running the passes after it up to `to-dlc`), estimates
+each operation's cycles from that IR with `cost.estimate` (static shapes, the default machine's numbers),
+and marks the operation's nests with the plan it keeps (`plan = "core"` or `plan = "decoupled"`; no
+mark for `optimized`).  The estimate is a model, so a plan replaces the one kept so far (decoupled first,
+then optimized, then core) only when its estimate is at least `margin` percent lower, and the core plan
+also by more than one memory miss: how the core's misses queue for its fill buffers decides whole miss
+latencies there, which the estimate cannot place.  So a tiny gather, three dependent misses on every
+plan, stays as -O0 leaves it; an operation whose trip counts are known only at run time (indices of a
+dynamic length) keeps the optimized plan, which pays at scale.  Run without decouple after it (one
+ember-opt per pass), choose-plan plans for the passes -O3 runs after it; the marks are IR, which later
+runs honour.  Every decision is a remark naming the three estimates and the bound of each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ..ir.core import Op, Value
+from ..ir.diagnostics import EmberError
+from ..ir.rewrite import clone
+from .base import Pass
+from .cost import DEFAULT, STORES, Estimate, estimate
+
+PLANS = ("decoupled", "optimized", "core")  # in the order a plan must beat the one kept before it
+LEVEL_CHANGE = ("to-dlc", "codegen")  # passes past the level the estimate reads
+
+
+@dataclass
+class ChoosePlan(Pass):
+    name = "choose-plan"
+    summary = "keep each embedding op on the plan estimated cheapest: on the core, as -O0 leaves it, or optimized"
+    margin: int = 10
+    remarks: list[str] = field(default_factory=list, repr=False)
+    later: list[Pass] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.margin < 100:
+            raise EmberError(f"pass 'choose-plan': margin={self.margin} is not a percentage from 0 to 99")
+
+    def sees(self, later: list[Pass]) -> None:
+        self.later = later
+
+    def run(self, module: Op) -> None:
+        works = operations(module)
+        if not works:
+            return
+        later, note = self.later, ""
+        if not any(p.name == "decouple" for p in later):  # run alone: plan for what -O3 runs next
+            later, note = o3_after(), " (for -O3's passes: none decouples after choose-plan in this pipeline)"
+        estimates = {plan: self.trial(module, plan, later) for plan in PLANS}
+        for k, w in enumerate(works):
+            est = {plan: estimates[plan][k] for plan in PLANS}
+            plan = self.decide(est)
+            if plan != "optimized":
+                for nest in nests_of(w):
+                    if nest.name == "loop.for":
+                        nest.attrs["plan"] = plan
+            self.remark(w, f"{VERDICT[plan]}: {self.why(est)}{note}")
+
+    def remark(self, work: Op, text: str) -> None:
+        where = f"{work.loc}: " if work.loc else ""
+        self.remarks.append(f"{where}remark: choose-plan: {work.attrs['op']} {text}")
+
+    def decide(self, est: dict[str, Estimate]) -> str:
+        if not all(e.known for e in est.values()):
+            return "optimized"  # sizes known only at run time: the level's plan, as asked
+        kept = PLANS[0]
+        for plan in PLANS[1:]:
+            # on the core, how the misses queue for the fill buffers decides whole miss latencies, which the
+            # estimate cannot place: the core must also win by more than one
+            slack = DEFAULT.miss if plan == "core" else 0.0
+            if est[plan].cycles <= est[kept].cycles * (1 - self.margin / 100) - slack:
+                kept = plan
+        return kept
+
+    @staticmethod
+    def why(est: dict[str, Estimate]) -> str:
+        if not all(e.known for e in est.values()):
+            return "its trip counts are known only at run time, so the estimate cannot judge"
+        return ", ".join(f"{NAMES[p]} {est[p].cycles:,.0f} ({est[p].bound})" for p in PLANS) + " estimated cycles"
+
+    def trial(self, module: Op, plan: str, later: list[Pass]) -> list[Estimate]:
+        """Each operation's estimate when every operation takes `plan`: a copy of the module marked so, run
+        through the `later` passes (fresh instances with the same options) up to to-dlc."""
+        copy = clone(module, {})
+        works = operations(copy)
+        if plan != "optimized":
+            for w in works:
+                for nest in nests_of(w):
+                    nest.attrs["plan"] = plan
+        for p in later:
+            if p.name in LEVEL_CHANGE:
+                break
+            options = {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.repr}
+            type(p)(**options).run(copy)
+        return [estimate(nests_of(w)) for w in works]
+
+
+VERDICT = {"core": "kept on the core", "decoupled": "kept decoupled as at -O0, not optimized",
+           "optimized": "decoupled and optimized"}
+NAMES = {"core": "on the core", "decoupled": "decoupled", "optimized": "optimized"}
+
+
+def o3_after() -> list[Pass]:
+    """The passes -O3 runs after choose-plan."""
+    from . import PRESETS, parse_pipeline  # the registry imports this module
+
+    return parse_pipeline(PRESETS["O3"].split("choose-plan,", 1)[1])
+
+
+def operations(module: Op) -> list[Op]:
+    """The `work` records lower-emb leaves, one per embedding operation, in program order."""
+    return [o for f in module.body.ops for o in f.body.ops if o.name == "work"]
+
+
+def nests_of(work: Op) -> list[Op]:
+    """The top-level nests (core `loop.for`, access `slc.for`) that store the operation's output."""
+    out: Value = work.operands[-1]
+    func = work.parent_op()
+    assert func is not None
+    return [n for n in func.body.ops if n.name in ("loop.for", "slc.for")
+            and any(o.name in STORES and o.operands[1] is out for o in n.walk())]
