@@ -29,7 +29,8 @@ LEVELS = {
     "0": "lower-emb, decouple, to-dlc, codegen",
     "1": "-O0 plus vectorize",
     "2": "-O1 plus bufferize",
-    "3": "-O2 plus every other optimization (--list-passes names them)",
+    "3": "-O2 plus every other optimization (--list-passes names them), except on embedding ops that a static "
+         "estimate says are cheaper on the core or as -O0 leaves them (choose-plan)",
 }
 
 
