@@ -3,7 +3,8 @@
 Needs torch==2.13.0 (CPU), onnxscript 0.7.2, onnxruntime and transformers 5.23.0; the TorchRec model
 also needs torchrec 1.9.2 with fbgemm-gpu-cpu 1.8.0 (docs/corpus.md says why that pair, and how to
 make a throwaway environment to run ``--only torchrec_ebc`` in).  Nothing in Ember imports torch: the
-tests only read what this script writes.
+tests only read what this script writes.  The models are defined in ``zoo.py``; this script gives them
+the corpus's sizes, seeds and inputs (``build`` seeds torch from the model's name before each build).
 
 Every model is exported every way it can be:
 
@@ -44,17 +45,16 @@ import traceback
 import warnings
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gen_models import bag_inputs  # noqa: E402  (the samples' index/offset maker)
+import zoo  # noqa: E402  (the models are defined there)
+from zoo import Case, as_torch, eager  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "corpus"
 # PYTHONHASHSEED values for the dynamo exports; on torch 2.13.0 + onnxscript 0.7.2 (CPython 3.11) seed 0
@@ -64,100 +64,11 @@ HASH_SEEDS = (0, 1)
 OPSETS = (18, 20)
 RTOL, ATOL = 1e-4, 1e-5
 ROWS, DIM = 40, 8
-
-
-@dataclass
-class Case:
-    """A model in eval mode, its inputs (forward's parameter names, in order) and which of their
-    dimensions may vary (``{input: {axis: dim name}}``; inputs sharing a dim name share a Dim)."""
-
-    model: nn.Module
-    feeds: dict[str, np.ndarray]
-    dynamic: dict[str, dict[int, str]]
-    least: dict[str, int] = field(default_factory=dict)  # a dim's smallest size, where torch.export needs one
+PAD = zoo.PAD
 
 
 # ---------------------------------------------------------------------------------------------
-# torch.nn embedding variants
-
-
-class Lookup(nn.Module):
-    """Wraps one embedding module so every variant has a forward with named tensor parameters."""
-
-    def __init__(self, emb: nn.Module) -> None:
-        super().__init__()
-        self.emb = emb
-
-    def forward(self, indices: torch.Tensor) -> torch.Tensor:
-        return self.emb(indices)
-
-
-class BagWithOffsets(nn.Module):
-    def __init__(self, bag: nn.EmbeddingBag) -> None:
-        super().__init__()
-        self.bag = bag
-
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        return self.bag(indices, offsets)
-
-
-class WeightedBag(nn.Module):
-    def __init__(self, bag: nn.EmbeddingBag) -> None:
-        super().__init__()
-        self.bag = bag
-
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        return self.bag(indices, offsets, per_sample_weights=weights)
-
-
-class WeightedBag2D(nn.Module):
-    def __init__(self, bag: nn.EmbeddingBag) -> None:
-        super().__init__()
-        self.bag = bag
-
-    def forward(self, indices: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        return self.bag(indices, per_sample_weights=weights)
-
-
-class Take(nn.Module):
-    """torch.take on a table: element lookups into the flattened table."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.table = nn.Parameter(torch.randn(ROWS, DIM))
-
-    def forward(self, indices: torch.Tensor) -> torch.Tensor:
-        return torch.take(self.table, indices)
-
-
-class FunctionalBag(nn.Module):
-    """F.embedding_bag on a plain parameter (no nn.EmbeddingBag module)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(ROWS, DIM))
-
-    def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        return F.embedding_bag(indices, self.weight, offsets, mode="mean")
-
-
-class FunctionalEmbedding(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(ROWS, DIM))
-
-    def forward(self, indices: torch.Tensor) -> torch.Tensor:
-        return F.embedding(indices, self.weight)
-
-
-PAD = 3
-
-
-def padded(module: nn.Embedding | nn.EmbeddingBag) -> nn.Embedding | nn.EmbeddingBag:
-    """Make the padding row nonzero so that leaving it out (or not) shows in the outputs."""
-    with torch.no_grad():
-        module.weight[PAD] = torch.linspace(-2.0, 3.0, DIM)
-    return module
+# The cases: the models of zoo.py with the corpus's sizes and inputs
 
 
 def embedding_cases() -> dict[str, Callable[[], Case]]:
@@ -167,7 +78,7 @@ def embedding_cases() -> dict[str, Callable[[], Case]]:
 
     def feeds_1d(seed: int, pad: bool = False, last: bool = False) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)
-        indices, offsets = bag_inputs(rng, ROWS, [3, 0, 5, 1, 4, 2])
+        indices, offsets = zoo.bag_inputs(rng, ROWS, [3, 0, 5, 1, 4, 2])
         if pad:
             indices[indices == PAD] = PAD + 1
             indices[[0, 4, 5, 8, 12]] = PAD  # bags 0, 2 and 4 hold it among others, bag 3 holds only it
@@ -198,192 +109,59 @@ def embedding_cases() -> dict[str, Callable[[], Case]]:
 
     large = 3.0  # max_norm below the norm of most rows, so the renormalisation shows
     out: dict[str, Callable[[], Case]] = {
-        "embedding": lambda: Case(Lookup(nn.Embedding(ROWS, DIM)), feeds_2d(1), two_d),
-        "embedding_padding_idx": lambda: Case(Lookup(padded(nn.Embedding(ROWS, DIM, padding_idx=PAD))),
+        "embedding": lambda: Case(zoo.Lookup(nn.Embedding(ROWS, DIM)), feeds_2d(1), two_d),
+        "embedding_padding_idx": lambda: Case(zoo.Lookup(zoo.padded(nn.Embedding(ROWS, DIM, padding_idx=PAD))),
                                               feeds_2d(2, pad=True), two_d),
-        "embedding_max_norm": lambda: Case(Lookup(nn.Embedding(ROWS, DIM, max_norm=large)), feeds_2d(3), two_d),
-        "f_embedding": lambda: Case(FunctionalEmbedding(), feeds_2d(4), two_d),
-        "take": lambda: Case(Take(), {"indices": np.random.default_rng(5).integers(0, ROWS * DIM, size=(4, 6))},
+        "embedding_max_norm": lambda: Case(zoo.Lookup(nn.Embedding(ROWS, DIM, max_norm=large)), feeds_2d(3), two_d),
+        "f_embedding": lambda: Case(zoo.FunctionalEmbedding(torch.randn(ROWS, DIM)), feeds_2d(4), two_d),
+        "take": lambda: Case(zoo.Take(torch.randn(ROWS, DIM)),
+                             {"indices": np.random.default_rng(5).integers(0, ROWS * DIM, size=(4, 6))},
                              {"indices": {0: "batch"}}),
-        "f_embedding_bag": lambda: Case(FunctionalBag(), feeds_1d(6), one_d),
-        "bag_max_norm": lambda: Case(BagWithOffsets(bag("sum", max_norm=large)), feeds_1d(7), one_d),
-        "bag_last": lambda: Case(BagWithOffsets(bag("sum", include_last_offset=True)), feeds_1d(8, last=True),
+        "f_embedding_bag": lambda: Case(zoo.FunctionalBag(torch.randn(ROWS, DIM), "mean"), feeds_1d(6), one_d),
+        "bag_max_norm": lambda: Case(zoo.Bag(bag("sum", max_norm=large)), feeds_1d(7), one_d),
+        "bag_last": lambda: Case(zoo.Bag(bag("sum", include_last_offset=True)), feeds_1d(8, last=True),
                                  one_d, least={"batch": 3}),  # torch.export's guard: two bags at least
-        "bag_weighted": lambda: Case(WeightedBag(bag("sum")), weighted(9),
+        "bag_weighted": lambda: Case(zoo.WeightedBag(bag("sum")), weighted(9),
                                      {**one_d, "weights": {0: "num_indices"}}),
-        "bag_weighted_2d": lambda: Case(WeightedBag2D(bag("sum")), weighted_2d(10),
+        "bag_weighted_2d": lambda: Case(zoo.WeightedBag2D(bag("sum")), weighted_2d(10),
                                         {**two_d, "weights": {0: "batch"}}),
     }
     for k, mode in enumerate(("sum", "mean", "max")):
-        out[f"bag_{mode}"] = (lambda m=mode, s=20 + k: Case(BagWithOffsets(bag(m)), feeds_1d(s), one_d))
-        out[f"bag_{mode}_2d"] = (lambda m=mode, s=30 + k: Case(Lookup(bag(m)), feeds_2d(s), two_d))
-        out[f"bag_pad_{mode}"] = (lambda m=mode, s=40 + k: Case(BagWithOffsets(padded(bag(m, padding_idx=PAD))),
+        out[f"bag_{mode}"] = (lambda m=mode, s=20 + k: Case(zoo.Bag(bag(m)), feeds_1d(s), one_d))
+        out[f"bag_{mode}_2d"] = (lambda m=mode, s=30 + k: Case(zoo.Lookup(bag(m)), feeds_2d(s), two_d))
+        out[f"bag_pad_{mode}"] = (lambda m=mode, s=40 + k: Case(zoo.Bag(zoo.padded(bag(m, padding_idx=PAD))),
                                                                  feeds_1d(s, pad=True), one_d))
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# DLRM, after facebookresearch/dlrm's dlrm_s_pytorch.py (DLRM_Net with the "dot" interaction)
-
-
-class DLRMNet(nn.Module):
-    """EmbeddingBag tables, a bottom MLP for the dense features, the pairwise dot interaction of the
-    dense vector and the pooled embeddings (bmm with its own transpose, then the strictly lower
-    triangle, or the lower triangle with the diagonal when ``itself``), concatenated with the dense
-    vector, and a top MLP ending in a sigmoid.  ``tril`` selects the triangle with torch.tril_indices
-    (the reference's "approach 1") instead of index lists built in Python (its default, "approach 2").
-    The forward takes the offsets and indices of each table as separate tensors so that every export
-    keeps them as named inputs."""
-
-    def __init__(self, m_spa: int, ln_emb: list[int], ln_bot: list[int], ln_top: list[int],
-                 itself: bool, tril: bool, seed: int) -> None:
-        super().__init__()
-        rng = np.random.default_rng(seed)
-        self.itself, self.tril = itself, tril
-        self.bot_l = self.create_mlp(rng, ln_bot, sigmoid_layer=-1)
-        self.top_l = self.create_mlp(rng, ln_top, sigmoid_layer=len(ln_top) - 2)
-        self.emb_l = nn.ModuleList()
-        for n in ln_emb:
-            bag = nn.EmbeddingBag(n, m_spa, mode="sum")
-            bound = np.sqrt(1 / n)
-            bag.weight.data = torch.tensor(rng.uniform(-bound, bound, size=(n, m_spa)).astype(np.float32))
-            self.emb_l.append(bag)
-
-    @staticmethod
-    def create_mlp(rng: np.random.Generator, ln: list[int], sigmoid_layer: int) -> nn.Sequential:
-        """Linear layers with the reference's Gaussian initialisation, ReLU after each but the sigmoid one."""
-        layers: list[nn.Module] = []
-        for i, (n, m) in enumerate(zip(ln[:-1], ln[1:])):
-            linear = nn.Linear(n, m)
-            linear.weight.data = torch.tensor(rng.normal(0.0, np.sqrt(2 / (m + n)), size=(m, n)).astype(np.float32))
-            linear.bias.data = torch.tensor(rng.normal(0.0, np.sqrt(1 / m), size=m).astype(np.float32))
-            layers += [linear, nn.Sigmoid() if i == sigmoid_layer else nn.ReLU()]
-        return nn.Sequential(*layers)
-
-    def apply_emb(self, offsets: list[torch.Tensor], indices: list[torch.Tensor]) -> list[torch.Tensor]:
-        return [bag(i, o) for bag, i, o in zip(self.emb_l, indices, offsets)]
-
-    def interact_features(self, x: torch.Tensor, ly: list[torch.Tensor]) -> torch.Tensor:
-        batch_size, d = x.shape
-        t = torch.cat([x, *ly], dim=1).view((batch_size, -1, d))
-        z = torch.bmm(t, torch.transpose(t, 1, 2))
-        _, ni, nj = z.shape
-        if self.tril:
-            li, lj = torch.tril_indices(ni, nj, offset=0 if self.itself else -1)
-        else:
-            extra = 1 if self.itself else 0
-            li = torch.tensor([i for i in range(ni) for _ in range(i + extra)])
-            lj = torch.tensor([j for i in range(nj) for j in range(i + extra)])
-        return torch.cat([x, z[:, li, lj]], dim=1)
-
-    def sequential_forward(self, dense_x: torch.Tensor, offsets: list[torch.Tensor],
-                           indices: list[torch.Tensor]) -> torch.Tensor:
-        x = self.bot_l(dense_x)
-        return self.top_l(self.interact_features(x, self.apply_emb(offsets, indices)))
-
-
-class DLRM4(DLRMNet):
-    """Four tables, flattened into named inputs."""
-
-    def forward(self, dense_x: torch.Tensor, offsets_0: torch.Tensor, indices_0: torch.Tensor,
-                offsets_1: torch.Tensor, indices_1: torch.Tensor, offsets_2: torch.Tensor, indices_2: torch.Tensor,
-                offsets_3: torch.Tensor, indices_3: torch.Tensor) -> torch.Tensor:
-        return self.sequential_forward(dense_x, [offsets_0, offsets_1, offsets_2, offsets_3],
-                                       [indices_0, indices_1, indices_2, indices_3])
-
-
 def dlrm_case(itself: bool, tril: bool) -> Case:
+    """DLRM with four tables, the reference's initialisation from numpy seed 3, batch 6, bags of 0 to 4."""
     ln_emb, m_spa, batch = [40, 30, 50, 20], 8, 6
     pairs = (len(ln_emb) + 1) * (len(ln_emb) + (2 if itself else 0)) // 2
-    model = DLRM4(m_spa, ln_emb, [13, 16, m_spa], [m_spa + pairs, 16, 1], itself, tril, seed=3)
+    model = zoo.DLRM4(m_spa, ln_emb, [13, 16, m_spa], [m_spa + pairs, 16, 1], np.random.default_rng(3),
+                      itself=itself, tril=tril)
     rng = np.random.default_rng(17)
     feeds: dict[str, np.ndarray] = {"dense_x": rng.standard_normal((batch, 13)).astype(np.float32)}
     dynamic: dict[str, dict[int, str]] = {"dense_x": {0: "batch"}}
     for k, rows in enumerate(ln_emb):
         lengths = [int(n) for n in rng.integers(0, 5, size=batch)]
-        feeds[f"indices_{k}"], feeds[f"offsets_{k}"] = bag_inputs(rng, rows, lengths)
+        feeds[f"indices_{k}"], feeds[f"offsets_{k}"] = zoo.bag_inputs(rng, rows, lengths)
         dynamic[f"offsets_{k}"], dynamic[f"indices_{k}"] = {0: "batch"}, {0: f"num_indices_{k}"}
     order = list(inspect.signature(model.forward).parameters)
     return Case(model, {k: feeds[k] for k in order}, dynamic)
-
-
-# ---------------------------------------------------------------------------------------------
-# Tiny Hugging Face transformers (random weights from tiny configs; nothing is downloaded)
-
-
-class Encoder(nn.Module):
-    """A transformers model called with ids and mask, returning the last hidden state as one tensor."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-
-def hf_case(kind: str) -> Case:
-    import transformers as tf
-
-    torch.manual_seed(11)
-    common = {"vocab_size": 64}
-    if kind == "bert":
-        model = tf.BertModel(tf.BertConfig(**common, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                                           intermediate_size=32, max_position_embeddings=32, type_vocab_size=2),
-                             add_pooling_layer=False)
-    elif kind == "gpt2":
-        model = tf.GPT2Model(tf.GPT2Config(**common, n_embd=16, n_layer=2, n_head=2, n_inner=32, n_positions=32,
-                                           bos_token_id=0, eos_token_id=0))
-    else:
-        model = tf.DistilBertModel(tf.DistilBertConfig(**common, dim=16, n_layers=2, n_heads=2, hidden_dim=32,
-                                                       max_position_embeddings=32))
-    rng = np.random.default_rng(23)
-    ids = rng.integers(0, 64, size=(2, 8), dtype=np.int64)
-    mask = np.ones((2, 8), dtype=np.int64)
-    mask[1, 6:] = 0  # the second sequence is padded
-    return Case(Encoder(model), {"input_ids": ids, "attention_mask": mask},
-                {"input_ids": {0: "batch"}, "attention_mask": {0: "batch"}})
-
-
-# ---------------------------------------------------------------------------------------------
-# TorchRec
-
-
-class SparseArch(nn.Module):
-    """TorchRec's EmbeddingBagCollection over a KeyedJaggedTensor built from flat values and lengths."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        from torchrec import EmbeddingBagCollection, EmbeddingBagConfig
-
-        torch.manual_seed(13)
-        self.keys = ["f0", "f1"]
-        self.ebc = EmbeddingBagCollection(tables=[
-            EmbeddingBagConfig(name="t0", embedding_dim=DIM, num_embeddings=ROWS, feature_names=["f0"]),
-            EmbeddingBagConfig(name="t1", embedding_dim=DIM, num_embeddings=30, feature_names=["f1"]),
-        ], device=torch.device("cpu"))
-
-    def forward(self, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        from torchrec import KeyedJaggedTensor
-
-        kjt = KeyedJaggedTensor.from_lengths_sync(keys=self.keys, values=values, lengths=lengths)
-        return self.ebc(kjt).values()
 
 
 def torchrec_case() -> Case:
     lengths = np.array([2, 0, 3, 1, 1, 2, 0, 3], dtype=np.int64)  # f0: 4 bags, then f1: 4 bags
     rng = np.random.default_rng(29)
     values = np.concatenate([rng.integers(0, ROWS, size=6), rng.integers(0, 30, size=6)]).astype(np.int64)
-    return Case(SparseArch(), {"values": values, "lengths": lengths}, {"values": {0: "num_values"}})
+    return Case(zoo.SparseArch([ROWS, 30], DIM), {"values": values, "lengths": lengths}, {"values": {0: "num_values"}})
 
 
 def all_cases() -> dict[str, Callable[[], Case]]:
-    cases: dict[str, Callable[[], Case]] = {
-        "bert": lambda: hf_case("bert"), "gpt2": lambda: hf_case("gpt2"),
-        "distilbert": lambda: hf_case("distilbert"),
-        "dlrm": lambda: dlrm_case(itself=False, tril=False), "dlrm_tril": lambda: dlrm_case(itself=True, tril=True),
-        "torchrec_ebc": torchrec_case,
-    }
+    cases: dict[str, Callable[[], Case]] = {kind: lambda k=kind: zoo.hf_case(k) for kind in zoo.HF_KINDS}
+    cases |= {"dlrm": lambda: dlrm_case(itself=False, tril=False),
+              "dlrm_tril": lambda: dlrm_case(itself=True, tril=True), "torchrec_ebc": torchrec_case}
     cases.update(embedding_cases())
     return cases
 
@@ -401,7 +179,7 @@ def build(name: str) -> Case:
 
 
 def tensors(case: Case) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.from_numpy(v) for v in case.feeds.values())
+    return as_torch(case.feeds)
 
 
 def dynamic_shapes(case: Case) -> dict[str, dict[int, object]]:
@@ -490,12 +268,6 @@ def loop_order(model: onnx.ModelProto) -> str | None:
     return ";".join(orders) if orders else None
 
 
-def eager(case: Case) -> dict[str, np.ndarray]:
-    with torch.no_grad():
-        out = fresh_model(case)(*tensors(case))
-    return {"output": out.numpy()}
-
-
 def ort_outputs(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort
 
@@ -521,7 +293,7 @@ class Store:
         self.folder = OUT / name
         self.by_hash: dict[str, str] = {}
         self.entries: list[dict[str, object]] = []
-        self.want = eager(case)
+        self.want = {"output": eager(case)}
 
     def add(self, src: Path | None, stem: str, suffix: str, **facts: object) -> None:
         entry: dict[str, object] = {"model": self.name, "format": suffix.lstrip("."), **facts,

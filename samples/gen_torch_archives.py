@@ -13,7 +13,7 @@ message-passing, SpMM, knowledge-graph and attention models of ``gen_models.grap
 with the inputs of the existing ``<name>.in.npz`` (keyed by the names of ``forward``'s parameters).
 With ``--scripted`` it writes ``<name>.scripted.pt`` (torch.jit.script + torch.jit.save) for the models
 of ``SCRIPTED``, whose eager outputs must equal the committed ``<name>.torch.out.npz``, and for
-``gen_models.GatedBag`` (``bag_gated``, with its own inputs and outputs): archives only ember-import's
+``zoo.GatedBag`` (``bag_gated``, with its own inputs and outputs): archives only ember-import's
 torch route reads.
 The models are built after the same seed as in ``gen_models.py``, so their weights match the ONNX
 samples too, but nothing relies on that: each archive is checked against its own eager run.
@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gen_models import OUT, GatedBag, cases, graph_cases, inplace_cases, pad_cases  # noqa: E402  (models here)
+from gen_models import OUT, bag, cases, graph_cases, inplace_cases, pad_cases  # noqa: E402  (the cases)
+from zoo import GatedBag  # noqa: E402
 
 
 def output_names(result: object) -> dict[str, torch.Tensor]:
@@ -121,7 +122,7 @@ def scripted() -> None:
             raise SystemExit(f"{name}: the model differs from {name}.torch.out.npz; regenerate the archives first")
         save_scripted(name, model, feeds, eager)
     torch.manual_seed(1)
-    gated = GatedBag(scale=True).eval()
+    gated = GatedBag(bag("mean"), scale=True).eval()
     feeds = dict(np.load(OUT / "bag_sum.in.npz"))
     check_inputs("bag_gated", gated, feeds)
     with torch.no_grad():

@@ -53,7 +53,7 @@ def compile_model(path: Path, level: str) -> Program:
 
 
 # Optional test groups: the module a skipped test could not import -> the extra that installs it.
-OPTIONAL_GROUPS = {"torch": "torch", "onnxscript": "torch", "transformers": "torch", "matplotlib": "plot",
+OPTIONAL_GROUPS = {"torch": "torch", "onnxscript": "torch", "transformers": "corpus", "matplotlib": "plot",
                    "distributed": "dask", "dask": "dask", "onnxruntime": "test"}
 
 
@@ -80,4 +80,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for reason, n in sorted(other.items()):
         write(f"skipped: {n}: {reason}")
     if missing:
-        write("to run the optional groups too: make test-all  (installs .[test,torch,plot] into .venv)")
+        write("to run the optional groups too: make test-all  (installs .[test,torch,plot,corpus] into .venv)")

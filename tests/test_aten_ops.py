@@ -2,11 +2,12 @@
 
 The committed archives (samples/aten, from samples/gen_aten_cases.py) need no torch: each imports from
 `.pt` and from `.pt2` to the same program, compiles at -O0 and -O3 and simulates to PyTorch's eager
-output (rtol 1e-4, atol 1e-5).  With torch installed, every model of samples/aten_models.py is traced
-and exported here and checked the same way: the embedding and EmbeddingBag variants, DLRM as the
-reference implementation writes it, the dense-operator models and, with transformers, tiny BERT,
-GPT-2 and DistilBERT with eager and SDPA attention.  docs/operators.md must be what
-tests/gen_operators_doc.py writes from the operator table.
+output (rtol 1e-4, atol 1e-5).  With torch installed, every case of samples/gen_aten_cases.py (models
+of samples/zoo.py) is traced and exported here and checked the same way: the embedding and
+EmbeddingBag variants, DLRM as the reference implementation writes it, the dense-operator models and,
+with transformers (the `corpus` extra), the corpus's tiny BERT, GPT-2 and DistilBERT with eager and
+SDPA attention.  docs/operators.md must be what tests/gen_operators_doc.py writes from the operator
+table.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ COMMITTED = sorted(p.stem for p in ATEN.glob("*.pt"))
 SUFFIXES = (".pt", ".pt2")
 LEVELS = ("O0", "O3")
 RTOL, ATOL = 1e-4, 1e-5
-MAX_NORM = {"emb_max_norm": 1.0, "bag_mean_max_norm": 1.5}  # samples/aten_models.py
+MAX_NORM = {"emb_max_norm": 1.0, "bag_mean_max_norm": 1.5}  # samples/gen_aten_cases.py
 
 
 def run(path: Path, level: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -116,14 +117,14 @@ def test_max_norm_renormalises_the_rows_looked_up_in_the_table(name: str, suffix
     weights = load_weights_any(str(path))
     table = weights[next(op.attrs["name"] for op in ops(module) if op.name == "param" and op.result is param)]
     feeds = dict(np.load(ATEN / f"{name}.in.npz"))
-    idx = feeds["idx"].reshape(-1)
+    idx = feeds["indices"].reshape(-1)
     norms = np.linalg.norm(table[idx], axis=1)
     limit = MAX_NORM[name]
     assert (norms > limit * 1.5).any() and (norms < limit).any()
     fixed = _renormed(table, idx, limit)
     if lookup.name == "emb.gather":
-        want = fixed[feeds["idx"]]
-        stale = table[feeds["idx"]]
+        want = fixed[feeds["indices"]]
+        stale = table[feeds["indices"]]
     else:  # a mean bag over 1-D indices and offsets (an empty bag gives 0)
         ends = [*feeds["offsets"][1:], idx.size]
         want = np.stack([fixed[idx[a:b]].mean(0) if b > a else np.zeros(table.shape[1])
@@ -203,24 +204,23 @@ def test_refusal_names_the_operator_and_where_it_is(tmp_path: Path, run: Callabl
 
 
 # ---------------------------------------------------------------------------------------------
-# Every model of samples/aten_models.py, built with torch
+# Every case of samples/gen_aten_cases.py, built with torch
 
 
 def _torch_case_names() -> list[str]:
     """Names of the torch-built cases (none without torch: those tests are then skipped)."""
     if importlib.util.find_spec("torch") is None:
         return []
-    models = _aten_models()
-    return sorted({**models.embedding_cases(), **models.dlrm_cases(), **models.op_cases()})
+    return sorted(_aten_cases().torch_cases())
 
 
-def _aten_models() -> Any:
+def _aten_cases() -> Any:
     sys.path.insert(0, str(ROOT / "samples"))
     try:
-        import aten_models
+        import gen_aten_cases
     finally:
         sys.path.remove(str(ROOT / "samples"))
-    return aten_models
+    return gen_aten_cases
 
 
 HF = [f"{m}_{a}" for m in ("bert", "gpt2", "distilbert") for a in ("eager", "sdpa")]
@@ -230,16 +230,16 @@ HF = [f"{m}_{a}" for m in ("bert", "gpt2", "distilbert") for a in ("eager", "sdp
 def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Any, Path, np.ndarray]]:
     """name -> (case, archive stem, eager output), tracing and exporting each model once."""
     pytest.importorskip("torch")
-    models = _aten_models()
+    cases = _aten_cases()
     cache: dict[str, tuple[Any, Path, np.ndarray]] = {}
     folder = tmp_path_factory.mktemp("aten")
 
     def get(name: str) -> tuple[Any, Path, np.ndarray]:
         if name not in cache:
-            makers = {**models.embedding_cases(), **models.dlrm_cases(), **models.op_cases()}
-            case = (makers[name] if name in makers else models.hf_cases()[name])()
-            want = models.eager(case)
-            models.save(case, folder / name)
+            makers = cases.torch_cases()
+            case = (makers[name] if name in makers else cases.hf_cases()[name])()
+            want = cases.eager(case)
+            cases.save(case, folder / name)
             cache[name] = (case, folder / name, want)
         return cache[name]
 
@@ -249,11 +249,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Any
 def _check_built(built: Callable[[str], tuple[Any, Path, np.ndarray]], name: str, suffix: str) -> None:
     case, stem, want = built(name)
     path = stem.with_suffix(suffix)
-    feeds = _aten_models().flat(case.feeds)
+    feeds = _aten_cases().flat(case.feeds)
     if case.max_norm is not None:  # the table as stored has rows above max_norm that the inputs read
         weights = load_weights_any(str(path))
         table = next(w for w in weights.values() if w.ndim == 2 and w.dtype == np.float32)
-        assert (np.linalg.norm(table[feeds["idx"].reshape(-1)], axis=1) > case.max_norm).any()
+        assert (np.linalg.norm(table[feeds["indices"].reshape(-1)], axis=1) > case.max_norm).any()
     for level in LEVELS:
         got = run(path, level, feeds)
         assert got.shape == want.shape
