@@ -120,7 +120,7 @@ class Callback:
 
 CALLBACKS: dict[str, Callback] = {
     "o0_element": Callback("O0", "bag_sum", 8, per=8),
-    "o1_chunk": Callback("O1", "bag_sum", 8, apart=True),
+    "o1_chunk": Callback("O1", "bag_sum", 16, apart=True),
     "o2_row_d128": Callback("O2", "bag_sum", 128),
     "o3_row_d128": Callback("paper-O3", "bag_sum", 128),
     "o3_row_d32": Callback("paper-O3", "bag_sum", 32),

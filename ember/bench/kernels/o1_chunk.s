@@ -1,7 +1,7 @@
 # Kernel: o1_chunk
-# Mirrors samples/levels/bag_sum.ts.O1.dae, callback A0.1 (-O1: one callback per 16-lane chunk), with the
-#   sample's D = 8 (row stride 32 bytes; the popped mask has 8 lanes on, which llvm-mca's cost does not
-#   depend on).
+# Mirrors the -O1 callback of a sum bag with D = 16 (ember.bench.mca builds it: one callback per 16-lane
+#   chunk, row stride 64 bytes). The sample's D = 8 rows now get 8-lane heads at -O1 (vectorize gives a
+#   narrow row the fewest lanes that cover it), so the 16-lane form is measured on rows of 16.
 # One iteration: one callback, dispatch included (pops of mask, bag, index vector and value vector; vgather,
 #   vfadd, vscatter).
 # Command (from the repository root; samples/gen_mca.py runs it and writes o1_chunk.mca.txt and mca.json):
@@ -55,7 +55,7 @@ A0.1:
   addq $8, %rsi                             # pop v3 (advance the queue: one mask word)
   movq (%rsi), %r8                          # pop r8
   addq $8, %rsi                             # pop r8 (advance the queue: i64)
-  imulq $32, %r8, %rdx                      # vgather v6 / vscatter v7, @9[r8, v4], v3 (row r8: offset, hoisted)
+  imulq $64, %r8, %rdx                      # vgather v6 / vscatter v7, @9[r8, v4], v3 (row r8: offset, hoisted)
   addq %rdi, %rdx                           # vgather v6 / vscatter v7, @9[r8, v4], v3 (row r8: address, hoisted)
   vmovdqu64 (%rsi), %zmm4                   # pop v4 (lanes 0-7 as i64)
   vpermt2d 64(%rsi), %zmm29, %zmm4          # pop v4 (each lane's low dword)
