@@ -43,17 +43,6 @@ XFAIL: dict[str, str] = {
     # aten operators (.pt / .pt2)
     "torchrec_ebc/exported*.pt2": "aten::item and fbgemm::asynchronous_complete_cumsum (KeyedJaggedTensor) "
                                  "not supported in .pt2",
-    # profitability: -O3 must never take more cycles than -O0.  choose-plan keeps every static-shape model
-    # at or under -O0; with sizes known only at run time it keeps the optimized plan, which pays at scale but
-    # loses a few per cent on these tiny batches (mostly promote-accumulators' mispredicted end-of-bag jumps)
-    "bag_sum_2d/*dynamic*#cycles": "-O3 slower than -O0: sizes known only at run time, so choose-plan keeps "
-                                   "the optimized plan",
-    "dlrm*/*dynamic*#cycles": "-O3 slower than -O0: sizes known only at run time, so choose-plan keeps the "
-                              "optimized plan",
-    "take/exported.dynamic.pt2#cycles": "-O3 slower than -O0: sizes known only at run time, so choose-plan "
-                                        "keeps the optimized plan",
-    "torchrec_ebc/dynamo*#cycles": "-O3 slower than -O0: the KeyedJaggedTensor's lengths are known only at "
-                                   "run time, so choose-plan keeps the optimized plan",
 }
 
 

@@ -14,25 +14,31 @@ mark for `optimized`).  The estimate is a model, so a plan replaces the one kept
 then optimized, then core) only when its estimate is at least `margin` percent lower, and the core plan
 also by more than one memory miss: how the core's misses queue for its fill buffers decides whole miss
 latencies there, which the estimate cannot place.  So a tiny gather, three dependent misses on every
-plan, stays as -O0 leaves it; an operation whose trip counts are known only at run time (indices of a
-dynamic length) keeps the optimized plan, which pays at scale.  Run without decouple after it (one
-ember-opt per pass), choose-plan plans for the passes -O3 runs after it; the marks are IR, which later
-runs honour.  Every decision is a remark naming the three estimates and the bound of each.
+plan, stays as -O0 leaves it.  When trip counts are known only at run time (indices of a dynamic
+length), each plan is estimated over a range of sizes, and one other than -O0's is kept only if it is no
+slower than -O0 at every one: -O3 must never be slower than -O0, and nothing picks a plan per run
+(`decide_dynamic`).  Run without decouple after it (one ember-opt per pass), choose-plan plans for the
+passes -O3 runs after it; the marks are IR, which later runs honour.  Every decision is a remark naming
+the three estimates and the bound of each (or, for sizes known only at run time, the sizes tried).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 from dataclasses import dataclass, field
 
 from ..ir.core import Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.rewrite import clone
 from .base import Pass
-from .cost import DEFAULT, STORES, Estimate, estimate
+from .cost import DEFAULT, STORES, Estimate, estimate, unknown
 
 PLANS = ("decoupled", "optimized", "core")  # in the order a plan must beat the one kept before it
 LEVEL_CHANGE = ("to-dlc", "codegen")  # passes past the level the estimate reads
+LARGEST = 20  # sizes left to run time are tried as powers of two up to 2**20 (paper-scale index arrays)
+POINTS = 200  # at most this many combinations of them per operation
 
 
 @dataclass
@@ -57,42 +63,86 @@ class ChoosePlan(Pass):
         later, note = self.later, ""
         if not any(p.name == "decouple" for p in later):  # run alone: plan for what -O3 runs next
             later, note = o3_after(), " (for -O3's passes: none decouples after choose-plan in this pipeline)"
-        estimates = {plan: self.trial(module, plan, later) for plan in PLANS}
+        trials = {plan: self.trial(module, plan, later) for plan in PLANS}
         for k, w in enumerate(works):
-            est = {plan: estimates[plan][k] for plan in PLANS}
-            plan = self.decide(est)
+            est = {plan: estimate(trials[plan][0][k]) for plan in PLANS}
+            if all(e.known for e in est.values()):
+                plan, why = self.decide(est), self.why(est)
+            else:
+                plan, why = self.decide_dynamic(w, k, trials)
             if plan != "optimized":
                 for nest in nests_of(w):
                     if nest.name == "loop.for":
                         nest.attrs["plan"] = plan
-            self.remark(w, f"{VERDICT[plan]}: {self.why(est)}{note}")
+            self.remark(w, f"{VERDICT[plan]}: {why}{note}")
 
     def remark(self, work: Op, text: str) -> None:
         where = f"{work.loc}: " if work.loc else ""
         self.remarks.append(f"{where}remark: choose-plan: {work.attrs['op']} {text}")
 
     def decide(self, est: dict[str, Estimate]) -> str:
-        if not all(e.known for e in est.values()):
-            return "optimized"  # sizes known only at run time: the level's plan, as asked
         kept = PLANS[0]
         for plan in PLANS[1:]:
-            # on the core, how the misses queue for the fill buffers decides whole miss latencies, which the
-            # estimate cannot place: the core must also win by more than one
-            slack = DEFAULT.miss if plan == "core" else 0.0
-            if est[plan].cycles <= est[kept].cycles * (1 - self.margin / 100) - slack:
+            if self.beats(est, plan, kept):
                 kept = plan
         return kept
 
+    def beats(self, est: dict[str, Estimate], plan: str, kept: str) -> bool:
+        """Whether `plan` is estimated at least `margin` percent cheaper than `kept`: on the core, how the misses
+        queue for the fill buffers decides whole miss latencies, which the estimate cannot place, so the core
+        must also win by more than one."""
+        return est[plan].cycles <= est[kept].cycles * (1 - self.margin / 100) - slack(plan)
+
+    def decide_dynamic(self, work: Op, k: int, trials: dict[str, Trial]) -> tuple[str, str]:
+        """Sizes left to run time: estimate every plan with each such extent a power of two from 1 to 2**20
+        (the others as they are).  -O3 must never be slower than -O0, and nothing here picks a plan per run,
+        so a plan replaces the one kept so far (in the static order) only if it is estimated no slower at
+        every size tried (the core by one miss less) and beats it by the static rule at one at least."""
+        extents = list(dict.fromkeys(u for n in nests_of(work) for o in n.walk() for x in o.operands
+                                     for u in unknown(x)))
+        per = min(LARGEST + 1, max(2, math.floor(POINTS ** (1 / max(1, len(extents))))))
+        powers = sorted({2 ** round(LARGEST * i / (per - 1)) for i in range(per)})
+        grid = list(itertools.product(powers, repeat=len(extents)))
+        ests = []
+        for point in grid:
+            est = {}
+            for plan, (nests, vmap) in trials.items():
+                sizes = {(vmap.get(m, m), axis): size for (m, axis), size in zip(extents, point)}
+                est[plan] = estimate(nests[k], sizes=sizes)
+            if not all(e.known for e in est.values()):
+                return "decoupled", ("its trip counts are known only at run time and the estimate cannot follow "
+                                     "them, so -O3 keeps -O0's code")
+            ests.append(est)
+        kept = PLANS[0]
+        for plan in PLANS[1:]:
+            if (all(e[plan].cycles <= e[kept].cycles - slack(plan) for e in ests)
+                    and any(self.beats(e, plan, kept) for e in ests)):
+                kept = plan
+        names = ", ".join(f"{m.name or '?'}[{axis}]" for m, axis in extents)
+        tried = f"{len(grid)} sizes of {names} from 1 to 2**{LARGEST}"
+        if kept != "decoupled":
+            return kept, (f"sizes known only at run time ({names}); estimated no slower than -O0 at every one of "
+                          f"{tried}")
+        winners = [p for p in PLANS[1:] if any(self.beats(e, p, kept) for e in ests)]
+        wins = [point for point, e in zip(grid, ests) if any(self.beats(e, p, kept) for p in winners)]
+        if not wins:
+            return kept, f"sizes known only at run time; -O0's plan is estimated cheapest at all {tried}"
+        smallest = min(wins, key=math.prod)
+        at = ", ".join(f"{m.name or '?'}[{axis}] = {size:,}" for (m, axis), size in zip(extents, smallest))
+        return kept, (f"{' or '.join(WINNERS[p] for p in winners)} is estimated to win at {len(wins)} of {tried} "
+                      f"(the smallest: {at}) and to lose at others; with sizes known only at run time -O3 keeps "
+                      f"-O0's code (run-time versioning is not built)")
+
     @staticmethod
     def why(est: dict[str, Estimate]) -> str:
-        if not all(e.known for e in est.values()):
-            return "its trip counts are known only at run time, so the estimate cannot judge"
         return ", ".join(f"{NAMES[p]} {est[p].cycles:,.0f} ({est[p].bound})" for p in PLANS) + " estimated cycles"
 
-    def trial(self, module: Op, plan: str, later: list[Pass]) -> list[Estimate]:
-        """Each operation's estimate when every operation takes `plan`: a copy of the module marked so, run
-        through the `later` passes (fresh instances with the same options) up to to-dlc."""
-        copy = clone(module, {})
+    def trial(self, module: Op, plan: str, later: list[Pass]) -> Trial:
+        """Each operation's nests when every operation takes `plan`: a copy of the module marked so, run
+        through the `later` passes (fresh instances with the same options) up to to-dlc; and the map from
+        the module's values to the copy's."""
+        vmap: dict[Value, Value] = {}
+        copy = clone(module, vmap)
         works = operations(copy)
         if plan != "optimized":
             for w in works:
@@ -103,12 +153,21 @@ class ChoosePlan(Pass):
                 break
             options = {f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.repr}
             type(p)(**options).run(copy)
-        return [estimate(nests_of(w)) for w in works]
+        return [nests_of(w) for w in works], vmap
+
+
+Trial = tuple[list[list[Op]], dict[Value, Value]]
 
 
 VERDICT = {"core": "kept on the core", "decoupled": "kept decoupled as at -O0, not optimized",
            "optimized": "decoupled and optimized"}
 NAMES = {"core": "on the core", "decoupled": "decoupled", "optimized": "optimized"}
+WINNERS = {"core": "the core", "optimized": "optimizing"}
+
+
+def slack(plan: str) -> float:
+    """Cycles the core plan must win by beyond the margin: one full miss."""
+    return DEFAULT.miss if plan == "core" else 0.0
 
 
 def o3_after() -> list[Pass]:

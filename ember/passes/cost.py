@@ -28,7 +28,7 @@ simulator: choose-plan only acts on differences larger than its error (docs/arch
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..ir.core import Op, Value
@@ -99,22 +99,26 @@ class Estimate:
         return max(rates, key=lambda k: rates[k]) if rates else "latency"
 
 
-def static(v: Value) -> int | None:
-    """The value of an index known at compile time: a constant, a static extent, or arithmetic on them."""
+Sizes = Mapping[tuple[Value, int], int]  # (memref, axis) -> an extent the IR leaves to run time, assumed
+NONE: Sizes = {}
+
+
+def static(v: Value, sizes: Sizes = NONE) -> int | None:
+    """The value of an index known at compile time (or assumed in `sizes`): a constant, an extent, or
+    arithmetic on them."""
     o = v.owner
     if not isinstance(o, Op):
         return None
     if o.name == "loop.const":
         return o.attrs["value"] if isinstance(o.attrs["value"], int) else None
     if o.name == "loop.dim":
-        t = o.operands[0].type
-        d = t.shape[o.attrs["axis"]] if isinstance(t, ShapedType) and t.shape else None
-        return d if isinstance(d, int) else None
+        dims = extents(o.operands[0], sizes)
+        return dims[o.attrs["axis"]] if o.attrs["axis"] < len(dims) else None
     fold = {"loop.addi": lambda a, b: a + b, "loop.subi": lambda a, b: a - b, "loop.muli": lambda a, b: a * b,
             "loop.mini": min, "loop.maxi": max}.get(o.name)
     if fold is None:
         return None
-    a, b = (static(x) for x in o.operands)
+    a, b = (static(x, sizes) for x in o.operands)
     return fold(a, b) if a is not None and b is not None else None
 
 
@@ -155,25 +159,39 @@ class _Memory:
         self.seen[m] = (min(old_level, level), max(old_lines, lines))
 
 
-def extents(m: Value) -> list[int | None]:
-    """A memref's extents, the dynamic ones taken from its `loop.alloc` where they are static."""
+def extents(m: Value, sizes: Sizes = NONE) -> list[int | None]:
+    """A memref's extents, the dynamic ones taken from its `loop.alloc` where they are static, else from
+    `sizes`."""
     t = m.type
     if not isinstance(t, ShapedType) or t.shape is None:
         return []
-    dims: list[int | None] = [d if isinstance(d, int) else None for d in t.shape]
+    dims: list[int | None] = [d if isinstance(d, int) else sizes.get((m, k)) for k, d in enumerate(t.shape)]
     o = m.owner
     if isinstance(o, Op) and o.name == "loop.alloc":
-        sizes = iter(static(v) for v in o.operands)
-        dims = [d if d is not None else next(sizes, None) for d in dims]
+        given = iter(static(v, sizes) for v in o.operands)
+        dims = [d if isinstance(t.shape[k], int) else next(given, None) for k, d in enumerate(dims)]
     return dims
 
 
-def _footprint(m: Value, count: float, lanes: int, indirect: bool, target: Target) -> float:
+def unknown(v: Value) -> list[tuple[Value, int]]:
+    """The extents left to run time that the indices and sizes of `v` (a memref, or an index computed outside
+    the nests) depend on: dynamic extents of memrefs that are not allocated from other extents."""
+    out: list[tuple[Value, int]] = []
+    t, o = v.type, v.owner
+    if isinstance(t, ShapedType) and t.shape and not (isinstance(o, Op) and o.name == "loop.alloc"):
+        out += [(v, k) for k, d in enumerate(t.shape) if not isinstance(d, int)]
+    if isinstance(o, Op) and o.name.startswith("loop."):
+        for x in o.operands:
+            out += [u for u in unknown(x) if u not in out]
+    return out
+
+
+def _footprint(m: Value, count: float, lanes: int, indirect: bool, target: Target, sizes: Sizes) -> float:
     """Distinct lines of memref `m` that `count` accesses of `lanes` elements each touch: a 1-D array is read
     in order; a row-wise array's rows are consecutive, or picked at random (indirect: the expected number of
     distinct lines among that many uniform picks), and never more than the array has."""
     t = m.type
-    dims = extents(m)
+    dims = extents(m, sizes)
     if not isinstance(t, ShapedType) or not dims:
         return 1.0
     eb = t.elem.bytes
@@ -195,8 +213,9 @@ def _footprint(m: Value, count: float, lanes: int, indirect: bool, target: Targe
 class _Nest:
     """One top-level nest: walks it once, with how often each op runs, and fills an Estimate."""
 
-    def __init__(self, root: Op, memory: _Memory, target: Target):
+    def __init__(self, root: Op, memory: _Memory, target: Target, sizes: Sizes):
         self.t = target
+        self.sizes = sizes
         self.memory = memory
         self.decoupled = root.name == "slc.for"
         self.count: dict[int, float] = {}      # id(op) -> executions over the whole nest
@@ -215,12 +234,12 @@ class _Nest:
     # -- trip counts --------------------------------------------------------------------------------
     def iterations(self, loop: Op, entries: float) -> float:
         """Total iterations of `loop` (heads, for a vector access loop) when it is entered `entries` times."""
-        lb, ub, step = (static(v) for v in loop.operands)
+        lb, ub, step = (static(v, self.sizes) for v in loop.operands)
         vl = loop.attrs.get("vl", 1)
         if lb is not None and ub is not None and step:
             return entries * max(0, -(-(ub - lb) // step) if vl == 1 else -(-(ub - lb) // vl))
         iv = loop.body.args[0]  # bounds from offsets: as many iterations in all as the array it walks is long
-        walked = [extents(o.operands[0]) for o in loop.walk() if o.name in ("slc.mem", *LOADS)
+        walked = [extents(o.operands[0], self.sizes) for o in loop.walk() if o.name in ("slc.mem", *LOADS)
                   and len(o.operands) == 2 and o.operands[1] is iv]
         known = [d[0] for d in walked if len(d) == 1 and d[0] is not None]
         if not known:
@@ -313,7 +332,7 @@ class _Nest:
         indirect = any(v in self.loaded for v in rows)
         if indirect:
             self.indirect.add(m)
-        lines = _footprint(m, n, lanes, indirect, self.t)
+        lines = _footprint(m, n, lanes, indirect, self.t, self.sizes)
         key = (m, side)
         self.lines[key] = max(self.lines.get(key, 0.0), lines)
         for v in rows:
@@ -330,7 +349,7 @@ class _Nest:
         ahead, rows = self.lead.get(m, (0.0, 0.0))
         if not ahead or not rows:
             return 1.0
-        dims = extents(m)
+        dims = extents(m, self.sizes)
         row_bytes = (dims[-1] or 1) * m.type.elem.bytes if dims and isinstance(m.type, ShapedType) else 1
         per_line = max(1.0, self.t.line_bytes / row_bytes)  # rows that share the last row's line
         return max(0.0, 1.0 - max(0.0, min(rows, ahead) - per_line) / rows)
@@ -348,7 +367,7 @@ class _Nest:
                 lat = self.path(src, st.operands[0]) + (self.t.gather_latency if src.name == "loop.gather" else 0)
                 lat += self.t.latencies[0]
                 if any(v in self.loaded for v in idx):  # rows picked by data: chains only through repeated rows
-                    apart = float(max(1, (extents(m) or [1])[0] or 1))
+                    apart = float(max(1, (extents(m, self.sizes) or [1])[0] or 1))
                 else:
                     apart = self.interleaved(st, idx)
                 self.recurrence = max(self.recurrence, fires * lat / apart)
@@ -402,13 +421,14 @@ def _depends(v: Value, on: Value, depth: int = 0) -> bool:
     return any(_depends(x, on, depth + 1) for x in o.operands)
 
 
-def estimate(nests: Iterable[Op], target: Target = DEFAULT) -> Estimate:
-    """Cycles of one operation's top-level nests (core `loop.for` and access `slc.for`), in program order."""
+def estimate(nests: Iterable[Op], target: Target = DEFAULT, sizes: Sizes = NONE) -> Estimate:
+    """Cycles of one operation's top-level nests (core `loop.for` and access `slc.for`), in program order,
+    with the extents left to run time that `sizes` gives assumed."""
     memory = _Memory()
     est = Estimate()
     roots = list(nests)
     for k, root in enumerate(roots):
-        _charge(_Nest(root, memory, target), root, memory, est, target, k == len(roots) - 1)
+        _charge(_Nest(root, memory, target, sizes), root, memory, est, target, k == len(roots) - 1)
     return est
 
 
@@ -431,8 +451,8 @@ def _charge(n: _Nest, root: Op, memory: _Memory, est: Estimate, t: Target, last:
         if side == "store":
             stores += cold * t.miss + hits * t.hit
         elif m in n.indirect:  # a random row: each miss also has the line after the row fetched, for nothing
-            per_row = _row_lines(m, t)  # unless the rows cover most of the array
-            wasted = t.prefetch_lines * max(0.0, 1.0 - lines / _lines_of(m, t))
+            per_row = _row_lines(m, t, n.sizes)  # unless the rows cover most of the array
+            wasted = t.prefetch_lines * max(0.0, 1.0 - lines / _lines_of(m, t, n.sizes))
             waits += cold + hits
             fills += (cold * t.miss + hits * t.hit) * (per_row + wasted) / per_row
         else:  # read in order: the prefetcher brings every other line
@@ -468,17 +488,17 @@ def _charge(n: _Nest, root: Op, memory: _Memory, est: Estimate, t: Target, last:
         memory.record(m, 2 if side == "access" else 1, lines)
 
 
-def _lines_of(m: Value, t: Target) -> float:
+def _lines_of(m: Value, t: Target, sizes: Sizes) -> float:
     """Lines the whole of `m` spans (infinite if an extent is not known)."""
-    dims = extents(m)
+    dims = extents(m, sizes)
     if not dims or None in dims or not isinstance(m.type, ShapedType):
         return math.inf
     return math.ceil(math.prod(d for d in dims if d is not None) * m.type.elem.bytes / t.line_bytes)
 
 
-def _row_lines(m: Value, t: Target) -> float:
+def _row_lines(m: Value, t: Target, sizes: Sizes) -> float:
     """Lines one row of `m` spans (at least one)."""
-    dims = extents(m)
+    dims = extents(m, sizes)
     eb = m.type.elem.bytes if isinstance(m.type, ShapedType) else 8
     return max(1.0, math.ceil((dims[-1] or 1) * eb / t.line_bytes)) if dims else 1.0
 
@@ -561,12 +581,12 @@ def _mispredicts(n: _Nest, root: Op, sample: int = 32) -> float:
     follows: dict[int | None, int] = {}
     prev: int | None = None
     misses = 0
-    for tok, cnt in runs:
+    for tok, cnt, times in runs:  # a run that stands for `times` repeated iterations misses that many times
         if follows.get(prev) != tok:
-            misses += 1
+            misses += times
             follows[prev] = tok
         if cnt > 1 and follows.get(tok) != tok:
-            misses += 1
+            misses += times
             follows[tok] = tok
         prev = tok
     return misses * (outer / k) if k else 0.0
@@ -575,10 +595,10 @@ def _mispredicts(n: _Nest, root: Op, sample: int = 32) -> float:
 def _emit(runs: list[list[int]], tok: int, cnt: int = 1) -> None:
     if cnt <= 0:
         return
-    if runs and runs[-1][0] == tok:
+    if runs and runs[-1][0] == tok and runs[-1][2] == 1:
         runs[-1][1] += cnt
     else:
-        runs.append([tok, cnt])
+        runs.append([tok, cnt, 1])
 
 
 def _iteration(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], i: int) -> None:
@@ -588,6 +608,9 @@ def _iteration(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], i
             _emit(runs, ids[id(o)])
         elif o.name == "slc.for":
             _traversal(n, o, ids, runs, i)
+
+
+REPEAT = 128  # iterations of a loop generated token by token (more than any paper workload's bag has)
 
 
 def _traversal(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], entry: int) -> None:
@@ -604,8 +627,12 @@ def _traversal(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], e
         cb = next(c for c in cbs if c.attrs["on"] == "ite")
         _emit(runs, ids[id(cb)], trips)
     else:
-        for i in range(trips):
+        for i in range(min(trips, REPEAT)):
             _iteration(n, loop, ids, runs, i)
+        if trips > REPEAT:  # the rest repeat the last one's tokens: generated once, counted for all of them
+            last: list[list[int]] = []
+            _iteration(n, loop, ids, last, REPEAT)
+            runs += [[tok, cnt, trips - REPEAT] for tok, cnt, _ in last]
     for cb in cbs:
         if cb.attrs["on"] == "end":
             _emit(runs, ids[id(cb)])
