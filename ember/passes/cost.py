@@ -3,7 +3,8 @@
 The compiler may not run the simulator (data flows one way), so it estimates from what it knows
 statically: the IR of a plan (loop nests on the core, or access loops and callbacks), the shapes of
 the memrefs (so the trip counts: a loop bounded by offsets runs, over all its entries, as many times
-as the index array it walks is long) and the machine's numbers (`Target`).  A nest costs
+as the index array it walks is long; extents the IR leaves to run time can be assumed, `sizes`) and the
+machine's numbers (`Target`).  A nest costs
 
     latency + the largest of its resource bounds
 
