@@ -39,7 +39,9 @@ where it is (the call and its line in the archive's code for `.pt`, the graph no
 
 A traced TorchScript archive (`torch.jit.trace` + `torch.jit.save`) calls aten operators as
 `torch.<name>(...)` (or `ops.aten.<name>(...)`) in its code; a torch.export archive
-(`torch.export.save`) holds them as graph nodes `torch.ops.aten.<name>.<overload>`.  Both readers send
+(`torch.export.save`) holds them as graph nodes `torch.ops.aten.<name>.<overload>` (operators of
+another namespace, `torch.ops.fbgemm.<name>.<overload>`, are listed as `fbgemm.<name>`, and Python's
+arithmetic on sizes as `_operator.<name>`).  Both readers send
 them to one lowering (`ember/frontends/aten/`), so the two formats support the same operators, every
 overload of each, with PyTorch's semantics: type promotion, broadcasting, and an empty bag giving 0 in
 every mode.  Host ops are ONNX operators of opset {OPSET}.
@@ -72,9 +74,12 @@ Control flow (`if`, `for`, `while`) means a scripted module: `ember-import` conv
 
 - `operator.getitem` of the operators that return several results;
 - exports with dynamic shapes: `sym_size` and `sym_numel` above, and symbolic sizes passed by name to
-  `view`, `reshape`, `expand`, `slice`, `arange` and the factories, which become sizes computed at run
-  time.  Arithmetic on symbolic sizes (`_operator.add`, ...), `item`, and operators outside the `aten`
-  namespace (e.g. fbgemm's) are not supported.
+  `view`, `reshape`, `expand`, `slice`, `split_with_sizes`, `arange` and the factories, which become
+  sizes computed at run time;
+- sizes read from data: `item` of an integer tensor (TorchRec's `KeyedJaggedTensor` reads its lengths
+  this way) is a size computed at run time, and `_operator.add`, ... on such sizes are too.
+  torch.export guards them with `_assert_scalar` (`u0 >= 0`, `u0 + u1 == s0`); Ember does not check
+  these guards at run time, only the ones whose sizes it knows at import time.
 """
 
 ONNX = """\

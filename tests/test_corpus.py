@@ -39,11 +39,7 @@ LEVELS = ("O0", "O3")
 # Cases failing today, as fnmatch patterns over "<file>" (every test of that file), "<file>@O0" /
 # "<file>@O3" (the simulation at that level) and "<file>#cycles" (the -O3 <= -O0 check); the first
 # pattern that matches gives the reason.  Delete an entry when its cause is fixed.
-XFAIL: dict[str, str] = {
-    # aten operators (.pt / .pt2)
-    "torchrec_ebc/exported*.pt2": "aten::item and fbgemm::asynchronous_complete_cumsum (KeyedJaggedTensor) "
-                                 "not supported in .pt2",
-}
+XFAIL: dict[str, str] = {}
 
 
 def files() -> list[str]:

@@ -8,9 +8,11 @@ strides, storage offset; the enum is torch/_export/serde/schema.py's).  No pickl
 
 Each node goes through the same `AtenLowering` as the TorchScript frontend, so both archives of a
 model import to the same IR.  An export with dynamic shapes names its symbolic sizes (`as_sym_int`
-arguments and results, from `sym_size` / `sym_numel` nodes); they are bound like tensors, to the run-time
-sizes the lowering computes.  Parameters and buffers become `param`s named by their `state_dict`
-name, and `load_weights_pt2` reads them (plus the translation's constants) back.
+arguments and results, from `sym_size` / `sym_numel` nodes, or from `item` when a size is read from
+data); they are bound like tensors, to the run-time sizes the lowering computes, and so are the
+conditions (`as_sym_bool`) torch.export compares them in.  Parameters and buffers become `param`s
+named by their `state_dict` name, and `load_weights_pt2` reads them (plus the translation's constants)
+back.
 """
 
 from __future__ import annotations
@@ -201,6 +203,12 @@ class _Importer:
             return v
         if kind == "as_sym_int":
             return self.sym_int(v, where)
+        if kind == "as_sym_bool" and isinstance(v, dict):
+            if isinstance(v.get("as_bool"), bool):
+                return v["as_bool"]
+            if isinstance(v.get("as_name"), str):
+                return self.lookup(v["as_name"])
+            raise self.bad(f"{where}: malformed condition {str(v)[:60]}")
         if kind == "as_sym_ints" and isinstance(v, list):
             return [self.sym_int(x, where) for x in v]
         if kind == "as_scalar_type":
@@ -325,8 +333,16 @@ class _Importer:
             if not isinstance(seq, list | tuple) or not isinstance(k, int) or not -len(seq) <= k < len(seq):
                 raise EmberError(f"{where}: cannot index {type(seq).__name__}", self.path)
             result: Any = seq[k]
-        elif target.startswith("torch.ops.aten.") and target.count(".") == 4:
-            op = target.split(".")[3]
+        elif target.startswith(("torch.ops.", "_operator.", "operator.")):
+            # aten operators by name, other namespaces (fbgemm) as `<namespace>.<name>`, and Python's
+            # arithmetic on sizes as `_operator.<name>`: the keys of the operator table.
+            parts = target.split(".")
+            if parts[0] != "torch":
+                op = f"_operator.{parts[-1]}"
+            elif len(parts) == 5:
+                op = parts[3] if parts[2] == "aten" else f"{parts[2]}.{parts[3]}"
+            else:
+                raise self.bad(f"{where}: malformed operator name")
             try:
                 result = self.low.lower(op, args, kwargs)
             except Unsupported as e:
@@ -334,7 +350,8 @@ class _Importer:
             except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:  # arguments of odd types
                 raise EmberError(f"{where}: invalid arguments ({type(e).__name__}: {e})", self.path) from None
         else:
-            raise EmberError(f"{where}: only aten operators are supported; {_HINT}", self.path)
+            raise EmberError(f"{where}: only operators of torch.ops and arithmetic on sizes are supported; {_HINT}",
+                             self.path)
         self.bind(outs, result, where)
 
     @staticmethod
@@ -345,8 +362,9 @@ class _Importer:
             return [str(out["as_tensor"].get("name"))]
         if "as_tensors" in out and isinstance(out["as_tensors"], list):
             return [str(t.get("name")) for t in out["as_tensors"] if isinstance(t, dict)]
-        if "as_sym_int" in out and isinstance(out["as_sym_int"], dict):
-            return [str(out["as_sym_int"].get("as_name"))]
+        for kind in ("as_sym_int", "as_sym_bool"):
+            if kind in out and isinstance(out[kind], dict):
+                return [str(out[kind].get("as_name"))]
         return []
 
     def bind(self, outs: list[Any], result: Any, where: str) -> None:
@@ -364,8 +382,9 @@ class _Importer:
                 continue
             if "as_tensor" in out:
                 self.env[self.tensor_name(out["as_tensor"])] = value
-            elif "as_sym_int" in out and isinstance(out["as_sym_int"], dict) and "as_name" in out["as_sym_int"]:
-                self.env[str(out["as_sym_int"]["as_name"])] = value
+            elif (sym := out.get("as_sym_int") or out.get("as_sym_bool")) and isinstance(sym, dict) \
+                    and "as_name" in sym:
+                self.env[str(sym["as_name"])] = value
             elif "as_tensors" in out and isinstance(value, list):
                 for t, v in zip(out["as_tensors"], value):
                     self.env[self.tensor_name(t)] = v

@@ -292,7 +292,8 @@ class Lowering:
         if entry is None and op.endswith("_") and not op.startswith("_") and op[:-1] in OPERATORS:
             return self.in_place(op[:-1], args, kwargs)
         if entry is None:
-            raise Unsupported(f"aten::{op} is not one of the operators Ember translates ({DOC} lists them)")
+            name = op.replace(".", "::", 1) if "." in op else f"aten::{op}"  # fbgemm.x: torch.ops.fbgemm.x
+            raise Unsupported(f"{name} is not one of the operators Ember translates ({DOC} lists them)")
         if entry.schema is None:
             a = Args(op, {"args": list(args), "kwargs": dict(kwargs)})
         else:

@@ -421,6 +421,17 @@ class DenseOps(LayoutOps):
         return self.host("CumSum", [x, self.const(np.array(axis, dtype=np.int64))], self.shape(x), self.elem(x),
                          hint="cumsum")
 
+    @aten("fbgemm.asynchronous_complete_cumsum", "t_in",
+          becomes="host `CumSum` after a 0 (`Concat`): a KeyedJaggedTensor's offsets from its lengths")
+    def _complete_cumsum(self, a: Args) -> Value:
+        """FBGEMM's offsets of 1-D lengths: 0, then each running total, so one entry longer."""
+        x = self.tensor_arg(a["t_in"], "the lengths", kind="int", rank=1)
+        n = self.shape(x)[0]
+        total = self.host("CumSum", [x, self.const(np.array(0, dtype=np.int64))], (n,), self.elem(x), hint="cumsum")
+        zero = self.const(np.zeros(1, dtype=numpy_of(self.elem(x))))
+        return self.host("Concat", [zero, total], (None if n is None else n + 1,), self.elem(x), {"axis": 0},
+                         hint="offsets")
+
     @aten("tril", "self", ("diagonal", 0), becomes="host `Trilu`")
     @aten("triu", "self", ("diagonal", 0), becomes="host `Trilu` (upper)")
     def _trilu(self, a: Args) -> Value:

@@ -10,6 +10,7 @@ and passed to Reshape, Expand, Slice and Range as tensors.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from .base import Args, Lowering, aten
 from .values import (
     BIG,
     Shape,
+    SymBool,
     SymInt,
     Weight,
     dim,
@@ -34,7 +36,13 @@ from .values import (
 
 _FACTORY = (("dtype", None), ("layout", None), ("device", None), ("pin_memory", None))
 """The keyword arguments of aten's tensor factories; Ember keeps the dtype and ignores the rest."""
-_FILL = {"zeros": 0, "ones": 1, "zeros_like": 0, "ones_like": 1, "new_zeros": 0, "new_ones": 1}
+_FILL = {"empty": 0, "zeros": 0, "ones": 1, "zeros_like": 0, "ones_like": 1, "new_zeros": 0, "new_ones": 1}
+_SIZE_FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "floordiv": operator.floordiv,
+              "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+              "ge": operator.ge}
+_SIZE_ONNX = {"add": "Add", "sub": "Sub", "mul": "Mul", "floordiv": "Div", "eq": "Equal", "lt": "Less",
+              "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual"}
+"""Python's arithmetic and comparisons on sizes (torch.export's `_operator.<name>` nodes) -> ONNX."""
 _BECOMES_FILL = "host `Expand` of a scalar (`Shape` of the model tensor for unknown extents)"
 
 
@@ -286,11 +294,14 @@ class LayoutOps(Lowering):
         need(n is not None, "unbind of a dimension of unknown size")
         return [self.select(x, d, k) for k in range(n or 0)]
 
-    def split_sizes(self, x: Value, sizes: list[int], d: int) -> list[Value]:
-        pos, out = 0, []
+    def split_sizes(self, x: Value, sizes: list[int | SymInt], d: int) -> list[Value]:
+        """Consecutive slices of the given lengths; a symbolic length gives run-time bounds."""
+        pos: int | SymInt = 0
+        out = []
         for n in sizes:
-            out.append(self.slice(x, d, pos, pos + n))
-            pos += n
+            end = self.size_arith("add", pos, n)
+            out.append(self.slice(x, d, pos, end))
+            pos = end
         return out
 
     @aten("split", "self", "split_size", ("dim", 0), becomes="one host `Slice` per piece")
@@ -310,10 +321,18 @@ class LayoutOps(Lowering):
             sizes = [min(step, n - i) for i in range(0, n, step)] if n else [0]
         return self.split_sizes(x, sizes, d)
 
-    @aten("split_with_sizes", "self", "split_sizes", ("dim", 0), becomes="one host `Slice` per piece")
+    @aten("split_with_sizes", "self", "split_sizes", ("dim", 0),
+          becomes="one host `Slice` per piece (run-time bounds for sizes known only at run time)")
     def _split_with_sizes(self, a: Args) -> list[Value]:
-        return self._split(Args("split", {"self": a["self"], "split_size": list(ints(a["split_sizes"], "sizes")),
-                                          "dim": a["dim"]}))
+        given = sizes(a["split_sizes"], "the split sizes")
+        if not any(isinstance(n, SymInt) for n in given):
+            return self._split(Args("split", {"self": a["self"], "split_size": given, "dim": a["dim"]}))
+        # Data-dependent sizes (a KeyedJaggedTensor's lengths, read with item()): torch.export has
+        # already asserted that they add up to the extent, so the slices only need their bounds.
+        x = self.value(a["self"], "the operand")
+        d = dim(a["dim"], len(self.shape(x)))
+        need(all(isinstance(n, SymInt) or n >= 0 for n in given), f"invalid split sizes {given}")
+        return self.split_sizes(x, given, d)
 
     @aten("chunk", "self", "chunks", ("dim", 0), becomes="one host `Slice` per piece")
     def _chunk(self, a: Args) -> list[Value]:
@@ -410,6 +429,8 @@ class LayoutOps(Lowering):
         """What `torch.full` infers from its fill value when no dtype is given."""
         return "i1" if isinstance(value, bool) else "i64" if isinstance(value, int) else "f32"
 
+    @aten("empty", "size", *_FACTORY, ("memory_format", None),
+          becomes=_BECOMES_FILL + "; zeros stand for its undefined contents")
     @aten("zeros", "size", *_FACTORY, becomes=_BECOMES_FILL)
     @aten("ones", "size", *_FACTORY, becomes=_BECOMES_FILL)
     @aten("full", "size", "fill_value", *_FACTORY, becomes=_BECOMES_FILL)
@@ -497,6 +518,85 @@ class LayoutOps(Lowering):
             return n
         shape = self.host("Shape", [v], (len(self.shape(v)),), "i64", hint="shape")
         return SymInt(self.host("ReduceProd", [shape], (), "i64", {"keepdims": 0}, hint="numel"))
+
+    @aten("item", "self", becomes="a number (a constant's); a size computed at run time (host `Reshape` to 0-d) "
+          "for an integer tensor")
+    def _item(self, a: Args) -> int | float | bool | SymInt:
+        """The value of a one-element tensor.  torch.export turns it into an unbacked symbolic size
+        (KeyedJaggedTensor reads its lengths this way), so an integer one becomes a run-time size."""
+        known = self.known(a["self"])
+        if known is not None:
+            need(known.size == 1, f"item() of a tensor of {known.size} elements")
+            return known.reshape(()).item()
+        x = self.value(a["self"], "the operand of item()")
+        need(prod(self.shape(x)) == 1, f"item() needs a tensor of one element, got {x.type}")
+        need(self.elem(x) in ("i8", "i16", "i32", "i64"),
+             f"item() of a tensor of {self.elem(x)} is supported only for integers (a size)")
+        scalar = self.host("Reshape", [self.cast(x, "i64"), self.const([])], (), "i64", hint="item")
+        return SymInt(scalar)
+
+    @aten("scalar_tensor", "s", *_FACTORY, becomes="a constant, or host `Cast` of a size computed at run time")
+    def _scalar_tensor(self, a: Args) -> Value:
+        s = a["s"]
+        if isinstance(s, SymInt):
+            return self.cast(s.value, self.dtype(a["dtype"], "f32"))
+        need(isinstance(s, bool | int | float), f"scalar_tensor needs a number, got {s!r}")
+        return self.cast(s, self.dtype(a["dtype"], "f32"))
+
+    def size_arith(self, op: str, x: Any, y: Any) -> int | SymInt:
+        """x `op` y on sizes: a number when both are known, else a 0-d int64 host op."""
+        for v in (x, y):
+            need(isinstance(v, SymInt) or (isinstance(v, int) and not isinstance(v, bool)),
+                 f"size arithmetic needs integers or sizes, got {v!r}")
+        if not isinstance(x, SymInt) and not isinstance(y, SymInt):
+            if op == "floordiv":
+                need(y != 0, "integer division by zero")
+            return int(_SIZE_FOLD[op](x, y))
+        if op == "add" and x == 0:
+            return y
+        if op in ("add", "sub") and y == 0 or op in ("mul", "floordiv") and y == 1:
+            return x
+        xs = [v.value if isinstance(v, SymInt) else self.const(np.array(v, dtype=np.int64)) for v in (x, y)]
+        # ONNX Div truncates, which is floor division for the non-negative values sizes are.
+        return SymInt(self.host(_SIZE_ONNX[op], xs, (), "i64", hint=op))
+
+    @aten("_operator.add", "a", "b", becomes="a number, or a size computed at run time (host `Add`)")
+    @aten("_operator.sub", "a", "b", becomes="a number, or a size computed at run time (host `Sub`)")
+    @aten("_operator.mul", "a", "b", becomes="a number, or a size computed at run time (host `Mul`)")
+    @aten("_operator.floordiv", "a", "b",
+          becomes="a number, or a size computed at run time (host `Div`; sizes are non-negative)")
+    def _size_op(self, a: Args) -> int | SymInt:
+        return self.size_arith(a.op.rsplit(".", 1)[1], a["a"], a["b"])
+
+    @aten("_operator.eq", "a", "b", becomes="a bool, or host `Equal` of sizes (only `_assert_scalar` reads it)")
+    @aten("_operator.ne", "a", "b", becomes="a bool, or host `Not` of `Equal` of sizes")
+    @aten("_operator.lt", "a", "b", becomes="a bool, or host `Less` of sizes")
+    @aten("_operator.le", "a", "b", becomes="a bool, or host `LessOrEqual` of sizes")
+    @aten("_operator.gt", "a", "b", becomes="a bool, or host `Greater` of sizes")
+    @aten("_operator.ge", "a", "b", becomes="a bool, or host `GreaterOrEqual` of sizes")
+    def _size_compare(self, a: Args) -> bool | SymBool:
+        op = a.op.rsplit(".", 1)[1]
+        x, y = a["a"], a["b"]
+        for v in (x, y):
+            need(isinstance(v, SymInt) or (isinstance(v, int) and not isinstance(v, bool)),
+                 f"size comparisons need integers or sizes, got {v!r}")
+        if not isinstance(x, SymInt) and not isinstance(y, SymInt):
+            return bool(_SIZE_FOLD[op](x, y))
+        xs = [v.value if isinstance(v, SymInt) else self.const(np.array(v, dtype=np.int64)) for v in (x, y)]
+        out = self.host(_SIZE_ONNX["eq" if op == "ne" else op], xs, (), "i1", hint=op)
+        return SymBool(self.host("Not", [out], (), "i1", hint="ne") if op == "ne" else out)
+
+    @aten("_assert_scalar", "self", "assert_msg",
+          becomes="nothing for a run-time condition (a guard torch.export adds; not checked); "
+          "an error when it is known to fail")
+    def _assert_scalar(self, a: Args) -> None:
+        """torch.export guards the sizes it reads with item() (`u0 >= 0`, `u0 + u1 == s0`); Ember does
+        not check a guard at run time (its comparison is pruned unused), as the model it came from
+        holds for inputs torch accepts.  A guard on known sizes is checked here."""
+        cond = a["self"]
+        need(isinstance(cond, SymBool | bool | int), f"_assert_scalar needs a condition, got {cond!r}")
+        need(isinstance(cond, SymBool) or bool(cond), f"the model's assertion fails: {a['assert_msg']}")
+        return None
 
     @aten("dim", "self", becomes="a number")
     def _dim(self, a: Args) -> int:

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ELEM", "OPSET", "SymInt", "TorchDType", "Unsupported", "Unusable", "Weight", "elem_of", "need", "numpy_of"]
+__all__ = ["ELEM", "OPSET", "SymBool", "SymInt", "TorchDType", "Unsupported", "Unusable", "Weight", "elem_of", "need",
+           "numpy_of"]
 
 OPSET = 17
 """The ONNX operator set of the host ops these frontends emit (axes of Unsqueeze/ReduceSum are inputs,
@@ -60,6 +61,14 @@ class Weight:
 class SymInt:
     """A size torch.export left symbolic (an export with dynamic shapes): known at run time only, as the
     0-d int64 IR value `value` the lowering computed from a tensor's Shape."""
+
+    value: Any  # ir.core.Value
+
+
+@dataclass(eq=False)
+class SymBool:
+    """A comparison of sizes at least one of which is symbolic (`u0 >= 0`): the 0-d bool IR value
+    `value`.  torch.export only passes these to `_assert_scalar`."""
 
     value: Any  # ir.core.Value
 
