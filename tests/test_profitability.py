@@ -187,6 +187,15 @@ def test_run_alone_it_plans_for_o3() -> None:
     assert all(n.attrs["plan"] == "core" for n in nests(module))
 
 
+@pytest.mark.parametrize("pipeline", ["lower-emb,decouple,choose-plan",
+                                      "lower-emb,decouple,vectorize,to-dlc,choose-plan"])
+def test_after_decouple_it_refuses_instead_of_planning_nothing(pipeline: str) -> None:
+    # its marks go on the loop nests decouple replaces: a remark claiming a plan would not match the output
+    module = Workload("small", "bag_sum", 1, 40, 8, 4, 64, 0.0).module()
+    with pytest.raises(EmberError, match="'choose-plan' must run before 'decouple'"):
+        run_passes(module, parse_pipeline(pipeline))
+
+
 def test_the_margin_is_a_percentage() -> None:
     assert parse_pipeline("choose-plan{margin=5}")[0].margin == 5  # type: ignore[attr-defined]
     with pytest.raises(EmberError, match="margin=100 is not a percentage"):

@@ -18,7 +18,8 @@ plan, stays as -O0 leaves it.  When trip counts are known only at run time (indi
 length), each plan is estimated over a range of sizes, and one other than -O0's is kept only if it is no
 slower than -O0 at every one: -O3 must never be slower than -O0, and nothing picks a plan per run
 (`decide_dynamic`).  Run without decouple after it (one ember-opt per pass), choose-plan plans for the
-passes -O3 runs after it; the marks are IR, which later runs honour.  Every decision is a remark naming
+passes -O3 runs after it; the marks are IR, which later runs honour.  Run on a module decouple has already
+transformed, it refuses: its marks would go on nests that no longer exist.  Every decision is a remark naming
 the three estimates and the bound of each (or, for sizes known only at run time, the sizes tried).
 """
 
@@ -60,6 +61,11 @@ class ChoosePlan(Pass):
         works = operations(module)
         if not works:
             return
+        if any(o.name.startswith(("slc.", "dlc.")) for o in module.walk()):
+            # its marks go on the loop nests decouple replaces: marking what is left would plan nothing it says
+            raise EmberError("pass 'choose-plan' must run before 'decouple' (right after lower-emb, as in -O3): "
+                             "this module is already decoupled, so there are no loop nests left to plan",
+                             works[0].loc)
         later, note = self.later, ""
         if not any(p.name == "decouple" for p in later):  # run alone: plan for what -O3 runs next
             later, note = o3_after(), " (for -O3's passes: none decouples after choose-plan in this pipeline)"
