@@ -344,6 +344,13 @@ def other_case(case_id: str, tool: str, make: Make, message: str) -> object:
     return pytest.param(tool, make, message, id=case_id)
 
 
+def choose_plan_late(tmp: Path, good: Good) -> Bad:
+    """choose-plan after decouple would mark nothing while its remark claimed a plan: refused at the op."""
+    src = good.files["emb"]
+    return Bad(["--pass=lower-emb,decouple,choose-plan,to-dlc,codegen", str(src), "-o", str(tmp / "out.dae")],
+               f"{src}:")
+
+
 def empty_dae(tmp: Path, good: Good) -> Bad:
     src = tmp / "bad.dae"
     src.write_text("")
@@ -438,6 +445,11 @@ CASES = [
                    "pass 'decouple' has no option 'remarks'"),
     opt_flags_case("opt-pass-with-O0", ["--pass=lower-emb", "-O0"], "give either --pass or an -O level"),
     opt_flags_case("opt-unknown-level", ["-O5"], "-O5 is not an optimization level; the levels are -O0, -O1, -O2, -O3"),
+    opt_flags_case("opt-bare-O-takes-the-input", ["-O"], "-O needs a level attached, -O0 .. -O3 (it got '"),
+    opt_flags_case("opt-core-with-level", ["--target=core", "-O3"],
+                   "--target=core runs one fixed pipeline (lower-emb,vectorize,simplify-mem,codegen): give it no -O3"),
+    opt_flags_case("opt-core-with-pass", ["--target=core", "--pass=lower-emb"], "give it no --pass"),
+    other_case("opt-choose-plan-after-decouple", "opt", choose_plan_late, "'choose-plan' must run before 'decouple'"),
     opt_flags_case("opt-codegen-not-last", ["--pass=lower-emb,decouple,to-dlc,codegen,verify"],
                    "codegen must be the last pass"),
     # .dae (ember-asm)
@@ -579,3 +591,28 @@ def test_bad_input(tool: str, make: Make, message: str, runs: dict[str, Future[O
             assert not Path(value).exists(), f"{flag} {value} was written despite the error"
     leftovers = [p.name for p in tmp.iterdir() if p.name.startswith(".")]
     assert not leftovers, f"temporary files left behind: {leftovers}"
+
+
+def test_list_passes_prints_presets_as_they_are_typed(good: Good, tmp_path: Path) -> None:
+    """Each preset line of --list-passes is an option (or a name in parentheses) and the same pipeline as --pass;
+    both forms must parse (a printed '-paper-O3' parsed as '-p aper-O3') and compile alike."""
+    from click.testing import CliRunner
+
+    from ember.cli.opt import main
+
+    def opt(*args: str) -> bytes:
+        out = tmp_path / "out.dae"
+        r = CliRunner().invoke(main, [*args, str(good.files["emb"]), "-o", str(out)])
+        assert r.exit_code == 0, f"{args}: {r.output}"
+        return out.read_bytes()
+
+    listing = CliRunner().invoke(main, ["--list-passes"]).output.split("\nPresets:", 1)[1].splitlines()[1:]
+    table = {" ".join(words[:-1]): words[-1] for words in map(str.split, listing)}
+    assert {"-O0", "-O1", "-O2", "-O3", "--target=core", "(paper-O3)", "(-O3 without choose-plan)"} <= set(table)
+    for label, pipeline in table.items():
+        assert pipeline.startswith("--pass="), label
+        by_pass = opt(pipeline)
+        if label.startswith("-"):
+            assert opt(label) == by_pass, label
+    o3 = table["-O3"]
+    assert table["(-O3 without choose-plan)"] == o3.replace("choose-plan,", "") != o3

@@ -20,9 +20,22 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
         cls = PASSES[name]
         opts = ", ".join(f.name for f in dataclasses.fields(cls) if f.repr)
         click.echo(f"{name:12s} {cls.summary}" + (f"  [options: {opts}]" if opts else ""))
-    for level, pipeline in PRESETS.items():
-        click.echo(f"{'--target=core' if level == 'core' else '-' + level:12s} {pipeline}")
+    click.echo("\nPresets: the option to type (or, in parentheses, a name), then the same pipeline as --pass:")
+    for label, pipeline in presets(PRESETS):
+        click.echo(f"  {label:26s} --pass={pipeline}")
     ctx.exit()
+
+
+def presets(named: dict[str, str]) -> list[tuple[str, str]]:
+    """What --list-passes prints: each preset under the option that selects it (a paper preset has none, so its
+    name in parentheses), and -O3 without choose-plan, the way to opt out of its default-machine estimate."""
+    out = []
+    for name, pipeline in named.items():
+        label = "--target=core" if name == "core" else f"-{name}" if name in LEVEL_PRESETS else f"({name})"
+        out.append((label, pipeline))
+        if name == "O3":
+            out.append(("(-O3 without choose-plan)", pipeline.replace("choose-plan,", "")))
+    return out
 
 
 LEVELS = {
@@ -30,8 +43,11 @@ LEVELS = {
     "1": "-O0 plus vectorize",
     "2": "-O1 plus bufferize",
     "3": "-O2 plus every other optimization (--list-passes names them), except on embedding ops that a static "
-         "estimate says are cheaper on the core or as -O0 leaves them (choose-plan)",
+         "estimate says are cheaper on the core or as -O0 leaves them (choose-plan). That estimate uses the "
+         "default machine's numbers whatever ember-sim later simulates, and is a model: to optimize every op, "
+         "give the '(-O3 without choose-plan)' --pass that --list-passes prints",
 }
+LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]},
@@ -42,7 +58,8 @@ LEVELS = {
 @click.option("-O", "level", metavar="LEVEL",
               help="optimization level, written -O0 .. -O3 (each writes .dae; see below)")
 @click.option("--target", type=click.Choice(["dae", "core"]), default="dae", show_default=True,
-              help="dae: access unit + execute unit; core: execute-unit code only (the non-decoupled baseline)")
+              help="dae: access unit + execute unit; core: execute-unit code only (the non-decoupled baseline), one "
+                   "fixed pipeline that takes no -O level or --pass")
 @click.option("--print-ir-after-all", is_flag=True, help="print the IR to stderr after every pass")
 @click.option("--time-passes", is_flag=True, help="print the time each pass took to stderr")
 @click.option("--remarks", is_flag=True, help="print why passes declined to transform something")
@@ -62,14 +79,17 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
 
     if level is not None:  # -O takes its level attached (-O3): name the valid ones, not click's 'No such option'
         if level not in LEVELS:
+            if not level[:1].isdigit():  # `-O x.eir` or `-O -O0`: click gave -O the next argument
+                raise EmberError(f"-O needs a level attached, -O0 .. -O3 (it got '{level}')")
             raise EmberError(f"-O{level} is not an optimization level; the levels are "
                              f"{', '.join('-O' + k for k in LEVELS)} (--list-passes shows their passes)")
         level = "O" + level
     if pipeline and level:
         raise EmberError("give either --pass or an -O level, not both")
     if target == "core":
-        if pipeline:
-            raise EmberError("--target=core takes an -O level, not --pass")
+        if pipeline or level:
+            raise EmberError(f"--target=core runs one fixed pipeline ({PRESETS['core']}): give it no "
+                             f"{'--pass' if pipeline else '-' + str(level)}")
         level = "core"
     passes = parse_pipeline(pipeline or PRESETS[level or "O0"]) if (pipeline or level) else []
     if any(isinstance(p, Codegen) for p in passes[:-1]):
