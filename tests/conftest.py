@@ -63,8 +63,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     other: dict[str, int] = {}
     for rep in terminalreporter.stats.get("skipped", []):
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
-        found = re.search(r"could not import '([\w.]+)'", reason)
-        module = found.group(1).split(".")[0] if found else None
+        found = re.search(r"could not import '([\w.]+)'|needs (\w+)$", reason)
+        module = (found.group(1) or found.group(2)).split(".")[0] if found else None
+        module = module if module is None or module in OPTIONAL_GROUPS else None
         if module is not None:
             missing[module] = missing.get(module, 0) + 1
         else:
