@@ -106,15 +106,17 @@ def test_a_value_reaches_its_consumer_in_the_declared_type(runtime: str) -> None
     np.testing.assert_array_equal(got["b"], [1, 4])
 
 
-def test_a_failing_operator_is_named_with_each_executors_reason() -> None:
+def test_a_failing_operator_is_named_with_the_reason_of_the_executor_that_ran_it() -> None:
+    """A run-time failure is the error: under auto, onnx.reference is not tried after onnxruntime."""
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     nodes = [HostNode.of("Relu", ["x"], ["r"], {}), HostNode.of("Gather", ["r", "i"], ["g"], {"axis": 0}),
              HostNode.of("Neg", ["g"], ["y"], {})]
     feeds = {"x": x, "i": np.array([0, 7])}
     types = {k: (v.dtype, v.shape) for k, v in feeds.items()}
-    with pytest.raises(EmberError, match=r"host operation Gather failed: .*onnx\.reference: ") as e:
+    with pytest.raises(EmberError, match=r"host operation Gather failed: ") as e:
         run_nodes(nodes, feeds, types, {"r": F32, "g": F32, "y": F32}, 17, "auto")
     assert ("onnxruntime: " in str(e.value)) == ex.onnxruntime_installed()
+    assert ("onnx.reference: " in str(e.value)) != ex.onnxruntime_installed()
 
 
 def test_runtime_choice_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

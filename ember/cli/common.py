@@ -108,5 +108,6 @@ def host_runtime_option(fn: F) -> F:
     """`--host-runtime`: which library runs (and, at import, checks) host ONNX operators."""
     from ..host.executors import HELP, RUNTIMES
 
-    return click.option("--host-runtime", "host_runtime", type=click.Choice(RUNTIMES), default=None,
+    # a plain string, checked by set_runtime: an unknown name is a one-line error (exit 1), like the variable's
+    return click.option("--host-runtime", "host_runtime", metavar="|".join(RUNTIMES), default=None,
                         help=HELP)(fn)

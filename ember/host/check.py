@@ -1,19 +1,24 @@
 """The import-time check: every host op of a module must be runnable by an executor the runtime allows.
 
 Each host op is tried as a one-node model with its operands' types (unknown extents left symbolic),
-which is where onnxruntime and onnx.reference refuse what they cannot run.  A model is refused at
-import, naming the node, rather than at simulation.
+which is where onnxruntime and onnx.reference refuse what they cannot run.  Its results must also have
+the element types ONNX's type inference gives them: the simulator converts each result to its declared
+type, so a wrong declaration would otherwise truncate or convert values silently.  A model is refused
+at import, naming the node, rather than at simulation.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+from onnx import helper
 
 from ..ir.core import Op, unique_name
 from ..ir.diagnostics import EmberError
 from ..ir.types import ShapedType
 from .executors import describe
-from .graph import HostNode, Shape
+from .graph import HostNode, Shape, build_model, strict_types
 from .run import check_node
 
 
@@ -26,6 +31,39 @@ def _types(op: Op) -> dict[str, tuple[object, Shape]]:
     return types
 
 
+def _node(op: Op) -> HostNode:
+    attrs = {k: v for k, v in op.attrs.items() if k != "op"}
+    return HostNode.of(op.attrs["op"], [f"x{k}" for k in range(len(op.operands))],
+                       [f"y{k}" for k in range(len(op.results))], attrs)
+
+
+def _type_name(code: int) -> str:
+    return str(helper.tensor_dtype_to_np_dtype(code)) if code else "?"
+
+
+def mistyped(op: Op, opset: int) -> str | None:
+    """How a result of host op `op` is declared with an element type other than the one its operator
+    produces, or None (also when inference cannot tell: unrunnable() words what does not type-check)."""
+    node = _node(op)
+    try:
+        got = strict_types(build_model([node], _types(op), node.produced, opset))
+    except Exception:  # onnx's checker and inference errors share no base class
+        return None
+    for name, result in zip(node.produced, op.results):
+        t = result.type
+        code = got.get(name, 0)
+        if not code or not isinstance(t, ShapedType):
+            continue
+        try:
+            declared = helper.np_dtype_to_tensor_dtype(t.elem.numpy())
+        except (KeyError, TypeError, ValueError):
+            continue
+        if declared != code:
+            return (f"its result '{result.name or '?'}' is declared {_type_name(declared)}, but the operator "
+                    f"produces {_type_name(code)} (a wrong type in the model's value_info or outputs?)")
+    return None
+
+
 def unrunnable(module: Op, choice: str | None = None) -> list[tuple[Op, dict[str, str]]]:
     """The host ops of `module` no executor of the runtime choice can run, each with every executor's reason."""
     opset = int(module.attrs.get("opset", 0) or 0)
@@ -33,9 +71,7 @@ def unrunnable(module: Op, choice: str | None = None) -> list[tuple[Op, dict[str
     for op in module.walk():
         if op.name != "host.onnx":
             continue
-        attrs = {k: v for k, v in op.attrs.items() if k != "op"}
-        node = HostNode.of(op.attrs["op"], [f"x{k}" for k in range(len(op.operands))],
-                           [f"y{k}" for k in range(len(op.results))], attrs)
+        node = _node(op)
         reasons = check_node(node, _types(op), opset, choice)  # type: ignore[arg-type]
         if reasons is not None:
             failed.append((op, reasons))
@@ -64,9 +100,17 @@ def node_label(op: Op, model: str) -> str:
 
 
 def check_module(module: Op, model: str, choice: str | None = None) -> None:
-    """Raise an EmberError naming the first host op of `module` that cannot run (and how many more)."""
+    """Raise an EmberError naming the first host op of `module` that cannot run (and how many more), or
+    the first whose result is declared with a type its operator does not produce."""
     failed = unrunnable(module, choice)
+    if not failed:
+        opset = int(module.attrs.get("opset", 0) or 0)
+        for op in module.walk():
+            why = mistyped(op, opset) if op.name == "host.onnx" else None
+            if why:
+                raise EmberError(f"{node_label(op, model)}: {why}", model)
     if failed:
         op, reasons = failed[0]
         more = f" ({len(failed) - 1} more host ops cannot run either)" if len(failed) > 1 else ""
-        raise EmberError(f"{node_label(op, model)}: no host executor can run it: {describe(reasons)}{more}", model)
+        why = re.sub(r"\(x(\d+)\)", r"(input \1)", describe(reasons))  # the one-node model's input names
+        raise EmberError(f"{node_label(op, model)}: no host executor can run it: {why}{more}", model)

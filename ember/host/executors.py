@@ -43,11 +43,13 @@ class Refused(Exception):
 
 
 def set_runtime(choice: str | None) -> None:
-    """Choose the host runtime for this process (None: the environment variable, else auto)."""
+    """Choose the host runtime for this process (None: the environment variable, else auto).  Either
+    is checked here, so a tool stops on a misspelt name before it does any work."""
     global _chosen
     if choice is not None:
         check_runtime(choice, "--host-runtime")
     _chosen = choice
+    runtime()
 
 
 def check_runtime(choice: str, source: str) -> None:
@@ -93,17 +95,25 @@ def missing(choice: str | None = None) -> dict[str, str]:
 
 
 def short(e: BaseException) -> str:
-    """An executor's error as one line: onnxruntime's status prefix, source paths and schema dumps
-    dropped, the reason kept."""
+    """An executor's error as one line: onnxruntime's status prefix, source paths, C++ signatures,
+    internal node names and schema dumps dropped, the reason kept."""
     text = str(e).strip() or type(e).__name__
     text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = re.sub(r"^\[\w+Error\] \(op_type:[^)]*\): ", "", text)  # onnx's checker and inference
     if ", Error " in text:  # "This is an invalid model. In Node, (...) : (...) -> (...) , Error <reason>"
         text = text.rsplit(", Error ", 1)[1]
-    text = re.sub(r"/\S+\.(cc|h|cpp):\d+ [^\]]*?\] ", "", text)
+    text = re.sub(r"^Non-zero status code returned while running \w+ node\. Name:'[^']*' Status Message: ", "", text)
+    # onnxruntime's code location: "/path/file.cc:91 ns::Class::method(args) [with T = ...] " or
+    # "file.cc:703 Compute ", then the reason (after "condition was false. " for a failed check)
+    text = re.sub(r"\S+\.(?:cc|h|cpp|hpp):\d+ (?:\S+\((?:[^()]|\([^()]*\))*\)(?: const)?|\S+) (?:\[[^\]]*\] )?",
+                  "", text)
+    text = re.sub(r"^[^.]* was false\. ", "", text)
     text = text.split("\n", 1)[0].split(" Available implementations:", 1)[0]
     text = text.split(", schema.has_function is", 1)[0].split(" You may either add one", 1)[0]
     text = re.sub(r" node with name '[^']*'", " node", text)
-    return text if len(text) <= 300 else text[:297] + "..."
+    text = re.sub(r" in node \([^)]*\)", "", text)
+    text = re.sub(r"\bNode\([^)]*\) ", "Node ", text)
+    return text if len(text) <= 400 else text[:397] + "..."
 
 
 class GatherElements(OpRun):
@@ -117,6 +127,9 @@ class GatherElements(OpRun):
         if indices.size and (indices.min() < -n or indices.max() >= n):
             bad = indices.min() if indices.min() < -n else indices.max()
             raise ValueError(f"index {bad} is out of range [-{n}, {n}) along axis {axis}")
+        for d, (s, m) in enumerate(zip(indices.shape, data.shape)):
+            if d != ax and s > m:  # onnxruntime refuses it too; slicing below would broadcast instead
+                raise ValueError(f"indices have {s} elements along dimension {d}, data only {m}")
         idx = np.where(indices < 0, indices + n, indices)
         # dimensions other than the axis may be shorter in the indices (as in torch.gather)
         view = data[tuple(slice(None) if d == ax else slice(0, s) for d, s in enumerate(idx.shape))]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from onnx import AttributeProto, ModelProto, ValueInfoProto, defs, helper
+from onnx import AttributeProto, ModelProto, ValueInfoProto, defs, helper, shape_inference
 
 from ..ir.printer import DenseAttr
 
@@ -118,3 +118,13 @@ def build_model(nodes: Sequence[HostNode], inputs: Mapping[str, tuple[np.dtype, 
     imports = [helper.make_opsetid("", opset)]
     # the oldest IR version that knows the opset, so an older onnxruntime accepts what it can run
     return helper.make_model(graph, opset_imports=imports, ir_version=helper.find_min_ir_version_for(imports, True))
+
+
+def strict_types(model: ModelProto) -> dict[str, int]:
+    """Graph output -> the element type ONNX's strict type and shape inference gives it (0: unknown).
+
+    Raises when a node breaks its operator's schema (input types or count, attributes).  onnxruntime
+    checks this when it builds a session; onnx.reference does not, so its kernels would run such a
+    node on whatever numpy makes of it."""
+    inferred = shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    return {o.name: o.type.tensor_type.elem_type for o in inferred.graph.output}

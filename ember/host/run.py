@@ -14,6 +14,7 @@ converted between the two.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from onnx import ModelProto
 
 from ..ir.diagnostics import EmberError
 from .executors import Refused, Run, describe, executors_of, missing, prepare, short
-from .graph import HostNode, Shape, build_model
+from .graph import HostNode, Shape, build_model, strict_types
 
 Types = Mapping[str, tuple[np.dtype, Shape]]
 
@@ -62,8 +63,27 @@ def _prepare(executor: str, nodes: Sequence[HostNode], group: Sequence[int], inp
     return _Segment(executor, tuple(group), reads, outs, prepare(executor, model))
 
 
-def _fail(node: HostNode, reasons: dict[str, str]) -> EmberError:
-    return EmberError(f"host operation {node.op_type} failed: {describe(reasons)}")
+class HostFailure(EmberError):
+    """A host operator no executor ran: the node and each executor's reason, worded by `run_nodes`."""
+
+    def __init__(self, node: HostNode, reasons: dict[str, str]):
+        super().__init__(f"host operation {node.op_type} failed: {describe(reasons)}")
+        self.node, self.reasons = node, reasons
+
+    def named(self, names: Mapping[str, str]) -> EmberError:
+        """The error with the caller's names for the node's values (its results name the operator)."""
+        if not names:
+            return self
+        results = ", ".join(f"'{names.get(o, o)}'" for o in self.node.produced)
+        why = describe(self.reasons)
+        for v in sorted({*self.node.inputs, *self.node.produced} - {""}, key=len, reverse=True):
+            if v in names:
+                why = re.sub(rf"(?<![\w']){re.escape(v)}(?![\w'])", f"'{names[v]}'", why)
+        return EmberError(f"host operation {self.node.op_type} computing {results} failed: {why}")
+
+
+def _fail(node: HostNode, reasons: dict[str, str]) -> HostFailure:
+    return HostFailure(node, reasons)
 
 
 def _place(nodes: Sequence[HostNode], group: Sequence[int], inputs: Types, dtypes: Mapping[str, np.dtype],
@@ -119,8 +139,10 @@ def _plan(nodes: Sequence[HostNode], inputs: Types, dtypes: Mapping[str, np.dtyp
 
 def _one_by_one(seg: _Segment, nodes: Sequence[HostNode], values: dict[str, np.ndarray],
                 dtypes: Mapping[str, np.dtype], opset: int, prefs: tuple[str, ...]) -> list[np.ndarray]:
-    """The segment's outputs computed node by node, each by the first executor that runs it; the first
-    node none runs is the error."""
+    """The segment's outputs computed node by node, each by the first executor that prepares it.  A node
+    that fails while running is the error: another executor is tried only when one refuses the node
+    (under `auto`, onnx.reference would otherwise hide onnxruntime's run-time checks, such as an
+    integer division by zero, behind a result of its own)."""
     local, raw = dict(values), {}
     for k in seg.nodes:
         node = nodes[k]
@@ -129,12 +151,15 @@ def _one_by_one(seg: _Segment, nodes: Sequence[HostNode], values: dict[str, np.n
         for x in prefs:
             try:
                 one = _prepare(x, nodes, [k], types, dtypes, opset)
-                outs = one.run({i: local[i] for i in one.inputs})
                 break
-            except Exception as e:  # each executor's reason goes into the message
-                reasons[x] = short(e)
+            except Refused as e:
+                reasons[x] = str(e)
         else:
             raise _fail(node, reasons)
+        try:
+            outs = one.run({i: local[i] for i in one.inputs})
+        except Exception as e:  # whatever the executor raises, worded as its reason
+            raise _fail(node, {one.executor: short(e)}) from None
         for name, o in zip(one.outputs, outs):
             o = np.asarray(o)
             want = dtypes.get(name, o.dtype)
@@ -144,12 +169,22 @@ def _one_by_one(seg: _Segment, nodes: Sequence[HostNode], values: dict[str, np.n
 
 
 def run_nodes(nodes: Sequence[HostNode], feeds: Mapping[str, np.ndarray], inputs: Types,
-              dtypes: Mapping[str, np.dtype], opset: int, choice: str | None = None) -> dict[str, np.ndarray]:
+              dtypes: Mapping[str, np.dtype], opset: int, choice: str | None = None,
+              names: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
     """Every value `nodes` produce, by name, as their operators produced it.
 
     `feeds` holds the values they read that exist before them, `inputs` the declared (dtype, shape)
     of each (the key prepared models are kept under, so declare dynamic extents as None);
-    `dtypes` the type each produced value is converted to before a later node reads it."""
+    `dtypes` the type each produced value is converted to before a later node reads it; `names` what
+    an error calls each value (the program's names for them)."""
+    try:
+        return _run_nodes(nodes, feeds, inputs, dtypes, opset, choice)
+    except HostFailure as e:
+        raise e.named(names or {}) from None
+
+
+def _run_nodes(nodes: Sequence[HostNode], feeds: Mapping[str, np.ndarray], inputs: Types,
+               dtypes: Mapping[str, np.dtype], opset: int, choice: str | None) -> dict[str, np.ndarray]:
     prefs = executors_of(choice)
     key: tuple[object, ...] = (prefs, opset, tuple(n.key() for n in nodes),
                                tuple(sorted((k, str(t), s) for k, (t, s) in inputs.items())),
@@ -180,11 +215,18 @@ def run_nodes(nodes: Sequence[HostNode], feeds: Mapping[str, np.ndarray], inputs
 
 def check_node(node: HostNode, inputs: Types, opset: int, choice: str | None = None) -> dict[str, str] | None:
     """None if an executor of the runtime choice can run `node` on inputs of these types, else each
-    executor's reason."""
+    executor's reason.  onnx.reference is trusted only with a node that passes ONNX's strict type
+    check: it never checks input types or counts itself."""
     reasons = missing(choice)
     for x in executors_of(choice):
         try:
-            _prepare(x, [node], [0], inputs, {}, opset)
+            seg = _prepare(x, [node], [0], inputs, {}, opset)
+            if x == "reference":
+                _, _, model = _model([node], seg.nodes, inputs, {}, opset)
+                try:
+                    strict_types(model)
+                except Exception as e:  # onnx's checker and inference errors share no base class
+                    raise Refused(short(e)) from None
             return None
         except Refused as e:
             reasons[x] = str(e)

@@ -75,6 +75,8 @@ class HostRunner:
         self.read = read
         self.runs = host_runs(program)
         self.ready: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        # what an error calls the values execute() names in<n> and s<n>: the program's symbol names
+        self.names = {f"{p}{n}": s.name for n, s in enumerate(program.symbols) for p in ("in", "s")}
 
     def step(self, index: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(inputs, outputs) of the host instruction at `index`."""
@@ -106,7 +108,7 @@ class HostRunner:
             nodes.append(HostNode.of(op_type, names, [f"s{s.n}" for s in out_syms], attrs))
             made.update(s.n for s in out_syms)
         dtypes = {f"s{n}": dtype_of(syms[n].dtype) for n in made}
-        raw = run_nodes(nodes, feeds, types, dtypes, self.p.opset)
+        raw = run_nodes(nodes, feeds, types, dtypes, self.p.opset, names=self.names)
         stored = {name: a.astype(dtypes[name]) if a.dtype != dtypes[name] else a for name, a in raw.items()}
         stored.update(feeds)
         for i, node in zip(self.runs[index], nodes):

@@ -170,6 +170,8 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     if status == MAX_CYCLES:
         raise EmberError(f"simulation exceeded --max-cycles={max_cycles:g}")
     if status != OK:
+        if state.error is not None:
+            raise state.error
         if timing_only:
             raise EmberError("--timing-only: the simulation stopped on an error; run it with data (without "
                              "--timing-only) to see which")
@@ -258,6 +260,7 @@ class _State:
         self.is_ = np.zeros(len(IS_NAMES), dtype=np.int64)
         self.hc = np.zeros(3)
         self.hosts = HostRunner(program, self.known)
+        self.error: EmberError | None = None  # a host op's error, raised when the C side has returned
 
     def share(self, shared: SharedArrays) -> None:
         """Hand the last level and the DRAM bookings on to the next core."""
@@ -311,6 +314,9 @@ class _State:
             self.hc[:] = host_cost(op_type, arrays, outs, self.m.execute.host_flops_per_cycle,
                                    self.m.dram.bytes_per_cycle)
             return 0.0
+        except EmberError as e:  # the host runtime's own error, worded already: raised once C returns
+            self.error = e
+            return -1.0
         except Exception:  # the reference engine reruns the program and words the error
             return -1.0
 
