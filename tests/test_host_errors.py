@@ -162,6 +162,15 @@ def test_integer_division_by_zero_is_an_error(op: str) -> None:
     np.testing.assert_array_equal(got["q"], want)
 
 
+def test_a_case_onnxruntime_does_not_implement_still_falls_back() -> None:
+    """onnxruntime's ReduceMax says at run time it has no empty bool case; onnx.reference has it."""
+    node = HostNode.of("ReduceMax", ["x", "a"], ["y"], {"keepdims": 1})
+    x = np.zeros((2, 0, 4), bool)
+    got = run_nodes([node], {"x": x, "a": np.array([1])}, {"x": (np.dtype(bool), (2, 0, 4)), "a": (I64, (1,))},
+                    {}, 20, "auto")
+    np.testing.assert_array_equal(got["y"], np.zeros((2, 1, 4), bool))  # the empty set's maximum is False
+
+
 def test_split_sizes_that_do_not_add_up_are_an_error() -> None:
     pytest.importorskip("onnxruntime")
     node = HostNode.of("Split", ["x", "s"], ["a", "b"], {"axis": 0})

@@ -94,6 +94,12 @@ def missing(choice: str | None = None) -> dict[str, str]:
     return {}
 
 
+def unsupported(e: BaseException) -> bool:
+    """Whether a run-time failure is the executor lacking the case (onnxruntime's ReduceMax of an empty
+    bool tensor), which another executor may cover, rather than the operator's inputs being wrong."""
+    return bool(re.search(r"NOT_IMPLEMENTED|[Nn]ot implemented|is not defined for|is not supported", str(e)))
+
+
 def short(e: BaseException) -> str:
     """An executor's error as one line: onnxruntime's status prefix, source paths, C++ signatures,
     internal node names and schema dumps dropped, the reason kept."""

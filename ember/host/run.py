@@ -23,7 +23,7 @@ import numpy as np
 from onnx import ModelProto
 
 from ..ir.diagnostics import EmberError
-from .executors import Refused, Run, describe, executors_of, missing, prepare, short
+from .executors import Refused, Run, describe, executors_of, missing, prepare, short, unsupported
 from .graph import HostNode, Shape, build_model, strict_types
 
 Types = Mapping[str, tuple[np.dtype, Shape]]
@@ -82,10 +82,6 @@ class HostFailure(EmberError):
         return EmberError(f"host operation {self.node.op_type} computing {results} failed: {why}")
 
 
-def _fail(node: HostNode, reasons: dict[str, str]) -> HostFailure:
-    return HostFailure(node, reasons)
-
-
 def _place(nodes: Sequence[HostNode], group: Sequence[int], inputs: Types, dtypes: Mapping[str, np.dtype],
            opset: int, prefs: tuple[str, ...]) -> list[_Segment]:
     """Segments for `group`: one model if the first executor takes it whole, else each node to the
@@ -100,7 +96,7 @@ def _place(nodes: Sequence[HostNode], group: Sequence[int], inputs: Types, dtype
                     return [_prepare(x, nodes, group, inputs, dtypes, opset)]
                 except Refused as again:
                     reasons[x] = str(again)
-            raise _fail(nodes[group[0]], reasons) from None
+            raise HostFailure(nodes[group[0]], reasons) from None
     singles = [_place(nodes, [k], inputs, dtypes, opset, prefs)[0] for k in group]
     segments: list[_Segment] = []
     start = 0
@@ -140,9 +136,10 @@ def _plan(nodes: Sequence[HostNode], inputs: Types, dtypes: Mapping[str, np.dtyp
 def _one_by_one(seg: _Segment, nodes: Sequence[HostNode], values: dict[str, np.ndarray],
                 dtypes: Mapping[str, np.dtype], opset: int, prefs: tuple[str, ...]) -> list[np.ndarray]:
     """The segment's outputs computed node by node, each by the first executor that prepares it.  A node
-    that fails while running is the error: another executor is tried only when one refuses the node
-    (under `auto`, onnx.reference would otherwise hide onnxruntime's run-time checks, such as an
-    integer division by zero, behind a result of its own)."""
+    that fails while running is the error: another executor is tried only when one refuses the node,
+    or says at run time that it does not implement the case (under `auto`, onnx.reference would
+    otherwise hide onnxruntime's run-time checks, such as an integer division by zero, behind a
+    result of its own)."""
     local, raw = dict(values), {}
     for k in seg.nodes:
         node = nodes[k]
@@ -151,15 +148,18 @@ def _one_by_one(seg: _Segment, nodes: Sequence[HostNode], values: dict[str, np.n
         for x in prefs:
             try:
                 one = _prepare(x, nodes, [k], types, dtypes, opset)
-                break
             except Refused as e:
                 reasons[x] = str(e)
+                continue
+            try:
+                outs = one.run({i: local[i] for i in one.inputs})
+                break
+            except Exception as e:  # whatever the executor raises, worded as its reason
+                reasons[x] = short(e)
+                if not unsupported(e):
+                    raise HostFailure(node, reasons) from None
         else:
-            raise _fail(node, reasons)
-        try:
-            outs = one.run({i: local[i] for i in one.inputs})
-        except Exception as e:  # whatever the executor raises, worded as its reason
-            raise _fail(node, {one.executor: short(e)}) from None
+            raise HostFailure(node, reasons)
         for name, o in zip(one.outputs, outs):
             o = np.asarray(o)
             want = dtypes.get(name, o.dtype)
