@@ -3,6 +3,7 @@ be damaged or crafted."""
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 
@@ -10,7 +11,15 @@ import numpy as np
 
 from ...ir.diagnostics import EmberError
 
-__all__ = ["has_member", "open_zip", "read_member", "strided_tensor"]
+__all__ = ["MEMBER_BYTES", "RATIO", "has_member", "open_zip", "read_member", "strided_tensor"]
+
+MEMBER_BYTES = int(os.environ.get("EMBER_ARCHIVE_MEMBER_BYTES", 1 << 32))
+"""Largest archive member read, inflated (4 GiB unless EMBER_ARCHIVE_MEMBER_BYTES says otherwise)."""
+RATIO = int(os.environ.get("EMBER_ARCHIVE_RATIO", 100))
+"""Largest inflated/stored size ratio of a member over 16 MiB (EMBER_ARCHIVE_RATIO).  torch stores
+tensor data uncompressed and its pickles and JSON compress about 10x, so a higher ratio is a
+decompression bomb, not a model."""
+_ANY_RATIO = 1 << 24  # members up to 16 MiB inflated may compress as well as they like
 
 
 def strided_tensor(storage: np.ndarray, offset: int, size: list[int], stride: list[int], what: str,
@@ -61,8 +70,25 @@ def has_member(zf: zipfile.ZipFile, name: str) -> bool:
 
 
 def read_member(zf: zipfile.ZipFile, name: str, path: str) -> bytes:
+    """A member's bytes, refusing one that would inflate past MEMBER_BYTES or RATIO before inflating it.
+
+    zipfile stops at the size the entry declares (and fails its CRC if the data is longer), so checking
+    the declared size bounds the work; the loop re-checks what actually arrives."""
     try:
-        return zf.read(name)
+        info = zf.getinfo(name)
+        allowed = min(MEMBER_BYTES, max(_ANY_RATIO, RATIO * info.compress_size))
+        if info.file_size > allowed:
+            raise EmberError(f"archive member '{name}' would inflate to {info.file_size:,} bytes from "
+                             f"{info.compress_size:,}, over the limit of {allowed:,} (EMBER_ARCHIVE_MEMBER_BYTES, "
+                             "EMBER_ARCHIVE_RATIO)", path)
+        parts, total = [], 0
+        with zf.open(info) as f:
+            while chunk := f.read(1 << 20):
+                total += len(chunk)
+                if total > allowed:
+                    raise EmberError(f"archive member '{name}' inflates past the limit of {allowed:,} bytes", path)
+                parts.append(chunk)
+        return b"".join(parts)
     except KeyError:
         raise EmberError(f"the archive has no '{name}'", path) from None
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError) as e:
