@@ -70,3 +70,21 @@ def test_disasm_reproduces_canonical_dae(tmp_path: Path) -> None:
     check(run_tool("asm", str(dae), "-o", str(binary)))
     check(run_tool("disasm", str(binary), "-o", str(back)))
     assert back.read_text() == dae.read_text()
+
+
+def test_outputs_are_all_or_none_when_stats_cannot_be_written(tmp_path: Path) -> None:
+    """ember-sim writes --outputs and --stats together: an unwritable --stats leaves no --outputs behind,
+    and a writable one leaves both."""
+    model = "bag_sum.ts.onnx"
+    eir, dae, binary, out = (tmp_path / f"m.{x}" for x in ("eir", "dae", "bin", "npz"))
+    check(run_tool("import", str(MODELS / model), "-o", str(eir)))
+    check(run_tool("opt", "-O0", str(eir), "-o", str(dae)))
+    check(run_tool("asm", str(dae), "-o", str(binary)))
+    r = run_tool("sim", str(binary), "--inputs", str(inputs_of(model)), "--outputs", str(out),
+                 "--stats", str(tmp_path / "missing" / "s.txt"), "-q")
+    assert r.returncode == 1 and "cannot write" in r.stderr.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.bin", "m.dae", "m.eir"]
+    check(run_tool("sim", str(binary), "--inputs", str(inputs_of(model)), "--outputs", str(out),
+                   "--stats", str(tmp_path / "s.txt"), "-q"))
+    text = (tmp_path / "s.txt").read_text()
+    assert sorted(np.load(out).files) == ["output"] and "Begin Simulation Statistics" in text and "\ncycles " in text

@@ -68,11 +68,31 @@ def read_bytes(path: str) -> bytes:
 
 def write_output(path: str, data: str | bytes) -> None:
     """Write to stdout for `-`, else atomically (a temporary file renamed into place)."""
-    raw = data.encode() if isinstance(data, str) else data
-    if path == "-":
-        sys.stdout.buffer.write(raw)
+    write_outputs({path: data})
+
+
+def write_outputs(files: dict[str, str | bytes]) -> None:
+    """Write several outputs all or none: each goes to a temporary file beside its target first, and
+    only when every one is written are they renamed into place (stdout, `-`, is written last)."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, data in files.items():
+            if path != "-":
+                staged.append((_stage(path, data.encode() if isinstance(data, str) else data), Path(path)))
+        for tmp, target in staged:
+            os.replace(tmp, target)
+        staged = []
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+    if "-" in files:
+        data = files["-"]
+        sys.stdout.buffer.write(data.encode() if isinstance(data, str) else data)
         sys.stdout.buffer.flush()
-        return
+
+
+def _stage(path: str, raw: bytes) -> str:
+    """`raw` in a new temporary file in `path`'s directory, with the permissions a new file gets."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     try:
@@ -85,10 +105,10 @@ def write_output(path: str, data: str | bytes) -> None:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
-        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return tmp
 
 
 def base_dir(path: str) -> Path:

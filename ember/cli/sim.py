@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from ..ir.diagnostics import EmberError
-from .common import display_name, guarded, host_runtime_option, read_bytes, write_output
+from .common import display_name, guarded, host_runtime_option, read_bytes, write_outputs
 
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
            "execute.starved_cycles", "access.stall_cycles", "queue_max_occupancy", "dram_bytes",
@@ -28,10 +28,10 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
         raise EmberError(f"not a readable .npz file ({e})", display_name(path)) from None
 
 
-def save_outputs(path: str, outputs: dict[str, np.ndarray]) -> None:
+def npz_bytes(outputs: dict[str, np.ndarray]) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, **outputs)
-    write_output(path, buf.getvalue())
+    return buf.getvalue()
 
 
 def _fmt(v: float) -> str:
@@ -89,7 +89,7 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
     from ..host import set_runtime
     from ..sim.engines import DEFAULT_ENGINE, check_engine, simulate
     from ..sim.machine import load_machine
-    from ..sim.stats import write_stats
+    from ..sim.stats import stats_text
 
     set_runtime(host_runtime)
     engine = engine or DEFAULT_ENGINE
@@ -104,12 +104,14 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
 
         for note in notes:
             click.echo(f"ember-sim: note: {note}", err=True)
+    files: dict[str, str | bytes] = {}
     if outputs_path:
-        save_outputs(outputs_path, outputs)
+        files[outputs_path] = npz_bytes(outputs)
+    if stats_path:
+        files[stats_path] = stats_text(stats, stats_path)
+    write_outputs(files)  # all or none: a --stats that cannot be written leaves no --outputs behind
     if check_path:
         check_outputs(outputs, load_inputs(check_path), check_path)
-    if stats_path:
-        write_stats(stats, stats_path)
     if not quiet:
         from rich.console import Console
         from rich.table import Table

@@ -137,11 +137,14 @@ def _comment(s: Stat) -> str:
     return s.description
 
 
+def stats_text(stats: Stats, path: str | os.PathLike[str]) -> str:
+    """The statistics as a file at `path` holds them: JSON for a `.json` path, gem5 text otherwise."""
+    return stats.to_json() if Path(path).suffix.lower() == ".json" else stats.to_text()
+
+
 def write_stats(stats: Stats, path: str | os.PathLike[str]) -> None:
-    """Write JSON for a `.json` path and gem5 text otherwise, atomically (temp file + os.replace)."""
-    p = Path(path)
-    text = stats.to_json() if p.suffix.lower() == ".json" else stats.to_text()
-    atomic_write_text(p, text)
+    """Write `stats_text` atomically (temp file + os.replace)."""
+    atomic_write_text(Path(path), stats_text(stats, path))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
