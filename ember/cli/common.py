@@ -80,7 +80,10 @@ def write_outputs(files: dict[str, str | bytes]) -> None:
             if path != "-":
                 staged.append((_stage(path, data.encode() if isinstance(data, str) else data), Path(path)))
         for tmp, target in staged:
-            os.replace(tmp, target)
+            try:
+                os.replace(tmp, target)
+            except OSError as e:
+                raise EmberError(f"cannot write: {e.strerror or e}", str(target)) from None
         staged = []
     finally:
         for tmp, _ in staged:
@@ -105,8 +108,10 @@ def _stage(path: str, raw: bytes) -> str:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise EmberError(f"cannot write: {e.strerror or e}", path) from None
         raise
     return tmp
 

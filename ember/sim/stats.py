@@ -12,7 +12,6 @@ import json
 import math
 import numbers
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,33 +139,6 @@ def _comment(s: Stat) -> str:
 def stats_text(stats: Stats, path: str | os.PathLike[str]) -> str:
     """The statistics as a file at `path` holds them: JSON for a `.json` path, gem5 text otherwise."""
     return stats.to_json() if Path(path).suffix.lower() == ".json" else stats.to_text()
-
-
-def write_stats(stats: Stats, path: str | os.PathLike[str]) -> None:
-    """Write `stats_text` atomically (temp file + os.replace)."""
-    atomic_write_text(Path(path), stats_text(stats, path))
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Replace `path` with `text` in one step, so readers never see a half-written file."""
-    p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
-    except OSError as e:
-        raise EmberError(f"cannot write {p}: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, p)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise EmberError(f"cannot write {p}: {e.strerror or e}") from None
-        raise
 
 
 class Histogram:
