@@ -13,13 +13,7 @@ by the reference engine instead: the reference words every error, and its result
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -36,15 +30,12 @@ from ..queue import OutputQueue
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
 from ..work import vector_lanes, work_counts
+from .build import HOST_FN, load, notes
 from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
 from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, XP_NAMES, generate
 
-CFLAGS = ["-O2", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
 DRAM_SLOTS = 1 << 16  # booked DRAM intervals kept; older ones are pruned (they can never matter again)
-HOST_FN = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64)
 _P = ctypes.c_void_p
-_loaded: dict[str, ctypes.CDLL] = {}
-notes: list[str] = []  # why the last run used the reference engine, for the CLI to print
 
 
 class _Mem(ctypes.Structure):
@@ -65,54 +56,6 @@ class _Queue(ctypes.Structure):
     _fields_ = [("head", ctypes.c_int64), ("tail", ctypes.c_int64), ("held", ctypes.c_int64),
                 ("max_bytes", ctypes.c_int64), ("max_entries", ctypes.c_int64), ("cap", ctypes.c_int64),
                 ("mask", ctypes.c_int64), ("bytes", _P), ("hist", _P), ("pop", _P), ("stall", ctypes.c_double)]
-
-
-def compiler() -> str | None:
-    """The C compiler to use, or None."""
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return name
-    return None
-
-
-def cache_dir() -> Path:
-    for d in (Path(os.environ.get("EMBER_CACHE_DIR") or Path.home() / ".cache" / "ember" / "fast"),
-              Path(tempfile.gettempdir()) / "ember-fast"):
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-            return d
-        except OSError:
-            continue
-    raise EmberError("no writable directory for the fast engine's compiled programs (set EMBER_CACHE_DIR)")
-
-
-def load(source: str) -> ctypes.CDLL:
-    """The compiled library of a generated source, from the disk cache or compiled now."""
-    cc = compiler()
-    if cc is None:
-        raise Unsupported("machines without a C compiler (set CC, or install cc, gcc or clang)")
-    key = hashlib.sha1((source + " ".join([cc, *CFLAGS])).encode()).hexdigest()[:24]
-    lib = _loaded.get(key)
-    if lib is not None:
-        return lib
-    so = cache_dir() / f"ember_{key}.so"
-    if not so.exists():
-        c_file = so.with_suffix(f".{os.getpid()}.c")
-        tmp = so.with_suffix(f".{os.getpid()}.tmp")
-        c_file.write_text(source)
-        done = subprocess.run([cc, *CFLAGS, str(c_file), "-o", str(tmp)], capture_output=True, text=True)
-        c_file.unlink(missing_ok=True)
-        if done.returncode != 0:
-            tmp.unlink(missing_ok=True)
-            raise EmberError(f"internal error: the C compiler rejected a generated program: {done.stderr[:400]}")
-        os.replace(tmp, so)
-    lib = ctypes.CDLL(str(so))
-    lib.simulate.restype = ctypes.c_int64
-    lib.simulate.argtypes = [_P] * 9 + [_P] * 5 + [HOST_FN, _P]
-    lib.simulate.argtypes[2] = ctypes.c_int64
-    lib.release.argtypes = [_P, _P, ctypes.c_int64]
-    _loaded[key] = lib
-    return lib
 
 
 def virtual_symbols(program: Program) -> frozenset[int]:
