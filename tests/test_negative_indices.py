@@ -18,6 +18,7 @@ from ember.frontends import import_model
 from ember.ir.diagnostics import EmberError
 from ember.passes import PRESETS
 from ember.sim.engine import simulate
+from ember.sim.engines import simulate as simulate_with
 from ember.sim.machine import load_machine
 
 MACHINE = load_machine("default")
@@ -61,8 +62,30 @@ def test_indices_outside_minus_n_to_n_are_refused(tmp_path: Path, level: str, ba
     path = _gather_model(tmp_path / "g.onnx", False)
     idx = IDX.copy()
     idx[1, 1] = bad
-    with pytest.raises(EmberError, match=f"index {bad + 6 if bad < 0 else bad} is out of range .* 'table'"):
-        _run(path, level, {"idx": idx})  # -7 still refused, as the -1 it becomes
+    with pytest.raises(EmberError, match=f"index {bad} is out of range .* 'table'"):
+        _run(path, level, {"idx": idx})  # -7 is refused as -7, not as the -1 it becomes once wrapped
+
+
+@pytest.mark.parametrize("engine", ["reference", "fast"])
+@pytest.mark.parametrize("level", ["O0", "O3", "core"])
+def test_an_index_below_minus_n_is_reported_as_the_user_gave_it(tmp_path: Path, level: str, engine: str) -> None:
+    """-41 on a 40-row table: the program adds 40 to a negative index, and once said "index -1"."""
+    rows = 40
+    inputs = [helper.make_tensor_value_info("idx", TensorProto.INT64, [3])]
+    table = numpy_helper.from_array(np.arange(rows * 2, dtype=np.float32).reshape(rows, 2), "table")
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])
+    graph = helper.make_graph([helper.make_node("Gather", ["table", "idx"], ["y"])], "g", inputs, [out],
+                              initializer=[table])
+    path = tmp_path / "g40.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    program = compile_model(path, level)
+    good = np.array([-40, 39, -1], dtype=np.int64)
+    np.testing.assert_array_equal(simulate_with(program, {"idx": good}, MACHINE, engine=engine)[0]["y"],
+                                  numpy_helper.to_array(table)[good])
+    with pytest.raises(EmberError) as e:
+        simulate_with(program, {"idx": np.array([3, -41, 0], dtype=np.int64)}, MACHINE, engine=engine)
+    assert "index -41 is out of range for dimension 0 of param 'table' (size 40)" in e.value.message
+    assert "index -1 " not in e.value.message
 
 
 def test_torch_indexing_wraps_where_pytorch_does(tmp_path: Path) -> None:

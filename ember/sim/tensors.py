@@ -34,6 +34,10 @@ class Tensors:
         self.base: list[int] = [0] * len(self.syms)
         self.next_addr = ALIGN
         self.origin: dict[int, str] = {}  # temp -> the host op that computed it, e.g. "Concat of input 'x'"
+        # tables only ever read by gathers that count negative indices from the end: the program added the
+        # row count to a negative index, and an error shows the index as the user gave it
+        uses = [(w.table, w.kind == "gather" and w.negative == "wrap") for w in program.work]
+        self.wrapped = {t for t, _ in uses} - {t for t, wraps in uses if not wraps}
 
     def describe(self, n: int) -> str:
         s = self.syms[n]
@@ -85,8 +89,11 @@ class Tensors:
         flat = 0
         for axis, (i, d) in enumerate(zip(idx, a.shape)):
             if not 0 <= i < d:
-                raise EmberError(f"index {i} is out of range for dimension {axis} of {self.describe(n)} "
-                                 f"(size {d}) at [{', '.join(map(str, idx))}]")
+                given = list(idx)
+                if axis == 0 and i < 0 and n in self.wrapped:
+                    given[0] = i - d
+                raise EmberError(f"index {given[axis]} is out of range for dimension {axis} of {self.describe(n)} "
+                                 f"(size {d}) at [{', '.join(map(str, given))}]")
             flat = flat * d + i
         return flat
 
