@@ -14,6 +14,7 @@ from ember.bench.run import VARIANTS, compile_variant
 from ember.bench.workloads import suite
 from ember.ir.diagnostics import EmberError
 from ember.sim import engine as reference
+from ember.sim.fast import build
 from ember.sim.fast import engine as fast
 from ember.sim.machine import load_machine
 from ember.sim.stats import Stats
@@ -137,8 +138,8 @@ def test_max_cycles_stops_the_run() -> None:
 
 def test_without_a_c_compiler_the_reference_engine_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     program = compile_model(MODELS / "embedding.ts.onnx", "O1")
-    monkeypatch.setattr(fast, "compiler", lambda: None)
-    monkeypatch.setattr(fast, "_loaded", {})
+    monkeypatch.setattr(build, "compiler", lambda: None)
+    monkeypatch.setattr(build, "_loaded", {})
     monkeypatch.setenv("EMBER_CACHE_DIR", str(Path("/nonexistent-dir-for-ember")))
     out, st = fast.simulate(program, inputs_of("embedding.ts.onnx"), MACHINE, None, False)
     assert fast.notes and "C compiler" in fast.notes[0]
@@ -208,7 +209,7 @@ def test_16_bit_conversions_round_as_numpy(tmp_path: Path) -> None:
 
     from ember.ir.types import ScalarType
 
-    cc = fast.compiler()
+    cc = build.compiler()
     if cc is None:
         pytest.skip("no C compiler")
     src = resources.files("ember.sim.fast").joinpath("runtime.h").read_text() + """
@@ -217,7 +218,7 @@ void conv(const double *x, int64_t n, uint16_t *h, uint16_t *b, double *hd, doub
 }
 """
     (tmp_path / "c.c").write_text(src)
-    subprocess.run([cc, *fast.CFLAGS, str(tmp_path / "c.c"), "-o", str(tmp_path / "c.so")], check=True)
+    subprocess.run([cc, *build.CFLAGS, str(tmp_path / "c.c"), "-o", str(tmp_path / "c.so")], check=True)
     lib = ctypes.CDLL(str(tmp_path / "c.so"))
     rng = np.random.default_rng(0)
     edges = [0.0, -0.0, 65504.0, 65519.99, 65520.0, -65520.0, 1e10, 2.0 ** -24, 2.0 ** -25, 2.0 ** -25 + 2.0 ** -40,
