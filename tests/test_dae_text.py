@@ -376,6 +376,8 @@ def access_program(draw: st.DrawFn, name: str, symbols: list[Symbol]) -> Access:
         if step == "tu":
             parent = [draw(st.sampled_from(tus))] if tus and draw(st.booleans()) else []
             args: list = [Reg("t", len(tus)), value(), value(), value(), *parent]
+            if isinstance(args[3], int):  # a constant step is at least 1
+                args[3] = max(args[3], 1)
             tus.append(args[0])
         elif step == "mem":
             n = draw(st.integers(0, len(symbols) - 1))
@@ -424,15 +426,16 @@ def programs(draw: st.DrawFn) -> Program:
         choices += ["branch", "jmp"] * bool(labels) + ["run"] * bool(access)
         c = draw(st.sampled_from(choices))
         d = st.one_of(r, f)
-        if c == "li":
-            return Instr("li", [draw(d), draw(st.one_of(ints, finite, r, f))])
-        if c == "mov":
-            return Instr("mov", [draw(d), draw(d)])
+        if c in ("li", "mov"):  # an r register takes only integers
+            dst = draw(d)
+            src = st.one_of(ints, r) if dst.cls == "r" else st.one_of(ints, finite, r, f)
+            return Instr(c, [dst, draw(src if c == "li" else st.one_of(r) if dst.cls == "r" else d)])
         if c == "int":
             op = draw(st.sampled_from(INT_OPS))
             return Instr(op, [draw(r), draw(i_val), draw(i_val)])
         if c == "sel":
-            return Instr("sel", [draw(d), draw(r), draw(d), draw(d)])
+            kind = draw(st.sampled_from([r, f]))
+            return Instr("sel", [draw(kind), draw(r), draw(kind), draw(kind)])
         if c == "float":
             op = draw(st.sampled_from(["fadd", "fsub", "fmul", "fdiv", "fmax", "fmin"]))
             op += draw(st.sampled_from(["", ".f32", ".f64", ".f16"]))
@@ -465,6 +468,9 @@ def programs(draw: st.DrawFn) -> Program:
         return Instr(c)
 
     code: list[Instr | Label] = [instr() for _ in range(draw(st.integers(0, 12)))]
+    read = sorted({x for ins in code for a in ins.args for x in (a.index if isinstance(a, Mem) else
+                   a if isinstance(a, list) else [a]) if isinstance(x, Reg)}, key=str)
+    code[:0] = [Instr("li", [x, 0]) for x in read]  # every register is written before any read
     for name in labels:
         code.insert(draw(st.integers(0, len(code))), Label(name))
     return Program(symbols, access, code, draw(st.text(max_size=10)), draw(st.integers(0, 30)),

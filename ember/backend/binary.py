@@ -36,7 +36,7 @@ from ..ir.diagnostics import EmberError
 from ..ir.printer import DenseAttr
 from ..ir.types import ScalarType, ShapedType
 from .dae import FORMAT_VERSION, WORK_FIELDS, Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef, Work
-from .dae_text import SYMBOL_KINDS, validate
+from .dae_check import SYMBOL_KINDS, validate
 
 MAGIC = b"EMBERBIN"
 SECTIONS = ("syms", "work", "access", "code", "strs", "data")

@@ -278,6 +278,18 @@ OPCODES: dict[str, tuple[str, str]] = {
 ALU_OPS = ("add", "sub", "mul", "div", "min", "max")
 EVENTS = ("beg", "ite", "end")
 
+# ISA constants (docs/isa.md): integers are 64-bit two's complement, so every integer immediate must
+# fit in one; a vector has 1..MAX_LANES lanes, a constant of the instruction that makes it.
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+MAX_LANES = 4096
+LANES_OPERAND = {"vsplat": 2, "viota": 2, "vmask": 3, "vtu": 3}  # opcode -> index of its lane count
+# Execute-unit opcodes whose first operand is the register they write; every other register operand is read.
+WRITES_FIRST = frozenset({
+    "li", "mov", "add", "sub", "mul", "div", "rem", "min", "max", "slt", "sle", "seq", "sne", "sel",
+    "fadd", "fsub", "fmul", "fdiv", "fmax", "fmin", "fcvt", "ld", "dim", "pop",
+    "vld", "vgather", "vsplat", "viota", "vmask", "vfadd", "vfsub", "vfmul", "vfdiv", "vfmax", "vfmin",
+    "vsel", "vcvt"})
+
 
 # ----------------------------------------------------------------------------- signatures
 # OPCODES parsed, and the words messages use for them: the text parser, checker and printer all read

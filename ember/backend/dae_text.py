@@ -2,8 +2,8 @@
 
 The grammar (grammars/dae.lark) only splits lines into directives, labels and instructions with
 generic operands; this module gives operands their meaning from the `OPCODES` signatures.  All
-program rules (operand kinds, declared symbols, labels, registers per unit, streams defined before
-use) live in `validate`, which works on a `Program` from anywhere: the text parser runs it with the
+program rules (operand kinds, declared symbols, labels, registers, the ISA's limits) live in
+`validate` (dae_check.py), which works on a `Program` from anywhere: the text parser runs it with the
 source positions it recorded, the binary reader and the assembler without, so `.dae` and `.bin`
 accept exactly the same programs and every mistake is reported once, where it is.
 """
@@ -11,10 +11,8 @@ accept exactly the same programs and every mistake is reported once, where it is
 from __future__ import annotations
 
 import json
-import numbers
 import re
-from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any
 
 from lark import Token, Tree
 from lark.exceptions import UnexpectedInput, UnexpectedToken
@@ -24,8 +22,6 @@ from ..ir.parser import grammar, syntax_error
 from ..ir.printer import DenseAttr, format_attrs, format_float
 from ..ir.types import SCALARS, ScalarType, ShapedType
 from .dae import (
-    ALU_OPS,
-    EVENTS,
     FORMAT_VERSION,
     KIND_DESC,
     OPCODES,
@@ -44,351 +40,16 @@ from .dae import (
     arity,
     arity_message,
     one_of,
-    slot_desc,
     slots_for,
     unknown_opcode,
 )
+from .dae_check import SYMBOL_KINDS, Checker, Key, is_float, is_int
+from .dae_check import validate as validate  # the one checker, also for binaries and built programs
 
-SYMBOL_KINDS = ("param", "input", "output", "temp")
-ACCESS_OPS = frozenset({"tu", "vtu", "mem", "alu", "mask", "buf", "on"})  # the only opcodes allowed inside .access
 DIRECTIVES = (".dae", ".weights", ".opset", ".sym", ".work", ".access", ".code", ".end")
-NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # labels, access programs, attribute keys
-RESERVED_NAMES = frozenset({"inf", "nan"})  # would read back as floats where an operand may be a number
 _REG_RE = re.compile(r"([rfvpst])(\d+)")
 _TYPE_RE = re.compile(r"(tensor|memref|vector)<(\*x|(?:(?:\d+|\?)x)*)([a-z0-9]+)>")
 
-Key = tuple[Any, ...]  # where: ("sym", i[, field]), ("work", i[, field]), ("access", a[, i[, j]]), ("code", i[, j])
-
-
-# ----------------------------------------------------------------------------- checking
-
-
-def _is_int(v: Any) -> bool:
-    """An integer operand (numpy integers included, bools excluded: they print as true/false)."""
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _is_float(v: Any) -> bool:
-    """A float operand (numpy floats included), printed with format_float."""
-    return isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral)
-
-
-def _show(v: Any) -> str:
-    """An operand as the message should quote it."""
-    if isinstance(v, Reg | SymRef | Mem | Label):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if _is_int(v):
-        return str(int(v))
-    if _is_float(v):
-        return format_float(float(v))
-    if isinstance(v, list | tuple):
-        return "a list"
-    if isinstance(v, dict):
-        return "an attribute dict"
-    return type(v).__name__
-
-
-def _fits(kind: str, v: Any) -> bool:
-    """Whether a (non-list) value has the shape kind `kind` asks for."""
-    reg = v.cls if isinstance(v, Reg) else None
-    if kind in "RFDWGYTN":
-        regs = {"R": "r", "F": "f", "D": "rf", "W": "v", "G": "rfv", "Y": "rv", "T": "t", "N": "s"}[kind]
-        return reg is not None and reg in regs
-    if kind == "I":
-        return reg == "r" or _is_int(v)
-    if kind == "V":
-        return reg is not None or _is_int(v) or _is_float(v)
-    if kind == "P":
-        return (reg is not None and reg in "pst") or _is_int(v)
-    if kind == "E":
-        return isinstance(v, str) and v in EVENTS
-    if kind == "U":
-        return isinstance(v, str) and v in ALU_OPS
-    wanted = {"S": SymRef, "M": Mem, "L": Label, "A": str, "Q": str, "X": dict}[kind]
-    return isinstance(v, wanted)
-
-
-def _regs_in(v: Any) -> Iterator[Reg]:
-    """Every register mentioned by an operand, also inside lists and memory references."""
-    if isinstance(v, Reg):
-        yield v
-    elif isinstance(v, Mem):
-        for i in v.index:
-            yield from _regs_in(i)
-    elif isinstance(v, list | tuple):
-        for x in v:
-            yield from _regs_in(x)
-
-
-def _syms_in(v: Any) -> Iterator[int]:
-    """Every symbol number an operand refers to, so each can be checked against the table."""
-    if isinstance(v, SymRef):
-        yield v.n
-    elif isinstance(v, Mem):
-        yield v.sym
-    elif isinstance(v, list | tuple):
-        for x in v:
-            yield from _syms_in(x)
-
-
-def _attr_problem(v: Any, depth: int = 0) -> str | None:
-    """Why an attribute value could not be written as `.dae` text (None if it can)."""
-    if depth > 32:
-        return "is nested too deeply"
-    if isinstance(v, bool | str) or _is_int(v) or _is_float(v):
-        return None
-    if isinstance(v, list | tuple):
-        return next((p for x in v if (p := _attr_problem(x, depth + 1))), None)
-    if isinstance(v, DenseAttr):
-        if not isinstance(v.type, ShapedType) or not isinstance(v.values, list):
-            return "is a malformed dense attribute"
-        return next((p for x in v.values if (p := _attr_problem(x, depth + 1))), None)
-    return f"has a value of type {type(v).__name__}"
-
-
-class _Checker:
-    """Checks a whole Program; `locs` (from the text parser) turns keys into source positions."""
-
-    def __init__(self, p: Program, filename: str, locs: dict[Key, Token] | None, lines: list[str] | None):
-        self.p = p
-        self.filename = filename
-        self.locs = locs
-        self.lines = lines or []
-        self.labels: dict[str, int] = {}
-        self.access: dict[str, Access] = {}
-
-    # --- reporting
-
-    def token(self, key: Key) -> Token | None:
-        """The recorded position of `key`, or of the nearest enclosing item that has one."""
-        while key and self.locs is not None:
-            if key in self.locs:
-                return self.locs[key]
-            key = key[:-1]
-        return None
-
-    def fail(self, msg: str, key: Key) -> NoReturn:
-        """Raise at the source position if there is one, else name the item in words."""
-        tok = self.token(key)
-        if tok is not None:
-            line = tok.line or 1
-            src = self.lines[line - 1] if line <= len(self.lines) else None
-            raise EmberError(msg, Loc(self.filename, line, tok.column or 1), src)
-        raise EmberError(f"{self.context(key)}: {msg}", self.filename or None)
-
-    def context(self, key: Key) -> str:
-        """Where `key` is, in words, for programs that have no source text."""
-        p = self.p
-        if key[0] == "sym":
-            return f"symbol @{key[1]}"
-        if key[0] == "data":
-            return f"data of symbol {key[1]!r}"
-        if key[0] == "work":
-            return f"work record {key[1]}"
-        if key[0] == "access" and len(key) > 1:
-            name = getattr(p.access[key[1]], "name", "?")
-            if len(key) > 2 and _is_int(key[2]):
-                op = getattr(p.access[key[1]].body[key[2]], "op", "?")
-                return f"access program {name}, instruction {key[2]} ('{op}')"
-            return f"access program {name}"
-        if key[0] == "code" and len(key) > 1:
-            item = p.code[key[1]]
-            what = f"label '{item.name}'" if isinstance(item, Label) else f"'{getattr(item, 'op', '?')}'"
-            return f"code item {key[1]} ({what})"
-        return "program"
-
-    def first_line(self, key: Key) -> str:
-        """' (first at line N)' for duplicate definitions, when the source is known."""
-        tok = self.token(key)
-        return f" (first at line {tok.line})" if tok is not None else ""
-
-    # --- program
-
-    def check(self) -> None:
-        """Header, symbols and names first, so instructions can refer to labels defined later."""
-        p = self.p
-        if not isinstance(p.weights, str):
-            self.fail("the weights file name must be a string", ("program",))
-        if not _is_int(p.opset) or p.opset < 0:
-            self.fail(f"bad opset {p.opset!r}", ("program",))
-        for i, s in enumerate(p.symbols):
-            self.symbol(i, s)
-        for i, w in enumerate(p.work):
-            self.work(i, w)
-        for a, acc in enumerate(p.access):
-            if not isinstance(acc, Access):
-                self.fail(f"not an access program: {type(acc).__name__}", ("access", a))
-            self.name(acc.name, "access program", ("access", a, "name"))
-            if acc.name in self.access:
-                self.fail(f"access program '{acc.name}' is defined twice", ("access", a, "name"))
-            if not _is_int(acc.params) or acc.params < 0:
-                self.fail(f"bad parameter count {acc.params!r}", ("access", a, "params"))
-            self.access[acc.name] = acc
-        for i, item in enumerate(p.code):
-            if isinstance(item, Label):
-                self.name(item.name, "label", ("code", i))
-                if item.name in self.labels:
-                    where = self.first_line(("code", self.labels[item.name]))
-                    self.fail(f"label '{item.name}' is defined twice{where}", ("code", i))
-                self.labels[item.name] = i
-            elif not isinstance(item, Instr):
-                self.fail(f"not an instruction or label: {type(item).__name__}", ("code", i))
-        for a, acc in enumerate(p.access):
-            defined: set[Reg] = set()
-            for i, ins in enumerate(acc.body):
-                self.instr(ins, ("access", a, i), acc, defined)
-        for i, item in enumerate(p.code):
-            if isinstance(item, Instr):
-                self.instr(item, ("code", i), None, set())
-        for k in p.data:
-            if not _is_int(k) or not 0 <= k < len(p.symbols):
-                self.fail("data for a symbol that is not declared", ("data", k))
-
-    def name(self, name: Any, what: str, key: Key) -> None:
-        """Labels and access names must read back as names, not as numbers or keywords."""
-        if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name in RESERVED_NAMES:
-            self.fail(f"bad {what} name {_show(name)}", key)
-
-    def symbol(self, i: int, s: Any) -> None:
-        """A symbol table entry (text checks these while parsing; binaries need it here)."""
-        if not isinstance(s, Symbol):
-            self.fail(f"not a symbol: {type(s).__name__}", ("sym", i))
-        if s.kind not in SYMBOL_KINDS:
-            self.fail(f"unknown symbol kind {_show(s.kind)} (expected {one_of(SYMBOL_KINDS)})",
-                      ("sym", i, 1))
-        if not isinstance(s.name, str):
-            self.fail("symbol name must be a string", ("sym", i, 2))
-        if s.dtype not in SCALARS:
-            self.fail(f"unknown element type {_show(s.dtype)} (expected one of {', '.join(SCALARS)})",
-                      ("sym", i, 3))
-        if not isinstance(s.shape, tuple) or not all(d is None or (_is_int(d) and d >= 0) for d in s.shape):
-            self.fail("a shape is a list of non-negative integers or '?'", ("sym", i, 4))
-
-    def work(self, i: int, w: Any) -> None:
-        """A work record must fit its kind (`Work.problem`); errors point at the field at fault."""
-        if not isinstance(w, Work):
-            self.fail(f"not a work record: {type(w).__name__}", ("work", i))
-        problem = w.problem(self.p.symbols)
-        if problem is not None:
-            self.fail(problem[0], ("work", i, *problem[1:]))
-
-    # --- instructions
-
-    def instr(self, ins: Any, key: Key, acc: Access | None, defined: set[Reg]) -> None:
-        """Opcode, unit, arity, then each operand, then the rules that relate operands."""
-        if not isinstance(ins, Instr) or not isinstance(ins.op, str) or not isinstance(ins.args, list):
-            self.fail("not an instruction", key)
-        base, dot, suffix = ins.op.partition(".")
-        if base not in OPCODES or (dot and suffix not in SCALARS):
-            self.fail(unknown_opcode(ins.op), key)
-        if acc is None and base in ACCESS_OPS:
-            self.fail(f"'{base}' is an access-unit instruction: it belongs inside .access", key)
-        if acc is not None and base not in ACCESS_OPS:
-            self.fail(f"'{base}' is an execute-unit instruction: it belongs inside .code", key)
-        lo, hi = arity(base)
-        if len(ins.args) < lo or (hi is not None and len(ins.args) > hi):
-            self.fail(arity_message(base, len(ins.args)), key)
-        for j, (slot, v) in enumerate(zip(slots_for(base, len(ins.args)), ins.args, strict=True)):
-            self.operand(base, j, slot, v, key + (j,), acc)
-        if acc is not None:
-            self.streams(ins, key, acc, defined)
-        else:
-            self.execute(ins, base, key)
-
-    def operand(self, base: str, j: int, slot: Slot, v: Any, key: Key, acc: Access | None) -> None:
-        """Registers allowed in this unit, the slot's kind, and that everything named exists."""
-        for r in _regs_in(v):
-            if r.cls not in "rfvpst" or not _is_int(r.n) or r.n < 0:
-                self.fail(f"bad register {r!r}", key)
-            if acc is None and r.cls in "pst":
-                self.fail(f"register {r} can only be used inside .access", key)
-            if acc is not None and r.cls in "rfv":
-                self.fail(f"register {r} cannot be used inside .access (only p, s and t registers)", key)
-        items = v if slot.many and isinstance(v, list) else [v]
-        if (slot.many and not isinstance(v, list)) or not all(_fits(slot.kind, x) for x in items):
-            bad = next((x for x in items if not _fits(slot.kind, x)), v) if isinstance(v, list) else v
-            self.fail(f"'{base}' operand {j + 1} must be {slot_desc(slot)}, got {_show(bad)}", key)
-        for n in _syms_in(v):
-            if not _is_int(n) or not 0 <= n < len(self.p.symbols):
-                self.fail(f"symbol @{n} is not declared", key)
-        for x in items:
-            if isinstance(x, Mem):
-                self.mem(x, key, acc)
-            elif isinstance(x, Label) and x.name not in self.labels:
-                self.fail(f"label '{x.name}' is not defined", key)
-            elif slot.kind == "A" and x not in self.access:
-                self.fail(f"access program '{x}' is not defined", key)
-            elif slot.kind == "X":
-                self.attrs(x, key)
-
-    def mem(self, m: Mem, key: Key, acc: Access | None) -> None:
-        """One index per dimension; in .code indices are r registers (f would make no address)."""
-        if not isinstance(m.index, tuple):
-            self.fail("a memory index is a tuple", key)
-        for i in m.index:
-            if not (_is_int(i) or (isinstance(i, Reg) and (acc is not None or i.cls in "rv"))):
-                self.fail(f"memory index must be an r or v register or an integer, got {_show(i)}", key)
-        rank = len(self.p.symbols[m.sym].shape)
-        if len(m.index) != rank:
-            self.fail(f"@{m.sym} has rank {rank} but is indexed with {len(m.index)} "
-                      f"{'index' if len(m.index) == 1 else 'indices'}", key)
-
-    def attrs(self, d: dict[Any, Any], key: Key) -> None:
-        """Host attributes must be printable by format_attrs and readable back by the grammar."""
-        for k, v in d.items():
-            if not isinstance(k, str) or not NAME_RE.fullmatch(k):
-                self.fail(f"bad attribute name {_show(k)}", key)
-            problem = _attr_problem(v)
-            if problem:
-                self.fail(f"attribute '{k}' {problem}", key)
-
-    def execute(self, ins: Instr, base: str, key: Key) -> None:
-        """Rules that relate the operands of one execute-unit instruction."""
-        a = ins.args
-        if base == "run":
-            params = self.access[a[0]].params
-            if len(a) - 1 != params:
-                self.fail(f"'run {a[0]}' passes {len(a) - 1} value{'s' * (len(a) != 2)} but {a[0]} takes "
-                          f"{params} parameter{'s' * (params != 1)}", key)
-        elif base == "alloc":
-            sym = self.p.symbols[a[0].n]
-            if sym.kind not in ("temp", "output"):
-                self.fail(f"'alloc' needs a temp or output symbol, {a[0]} is {sym.kind}", key + (0,))
-            if len(a[1]) != len(sym.shape):
-                self.fail(f"{a[0]} has rank {len(sym.shape)} but 'alloc' gives {len(a[1])} extents",
-                          key + (1,))
-        elif base == "dim":
-            rank = len(self.p.symbols[a[1].n].shape)
-            if _is_int(a[2]) and not 0 <= a[2] < rank:
-                self.fail(f"{a[1]} has rank {rank}: no dimension {a[2]}", key + (2,))
-
-    def streams(self, ins: Instr, key: Key, acc: Access, defined: set[Reg]) -> None:
-        """Access-unit rules: p within the parameters, s/t defined once and before they are used."""
-        defines = ins.base in ("tu", "vtu", "mem", "alu", "mask", "buf")
-        for j, v in enumerate(ins.args):
-            if defines and j == 0:
-                continue
-            for r in _regs_in(v):
-                if r.cls == "p" and r.n >= acc.params:
-                    self.fail(f"{r} is out of range: {acc.name} has {acc.params} "
-                              f"parameter{'s' * (acc.params != 1)}", key + (j,))
-                if r.cls in "st" and r not in defined:
-                    self.fail(f"{r} is used before it is defined", key + (j,))
-        if ins.base == "on" and len(ins.args) > 3 and f"{acc.name}.{ins.args[3]}" not in self.labels:
-            self.fail(f"token {ins.args[3]} has no case: the code defines no label '{acc.name}.{ins.args[3]}'",
-                      key + (3,))
-        if defines:
-            r = ins.args[0]
-            if r in defined:
-                self.fail(f"{r} is defined twice", key + (0,))
-            defined.add(r)
-
-
-def validate(p: Program, filename: str = "") -> None:
-    """Check every rule of a Program; errors name `filename` (if any) and the offending item."""
-    _Checker(p, filename, None, None).check()
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -473,7 +134,7 @@ class _Builder:
             raise self.err(f"'{self.opened}' has no matching '.end'", self.opened)
         if self.section != "done":
             raise EmberError("missing .code section", end, last)
-        _Checker(self.p, self.filename, self.locs, self.lines).check()
+        Checker(self.p, self.filename, self.locs, self.lines).check()
         return self.p
 
     # --- directives
@@ -744,9 +405,9 @@ def _fmt(v: Any, kind: str | None) -> str:
         return str(v)
     if isinstance(v, bool):
         return "true" if v else "false"
-    if _is_int(v):
+    if is_int(v):
         return str(int(v))
-    if _is_float(v):
+    if is_float(v):
         return format_float(float(v))
     if isinstance(v, str):
         return v if kind is not None and kind in "AEU" else json.dumps(v)

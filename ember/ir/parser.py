@@ -126,10 +126,24 @@ class _Builder:
         ch = t.children
         attr_tree = ch[0] if ch and isinstance(ch[0], Tree) and ch[0].data == "attr_dict" else None
         mod = Op("module", attrs=self.attrs(attr_tree), regions=[Block()], loc=Loc(self.filename, 1, 1))
+        self.opset(attr_tree, mod.attrs)
         for f in ch:
             if isinstance(f, Tree) and f.data == "func":
                 mod.body.add(self.func(f))
         return mod
+
+    def opset(self, t: Tree | None, attrs: dict[str, Any]) -> None:
+        """The module's ONNX opset is an int64 version number everywhere downstream (host ops, `.dae`): any
+        other value is refused here, where it is written."""
+        v = attrs.get("opset")
+        if t is None or v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63):
+            return
+        a = next(a for a in t.children if a is not None and str(a.children[0]) == "opset")
+        tok = next(a.children[1].scan_values(lambda x: isinstance(x, Token)), a.children[0])
+        got = ("a list" if isinstance(v, list) else "a dense attribute" if isinstance(v, DenseAttr) else
+               str(v).lower() if isinstance(v, bool) else str(tok))
+        raise self.err(f"module attribute 'opset' must be an ONNX opset version (an integer from 0 to 2^63 - 1), "
+                       f"got {got}", tok)
 
     def args(self, trees: list[Any]) -> list[Value]:
         return [self.define(a.children[0], parse_type_tree(a.children[1])) for a in trees if a is not None]

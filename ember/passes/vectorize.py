@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..backend.dae import MAX_LANES
 from ..dialects.loop import FLOAT_BINARY
 from ..dialects.slc import vector_iv
 from ..ir.core import Block, Op, Value, new_op
+from ..ir.diagnostics import EmberError
 from ..ir.rewrite import const_value, defined_in
 from ..ir.types import I1, ScalarType, ShapedType, StreamType, Type
 from .base import Decline, Pass, kept
@@ -43,6 +45,11 @@ class Vectorize(Pass):
     summary = "innermost access loops deliver vl elements a head; callback code becomes vector code"
     vl: int = 0
     remarks: list[str] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.vl <= MAX_LANES:
+            raise EmberError(f"pass 'vectorize': option 'vl' must be a lane count from 1 to {MAX_LANES} "
+                             f"(MAX_LANES), or 0 for the machine's vector width; got {self.vl}")
 
     def run(self, module: Op) -> None:
         for f in module.body.ops:
