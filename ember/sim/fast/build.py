@@ -20,6 +20,7 @@ import secrets
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -57,13 +58,16 @@ def cache_dir() -> Path:
     cannot be created or written is replaced, for this process, by a private temporary directory."""
     try:
         d = configured_dir()
+    except (RuntimeError, KeyError):  # Path.home() without a home directory
+        return _private_dir("no home directory for the compile cache (EMBER_CACHE_DIR can name one)")
+    try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = d.stat()
-    except (OSError, RuntimeError, KeyError) as e:  # Path.home() raises RuntimeError or KeyError without a home
-        return _private_dir(f"cannot use the compile cache directory: {getattr(e, 'strerror', None) or e}")
-    how = "set EMBER_CACHE_DIR to a directory of your own, or unset it to use ~/.cache/ember/fast"
-    if not stat.S_ISDIR(st.st_mode):
+    except FileExistsError:
         return _private_dir(f"the compile cache directory {d} is not a directory")
+    except OSError as e:
+        return _private_dir(f"cannot create the compile cache directory {d} ({e.strerror or e})")
+    how = "set EMBER_CACHE_DIR to a directory of your own, or unset it to use ~/.cache/ember/fast"
     if st.st_uid != os.geteuid():
         raise EmberError(f"the compile cache directory {d} belongs to user id {st.st_uid}, not to you "
                          f"(user id {os.geteuid()}), so its contents cannot be trusted: {how}")
@@ -197,6 +201,7 @@ def _dlopen(d: Path, key: str, data: bytes) -> ctypes.CDLL:
     already-loaded libraries by that name, and fd numbers are reused, so a later load could get an earlier
     library back.
     """
+    _check_elf(data, entry(d, key)[0])
     copy = _temp_name(d, key, ".load.so")
     with _signals_unwind():
         try:
@@ -207,6 +212,25 @@ def _dlopen(d: Path, key: str, data: bytes) -> ctypes.CDLL:
         finally:
             copy.unlink(missing_ok=True)
     raise AssertionError("unreachable: _signals_unwind raises after an interruption")
+
+
+def _check_elf(data: bytes, name: Path) -> None:
+    """Refuse an ELF file whose headers or loadable segments reach past its end: dlopen maps such a file and the
+    process dies of SIGBUS when it touches the missing pages (a truncated library is one).  Not ELF: dlopen judges."""
+    if data[:4] != b"\x7fELF":
+        return
+    wide, order = data[4:5] == b"\x02", "<" if data[5:6] == b"\x01" else ">"
+    head, (ph, sh) = ("QQ", (0x20, 0x28)) if wide else ("II", (0x1C, 0x20))
+    try:
+        phoff, shoff = struct.unpack_from(order + head, data, ph)
+        phsize, phnum, shsize, shnum = struct.unpack_from(order + "HHHH", data, sh + (0xE if wide else 0xA))
+        segments = [struct.unpack_from(order + ("I4xQ8x8xQ" if wide else "II8xI"), data, phoff + i * phsize)
+                    for i in range(phnum)]
+    except struct.error:
+        segments = None
+    if segments is None or shoff + shnum * shsize > len(data) or any(
+            kind == 1 and offset + size > len(data) for kind, offset, size in segments):  # 1: PT_LOAD
+        raise OSError(f"{name}: not a whole shared library (it ends before its headers say)")
 
 
 def _temp_name(d: Path, key: str, suffix: str) -> Path:
