@@ -181,6 +181,18 @@ def test_a_new_directory_is_private(program: Program, expected: tuple, cache: Pa
     assert st.st_mode & 0o777 == 0o700 and st.st_uid == os.geteuid()
 
 
+def test_a_build_removes_temporary_files_only_once_stale(program: Program, expected: tuple, cache: Path) -> None:
+    """What a SIGKILLed build leaves is removed by a later build once a day old; a running build's files stay."""
+    cache.mkdir(mode=0o700)
+    stale, fresh = cache / "tmp-ember_0.1.a.so", cache / "tmp-ember_0.2.b.so"
+    for path in (stale, fresh):
+        path.write_bytes(b"partial")
+    old = time.time() - build.STALE_SECONDS - 60
+    os.utime(stale, (old, old))
+    assert_as_reference(run_fast(program), expected)
+    assert not stale.exists() and fresh.exists()
+
+
 def test_an_unusable_directory_gives_way_to_a_private_one_removed_at_exit(program: Program, expected: tuple,
                                                                          tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")

@@ -23,6 +23,7 @@ import stat
 import struct
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,7 @@ from .cdefs import Unsupported
 CFLAGS = ["-O2", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off", "-fno-strict-aliasing", "-w"]
 HOST_FN = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64)
 FORMAT = "ember-fast 2"  # part of every key: a change to the entry layout or the flags gives new names
+STALE_SECONDS = 86_400  # a temporary file this old belongs to no running build
 SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
 _loaded: dict[str, ctypes.CDLL] = {}
 _private: list[Path] = []  # this process's temporary cache directory, once one was needed
@@ -160,6 +162,7 @@ def build(cc: str, source: str, d: Path, key: str) -> bytes:
     and when a signal interrupts it (the compiler is killed first, so it cannot write after the cleanup).
     """
     so, side = entry(d, key)
+    _sweep(d)
     tmp_so, tmp_side = _temp_name(d, key, ".so"), _temp_name(d, key, ".sha256")
     proc: subprocess.Popen[bytes] | None = None
     with _signals_unwind():
@@ -231,6 +234,17 @@ def _check_elf(data: bytes, name: Path) -> None:
     if segments is None or shoff + shnum * shsize > len(data) or any(
             kind == 1 and offset + size > len(data) for kind, offset, size in segments):  # 1: PT_LOAD
         raise OSError(f"{name}: not a whole shared library (it ends before its headers say)")
+
+
+def _sweep(d: Path) -> None:
+    """Remove temporary files over a day old: left by a process that could not clean up (SIGKILL, power loss)."""
+    cutoff = time.time() - STALE_SECONDS
+    for path in d.glob("tmp-ember_*"):
+        try:
+            if path.lstat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _temp_name(d: Path, key: str, suffix: str) -> Path:
