@@ -375,3 +375,41 @@ def test_align_queues_in_user_pipelines_matches_numpy(imported: dict[str, Path],
         r = run_tool(tool, *args)
         assert r.returncode == 0, r.stderr.decode()
     np.testing.assert_allclose(np.load(outs)["output"], want, rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The bench report's geomean rows (a geomean over n dividing by n + 1 survived).
+
+
+def test_bench_geomean_rows_are_the_geometric_mean_of_the_rows_above() -> None:
+    """Every 'geomean' row of the speedup, hand and core tables, against statistics.geometric_mean of the
+    per-workload ratios computed here from the cycles."""
+    import statistics
+
+    from ember.bench.report import ResultIndex, core_table, hand_table, speedup_table
+    from ember.bench.run import Result
+
+    rng = np.random.default_rng(4)
+    names = ["w_a", "w_b", "w_c"]
+    span = {"O0": (60_000, 90_000), "core": (30_000, 50_000), "O1": (9_000, 20_000), "O3": (3_000, 6_000),
+            "hand": (1_000, 2_500)}  # ratios well away from 1, where a wrong mean shows
+    cycles = {(w, v): float(rng.integers(*span[v])) for w in names for v in span}
+    idx = ResultIndex([Result(w, v, {"cycles": c, "sol_fraction": 0.5}) for (w, v), c in cycles.items()])
+
+    def last_row(table: object, column: str) -> str:
+        col = next(c for c in table.columns if c.header == column)  # type: ignore[attr-defined]
+        cells = list(col._cells)
+        assert len(cells) == len(names) + 1
+        return str(cells[-1])
+
+    def number(cell: str) -> float:
+        return float(cell.split()[0].rstrip("×%"))
+
+    want = {"O0/O1": statistics.geometric_mean([cycles[w, "O0"] / cycles[w, "O1"] for w in names]),
+            "O0/O3": statistics.geometric_mean([cycles[w, "O0"] / cycles[w, "O3"] for w in names])}
+    for column, value in want.items():
+        assert number(last_row(speedup_table(idx), column)) == pytest.approx(value, abs=0.006)
+    hand = statistics.geometric_mean([100 * cycles[w, "hand"] / cycles[w, "O3"] for w in names])
+    assert number(last_row(hand_table(idx), "O3 % of hand: ours (published)")) == pytest.approx(hand, abs=0.06)
+    core = statistics.geometric_mean([cycles[w, "core"] / cycles[w, "O3"] for w in names])
+    assert number(last_row(core_table(idx), "speedup")) == pytest.approx(core, abs=0.006)
