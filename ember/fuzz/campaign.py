@@ -1,0 +1,244 @@
+"""The fuzzing campaign: hypothesis draws cases, a worker runs them, failures are shrunk, counted and saved.
+
+Hypothesis drives generation (with a fixed seed, so a run is repeatable) and, when a case fails in a
+way not seen before, shrinks it: the failure must keep its signature (status and message, numbers
+aside) while hypothesis looks for a smaller case, within a time budget.  Then generation resumes with
+the next seed for the cases left, so one campaign reports every distinct failure it meets, each
+minimized once and counted every time.  `jobs` lanes run side by side in forked processes, each with
+its own seed and worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis import strategies as st
+
+from .cases import BIN_OPTIONS, EIR_OPTIONS
+from .mutate import Mutated, mutated, samples
+from .oracle import FAILURES, Verdict
+from .programs import Generated, programs
+from .worker import Worker
+
+# of every 20 cases: 13 generated programs, 3 mutated .dae, 2 mutated .eir, 2 mutated .bin
+MIX = ("gen",) * 13 + ("dae",) * 3 + ("eir",) * 2 + ("bin",) * 2
+Log = Callable[[str], None]
+
+
+@dataclass
+class Failure:
+    """One distinct failure: the smallest case found for it and how often it came up."""
+
+    verdict: Verdict
+    description: str
+    count: int = 1
+    minimized: bool = False
+
+
+@dataclass
+class Summary:
+    runs: int = 0  # cases run
+    both: int = 0  # programs run on both engines
+    compiled: int = 0  # of those, run compiled by the fast engine (not handed to the reference engine)
+    refused: int = 0  # cases a tool or the assembler refused cleanly
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURES, 0))
+    failures: dict[str, Failure] = field(default_factory=dict)  # by signature
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> int:
+        return sum(self.counts.values())
+
+    def merge(self, other: Summary) -> None:
+        self.runs += other.runs
+        self.both += other.both
+        self.compiled += other.compiled
+        self.refused += other.refused
+        for k, v in other.counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
+        for sig, f in other.failures.items():
+            mine = self.failures.get(sig)
+            if mine is None:
+                self.failures[sig] = f
+            else:
+                mine.count += f.count
+
+    def line(self) -> str:
+        c = self.counts
+        extra = f", {c['fuzzer-error']} fuzzer errors" if c.get("fuzzer-error") else ""
+        return (f"{self.runs} programs run ({self.both} on both engines, {self.compiled} of them compiled by the "
+                f"fast engine; {self.refused} refused cleanly) in {self.seconds:.0f} s: {c['crash']} crashes, "
+                f"{c['hang']} hangs, {c['disagreement']} disagreements, {c['internal']} internal errors{extra}")
+
+
+def cases(names: list[str]) -> st.SearchStrategy[Generated | Mutated]:
+    """Every kind of case in the proportions of MIX (a kind with no sample file falls back to a program)."""
+    eir = [n for n in names if n.endswith(".eir")]
+    dae = [n for n in names if n.endswith(".dae")]
+    kinds: dict[str, st.SearchStrategy[Any]] = {"gen": programs()}
+    if eir:
+        kinds["eir"] = mutated("eir", eir, EIR_OPTIONS)
+    if dae:
+        kinds["dae"] = mutated("dae", dae, ("",))
+        kinds["bin"] = mutated("bin", dae, BIN_OPTIONS)
+    return st.sampled_from(MIX).flatmap(lambda k: kinds.get(k, kinds["gen"]))
+
+
+class _Found(Exception):
+    """Raised in the hypothesis test to make it shrink the case at hand."""
+
+
+class Lane:
+    """One sequence of cases on one worker, from one seed."""
+
+    def __init__(self, runs: int, seed: int, max_cycles: float, timeout: float, shrink_seconds: float, log: Log):
+        self.runs, self.seed = runs, seed
+        self.worker = Worker(max_cycles, timeout)
+        self.shrink_seconds = shrink_seconds
+        self.log = log
+        self.summary = Summary()
+        self.target: str | None = None  # the signature being shrunk
+        self.best: tuple[Any, Verdict] | None = None
+        self.deadline = 0.0
+
+    def run(self) -> Summary:
+        t0 = time.monotonic()
+        strategy = cases(list(samples()))
+        round_ = 0
+        try:
+            while self.summary.runs < self.runs:
+                self.target = None
+                test = self.hypothesis_test(strategy, self.runs - self.summary.runs, self.seed * 100_003 + round_)
+                try:
+                    test()
+                except Exception:  # _Found, or hypothesis giving up on a failure that did not replay (a hang)
+                    pass
+                if self.target is None:
+                    break  # every case was drawn
+                self.finish_shrinking()
+                round_ += 1
+        finally:
+            self.worker.stop()
+        self.summary.seconds = time.monotonic() - t0
+        return self.summary
+
+    def hypothesis_test(self, strategy: st.SearchStrategy[Any], n: int, s: int) -> Callable[[], None]:
+        @settings(database=None, max_examples=n, deadline=None, suppress_health_check=list(HealthCheck),
+                  phases=(Phase.generate, Phase.shrink), report_multiple_bugs=False, verbosity=Verbosity.quiet,
+                  print_blob=False)
+        @seed(s)
+        @given(strategy)
+        def test(case: Any) -> None:
+            if self.target is not None:
+                self.shrink_step(case)
+            else:
+                self.step(case)
+
+        return test
+
+    def step(self, case: Any) -> None:
+        v = self.worker.run(case)
+        s = self.summary
+        s.runs += 1
+        s.both += v.ran
+        s.compiled += v.ran and v.compiled
+        s.refused += v.status == "rejected" or (not v.ran and v.status == "ok" and isinstance(case, Mutated))
+        if not v.failed:
+            return
+        s.counts[v.status] = s.counts.get(v.status, 0) + 1
+        sig = v.signature()
+        known = s.failures.get(sig)
+        if known is not None:
+            known.count += 1
+            return
+        s.failures[sig] = Failure(v, case.describe())
+        self.log(f"found: {v.status}: {v.detail} ({case.describe()}); shrinking")
+        if self.shrink_seconds <= 0:
+            return
+        self.target, self.best = sig, (case, v)
+        self.deadline = time.monotonic() + self.shrink_seconds
+        raise _Found
+
+    def shrink_step(self, case: Any) -> None:
+        if time.monotonic() > self.deadline:
+            return
+        v = self.worker.run(case)
+        if v.signature() == self.target:
+            self.best = (case, v)
+            raise _Found
+
+    def finish_shrinking(self) -> None:
+        assert self.target is not None and self.best is not None
+        case, v = self.best
+        f = self.summary.failures[self.target]
+        f.verdict, f.description, f.minimized = v, case.describe(), True
+
+
+def _lane_process(conn: Any, args: tuple) -> None:
+    summary = Lane(*args, log=lambda line: conn.send(("log", line))).run()
+    conn.send(("done", summary))
+
+
+def campaign(runs: int, seed: int = 0, max_cycles: float = 1e6, timeout: float = 30.0, jobs: int = 1,
+             shrink_seconds: float = 60.0, log: Log | None = None) -> Summary:
+    """Run `runs` cases (split over `jobs` lanes); returns the merged counts and distinct failures."""
+    log = log or (lambda _line: None)
+    t0 = time.monotonic()
+    if jobs <= 1:
+        total = Lane(runs, seed, max_cycles, timeout, shrink_seconds, log).run()
+    else:
+        ctx = multiprocessing.get_context("fork")
+        lanes = []
+        for j in range(jobs):
+            share = runs // jobs + (j < runs % jobs)
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_lane_process, args=(child, (share, seed * jobs + j, max_cycles, timeout,
+                                                               shrink_seconds)))
+            p.start()
+            child.close()
+            lanes.append((p, parent))
+        total = Summary()
+        for p, conn in lanes:
+            while True:
+                try:
+                    kind, value = conn.recv()
+                except EOFError:
+                    total.counts["fuzzer-error"] += 1
+                    total.failures[f"fuzzer-error: lane {p.pid} died"] = Failure(
+                        Verdict("fuzzer-error", f"a lane process died (exit {p.exitcode})"), "a whole lane")
+                    break
+                if kind == "log":
+                    log(value)
+                else:
+                    total.merge(value)
+                    break
+            p.join()
+    total.seconds = time.monotonic() - t0
+    return total
+
+
+def save(summary: Summary, out: Path) -> list[Path]:
+    """Each distinct failure in its own directory under `out`: the input files, and case.txt with a
+    one-line description first, then the command that reruns it and both engines' results."""
+    saved = []
+    for k, (sig, f) in enumerate(sorted(summary.failures.items())):
+        d = out / f"{k:03d}-{f.verdict.status}"
+        d.mkdir(parents=True, exist_ok=True)
+        for name, data in f.verdict.files.items():
+            (d / name).write_bytes(data)
+        text = [f"{f.verdict.status}: {f.verdict.detail}",
+                f"case: {f.description}{' (minimized by hypothesis)' if f.minimized else ''}; seen {f.count} times",
+                f"signature: {sig}"]
+        if f.verdict.command:
+            text.append(f"command: {f.verdict.command}")
+        if f.verdict.report:
+            text += ["", f.verdict.report]
+        (d / "case.txt").write_text("\n".join(text) + "\n")
+        saved.append(d)
+    return saved

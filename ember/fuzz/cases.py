@@ -1,0 +1,186 @@
+"""One fuzz case, run: a generated program through the assembler, the binary and both engines; a mutated
+sample through the tool that reads it (ember-opt, ember-asm, ember-sim), and whatever that yields
+which assembles through both engines as well.
+
+Tools run in this process through their click commands, as their console scripts would run them, so
+a case costs no interpreter start; the worker process around it (worker.py) catches hangs and crashes.
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+from pathlib import Path
+
+import numpy as np
+
+from ..backend.binary import assemble, disassemble
+from ..backend.dae import Program
+from ..backend.dae_text import parse_dae
+from ..ir.diagnostics import EmberError
+from .inputs import synthesize
+from .mutate import Mutated, apply, model_inputs, samples, samples_dir
+from .oracle import Stage, Verdict, error_problem, judge_tool, run_tool, simulate_both
+from .programs import Generated
+
+NEXT_PASS = {"emb": "lower-emb", "loop": "decouple", "slc": "to-dlc", "dlc": "codegen"}
+EIR_OPTIONS = ("next", "next", "-O0", "-O1", "-O3", "none", "--target=core")
+BIN_OPTIONS = ("reference", "fast")
+
+
+def run_case(case: Generated | Mutated, max_cycles: float, stage: Stage, workdir: Path) -> Verdict:
+    if isinstance(case, Generated):
+        return _generated(case, max_cycles, stage)
+    return _mutated(case, max_cycles, stage, workdir)
+
+
+def npz(inputs: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **inputs)
+    return buf.getvalue()
+
+
+def _repro(name: str, max_cycles: float, overrides: tuple[str, ...], inputs: str) -> str:
+    """The commands that rerun a saved program on both engines."""
+    sets = "".join(f" --set {shlex.quote(o)}" for o in overrides)
+    sim = f"ember-sim {name}.bin --inputs {inputs} --max-cycles {max_cycles:g}{sets} -q --stats /dev/stdout"
+    return f"ember-asm {name}.dae -o {name}.bin && {sim} --engine reference; {sim} --engine fast"
+
+
+def _generated(case: Generated, max_cycles: float, stage: Stage) -> Verdict:
+    stage("the assembler")
+    files = {"case.dae": case.text.encode()}
+    try:
+        program = parse_dae(case.text, "case.dae")
+    except EmberError as e:
+        problem = error_problem(str(e))
+        v = Verdict(*problem) if problem else Verdict("rejected", str(e).splitlines()[0][:200])
+        v.files, v.command = files, "ember-asm case.dae -o case.bin"
+        return v
+    return _both(program, synthesize(program, case.input_seed), case.machine, max_cycles, stage, files,
+                 _repro("case", max_cycles, case.machine, "case.in.npz"))
+
+
+def _both(program: Program, inputs: dict[str, np.ndarray], overrides: tuple[str, ...], max_cycles: float,
+          stage: Stage, files: dict[str, bytes], command: str) -> Verdict:
+    """A valid program through the binary (as ember-sim loads it), then both engines."""
+    stage("the binary round trip")
+    try:
+        data = {n: program.data[n] for n in program.data}
+        program = disassemble(assemble(program), "case.bin")
+        program.data.update({n: a for n, a in data.items() if n not in program.data})
+    except EmberError as e:
+        return Verdict("internal", f"a program that assembles does not load back from its .bin: {e}"[:300],
+                       files=files, command=command)
+    verdict, texts = simulate_both(program, inputs, overrides, max_cycles, stage)
+    if verdict.failed:
+        verdict.files = {**files, "case.in.npz": npz(inputs)}
+        verdict.command = command
+        verdict.report = "\n".join(f"--- {e} engine ---\n{t}" for e, t in texts.items())
+    return verdict
+
+
+def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> Verdict:
+    from ..cli.asm import main as asm
+    from ..cli.opt import main as opt
+    from ..cli.sim import main as sim
+
+    source = samples()[case.base]
+    levels = workdir / "levels"  # the levels files name their weights ../models/x.onnx
+    levels.mkdir(parents=True, exist_ok=True)
+    models = workdir / "models"
+    if not models.exists() and samples_dir() is not None:
+        models.symlink_to(samples_dir() / "models")  # type: ignore[operator]
+    stem = source.name.rsplit(".", 1)[0]
+    given = _model_inputs(source)
+    if case.kind == "bin":
+        data = apply(_base_binary(source, workdir), case)
+        path = levels / f"{stem}.bin"
+        path.write_bytes(data)
+        inputs_path = levels / f"{stem}.in.npz"
+        try:
+            program = disassemble(data, str(path))
+        except EmberError:
+            program = None
+        inputs = synthesize(program, case.input_seed, given) if program is not None else dict(given)
+        inputs_path.write_bytes(npz(inputs))
+        args = [str(path), "--inputs", str(inputs_path), "--engine", case.option, "--max-cycles",
+                f"{max_cycles:g}", "-q", "--outputs", str(levels / "out.npz"), "--stats", str(levels / "stats.txt")]
+        verdict = _tool(sim, "ember-sim", args, stage, {f"{stem}.bin": data, f"{stem}.in.npz": npz(inputs)})
+        if verdict is not None or program is None:
+            return verdict or Verdict("ok", "ember-sim refused it cleanly")
+        return _both(program, inputs, (), max_cycles, stage, {f"{stem}.bin": data},
+                     f"ember-sim {stem}.bin --inputs {stem}.in.npz --engine reference|fast -q")
+    data = apply(source.read_bytes(), case)
+    path = levels / source.name
+    path.write_bytes(data)
+    out = levels / "out.txt"
+    out.unlink(missing_ok=True)
+    if case.kind == "eir":
+        level = source.name.split(".")[-2]
+        option = {"next": f"--pass={NEXT_PASS.get(level, 'codegen')}", "none": ""}.get(case.option, case.option)
+        args = [a for a in (option, str(path), "-o", str(out)) if a]
+        verdict = _tool(opt, "ember-opt", args, stage, {source.name: data})
+        if verdict is not None or not out.exists() or not out.read_text(errors="replace").startswith(".dae"):
+            return verdict or Verdict("ok", "ember-opt ran or refused it cleanly")
+        dae_text = out.read_bytes()
+        dae = levels / f"{stem}.dae"
+        dae.write_bytes(dae_text)
+        path, data = dae, dae_text
+    binary = levels / "out.bin"
+    binary.unlink(missing_ok=True)
+    verdict = _tool(asm, "ember-asm", [str(path), "-o", str(binary)], stage, {path.name: data})
+    if verdict is not None:
+        return verdict
+    try:  # ember-asm may refuse a valid program for want of its weights (the hand-written kernels have none)
+        program = parse_dae(data.decode(), path.name)
+    except (EmberError, UnicodeDecodeError):
+        return Verdict("ok", "ember-asm refused it cleanly")
+    if binary.exists():
+        try:
+            program = disassemble(binary.read_bytes(), str(binary))
+        except EmberError as e:
+            return Verdict("internal", f"ember-asm wrote a .bin that does not load: {e}"[:300], files={path.name: data})
+    inputs = synthesize(program, case.input_seed, given)  # and data for params that have none
+    return _both(program, inputs, (), max_cycles, stage, {path.name: data},
+                 f"ember-asm {path.name} -o case.bin (then both engines on case.in.npz)")
+
+
+def _tool(main: object, prog: str, args: list[str], stage: Stage, files: dict[str, bytes]) -> Verdict | None:
+    """Run a tool; a Verdict when it failed uncleanly, else None."""
+    stage(prog)
+    status, stderr, escaped = run_tool(main, prog, args)
+    problem = judge_tool(prog, status, stderr, escaped)
+    if problem is None:
+        return None
+    shown = [a if not a.startswith("/") else Path(a).name for a in args]
+    return Verdict(*problem, files=files, command=" ".join([prog, *shown]), report=stderr)
+
+
+def _model_inputs(source: Path) -> dict[str, np.ndarray]:
+    p = model_inputs(source)
+    if p is None:
+        return {}
+    with np.load(p) as z:
+        return {k: z[k] for k in z.files}
+
+
+_binaries: dict[str, bytes] = {}
+
+
+def _base_binary(source: Path, workdir: Path) -> bytes:
+    """The sample `.dae` assembled (with its weights), once per process."""
+    key = str(source)
+    if key not in _binaries:
+        from ..frontends import load_weights_any
+
+        program = parse_dae(source.read_text(), str(source))
+        if program.weights:
+            weights = load_weights_any(str(source.parent / program.weights))
+            for n, s in enumerate(program.symbols):
+                if s.kind == "param" and s.name in weights:
+                    program.data[n] = weights[s.name]
+        else:
+            synthesize(program, 0)
+        _binaries[key] = assemble(program)
+    return _binaries[key]

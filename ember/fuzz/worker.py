@@ -1,0 +1,121 @@
+"""A forked worker process that runs cases, so that a hang or a crash of the code under test is a finding.
+
+The parent sends one case at a time and waits for the verdict up to a wall-clock timeout.  The worker
+reports each stage before it starts it (the assembler, the reference engine, the fast engine, a tool),
+so a case that runs past the timeout is reported as a hang of that stage, and the worker is killed and
+replaced.  A worker that dies (a segfault in compiled code, the memory cap) is a crash.  Forking keeps
+whatever the parent set up, so a test can plant a bug in an engine before the campaign starts.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import multiprocessing
+import os
+import resource
+import signal
+import tempfile
+import time
+import warnings
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from .oracle import Verdict
+
+MEMORY_CAP = 8 << 30  # address space of a worker: a runaway allocation fails instead of exhausting the machine
+
+
+def _serve(conn: Connection, max_cycles: float) -> None:
+    from .cases import run_case
+
+    faulthandler.disable()  # a crash is reported by the parent, in one line
+    warnings.simplefilter("ignore")  # numpy's overflow warnings are expected: edge values are the point
+    os.environ.pop("EMBER_DEBUG", None)  # the tools must word their errors, not re-raise them
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+    except (ValueError, OSError):
+        pass
+    with tempfile.TemporaryDirectory(prefix="ember-fuzz-") as tmp:
+        while True:
+            try:
+                case = conn.recv()
+            except EOFError:
+                return
+            if case is None:
+                return
+            try:
+                verdict = run_case(case, max_cycles, lambda what: conn.send(("stage", what)), Path(tmp))
+            except MemoryError:
+                verdict = Verdict("crash", "MemoryError escaped (the worker's memory cap)")
+            except Exception as e:  # a bug in the fuzzer itself must not look like a finding in Ember
+                verdict = Verdict("fuzzer-error", f"{type(e).__name__}: {e}"[:300])
+            conn.send(("done", verdict))
+
+
+class Worker:
+    """One worker process and the pipe to it; restarted after a hang or a crash."""
+
+    def __init__(self, max_cycles: float, timeout: float):
+        self.max_cycles = max_cycles
+        self.timeout = timeout
+        self.proc: Any = None
+        self.conn: Connection | None = None
+
+    def start(self) -> None:
+        ctx = multiprocessing.get_context("fork")
+        parent, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, self.max_cycles), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.is_alive():
+            try:
+                assert self.conn is not None
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.proc.join(2)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join()
+        self.proc = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def run(self, case: object) -> Verdict:
+        if self.proc is None or not self.proc.is_alive():
+            self.start()
+        assert self.conn is not None
+        self.conn.send(case)
+        stage = "the case"
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                ready = left > 0 and self.conn.poll(left)
+            except OSError:
+                ready = True
+            if not ready:
+                self.proc.kill()
+                self.proc.join()
+                self.stop()
+                return Verdict("hang", f"{stage} ran past the {self.timeout:g} s timeout")
+            try:
+                kind, value = self.conn.recv()
+            except (EOFError, OSError):
+                self.proc.join()
+                code = self.proc.exitcode
+                self.stop()
+                how = f"signal {-code} ({signal.Signals(-code).name})" if code and code < 0 else f"status {code}"
+                return Verdict("crash", f"the worker died in {stage} with {how}")
+            if kind == "stage":
+                stage = value
+            else:
+                return value
