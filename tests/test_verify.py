@@ -243,6 +243,8 @@ BROKEN = {  # programs `validate` refuses, built directly: what a hand-made or c
                  "code item 0 ('li'): 'li' into an r register needs an integer"),
     "unwritten": (built(Instr("st", [Reg("r", 3), binary.Mem(0, (0,))]), Instr("halt")),
                   f"code item 0 ('st'): r3 is read here but {NEVER}"),
+    "shape": (Program([Symbol("output", "y", "i64", (INT64_MAX + 1,))], [], [Instr("halt")]),
+              "symbol @0: a shape is a list of extents from 0 to 2^63 - 1, or '?'"),
     "overflow": (built(Instr("run", ["A"]), Instr("halt"),
                        access=[Access("A", 0, [Instr("tu", [Reg("t", 0), 0, INT64_MAX, 2])])]),
                  "access program A, instruction 0 ('tu'): t0 can overflow its counter"),

@@ -227,7 +227,7 @@ class Checker:
             self.name(acc.name, "access program", ("access", a, "name"))
             if acc.name in self.access:
                 self.fail(f"access program '{acc.name}' is defined twice", ("access", a, "name"))
-            if not is_int(acc.params) or acc.params < 0:
+            if not is_int(acc.params) or not 0 <= acc.params <= INT64_MAX:
                 self.fail(f"bad parameter count {acc.params!r}", ("access", a, "params"))
             self.access[acc.name] = acc
         for i, item in enumerate(p.code):
@@ -278,8 +278,8 @@ class Checker:
         if s.dtype not in SCALARS:
             self.fail(f"unknown element type {_show(s.dtype)} (expected one of {', '.join(SCALARS)})",
                       ("sym", i, 3))
-        if not isinstance(s.shape, tuple) or not all(d is None or (is_int(d) and d >= 0) for d in s.shape):
-            self.fail("a shape is a list of non-negative integers or '?'", ("sym", i, 4))
+        if not isinstance(s.shape, tuple) or not all(d is None or (is_int(d) and 0 <= d <= INT64_MAX) for d in s.shape):
+            self.fail("a shape is a list of extents from 0 to 2^63 - 1, or '?'", ("sym", i, 4))
 
     def work(self, i: int, w: Any) -> None:
         """A work record must fit its kind (`Work.problem`); errors point at the field at fault."""

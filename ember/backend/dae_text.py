@@ -23,6 +23,7 @@ from ..ir.printer import DenseAttr, format_attrs, format_float
 from ..ir.types import SCALARS, ScalarType, ShapedType
 from .dae import (
     FORMAT_VERSION,
+    INT64_MAX,
     KIND_DESC,
     OPCODES,
     WORK_FIELDS,
@@ -164,6 +165,8 @@ class _Builder:
             self.p.opset = int(items[0].children[0])
             if self.p.opset < 0:
                 raise self.err("the opset cannot be negative", items[0].children[0])
+            if self.p.opset > INT64_MAX:
+                raise self.err("the opset is out of the 64-bit range", items[0].children[0])
         elif name == ".sym":
             self.sym(tok, items)
         elif name == ".work":
@@ -211,10 +214,10 @@ class _Builder:
         for d in _items(items[4]):
             if d.data == "dynamic":
                 dims.append(None)
-            elif d.data == "int" and int(d.children[0]) >= 0:
+            elif d.data == "int" and 0 <= int(d.children[0]) <= INT64_MAX:
                 dims.append(int(d.children[0]))
             else:
-                raise self.err("a dimension is a non-negative integer or '?'", _first_token(d) or toks[4])
+                raise self.err("a dimension is an integer from 0 to 2^63 - 1, or '?'", _first_token(d) or toks[4])
         self.locs[("sym", n)] = tok
         for f, t in enumerate(toks):
             self.locs[("sym", n, f)] = t
