@@ -413,3 +413,146 @@ def test_bench_geomean_rows_are_the_geometric_mean_of_the_rows_above() -> None:
     assert number(last_row(hand_table(idx), "O3 % of hand: ours (published)")) == pytest.approx(hand, abs=0.06)
     core = statistics.geometric_mean([cycles[w, "core"] / cycles[w, "O3"] for w in names])
     assert number(last_row(core_table(idx), "speedup")) == pytest.approx(core, abs=0.006)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Guards: inputs that must be refused, each with the message that says why.
+
+
+def test_bag_verifier_refuses_weights_with_mean_or_max() -> None:
+    """Kills the removal of emb.bag's check that per-sample weights come with mode sum."""
+    from test_bag_variants import TEXT
+
+    from ember.ir.core import verify
+    from ember.ir.diagnostics import EmberError
+
+    for mode in ("mean", "max"):
+        text = TEXT.format(r=10, d=4, t="f32", mode=mode, wdecl=", %w: tensor<?xf32>", warg=", %w")
+        with pytest.raises(EmberError, match='per-sample weights need mode "sum"'):
+            verify(parse_module(text, "w.eir"))
+    verify(parse_module(TEXT.format(r=10, d=4, t="f32", mode="sum", wdecl=", %w: tensor<?xf32>", warg=", %w"), "w"))
+
+
+NESTED = """module {
+  func @main(%x: memref<?xf32>) -> (memref<?xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %n = loop.dim %x {axis = 0} : index
+    loop.for %c0, %n, %c1 (%i: index) {
+      %c1 = loop.const {value = 2} : index
+      %v = loop.load %x, %i : f32
+    }
+    return %x
+  }
+}
+"""
+
+
+def test_parser_refuses_a_name_redefined_in_a_nested_region() -> None:
+    """Kills a parser that looks for an earlier definition in the innermost scope only."""
+    from ember.ir.diagnostics import EmberError
+
+    with pytest.raises(EmberError, match=r"n.eir:7:7: error: value %c1 is defined twice"):
+        parse_module(NESTED, "n.eir")
+    arg = NESTED.replace("      %c1 = loop.const {value = 2} : index\n", "").replace("%i", "%n")
+    with pytest.raises(EmberError, match=r"n.eir:6:28: error: value %n is defined twice"):  # a block argument
+        parse_module(arg, "n.eir")
+
+
+def test_parser_refuses_a_repeated_attribute_key() -> None:
+    """Kills the removal of the parser's repeated-key check (the second value would silently win)."""
+    from ember.ir.diagnostics import EmberError
+
+    text = NESTED.replace("%c1 = loop.const {value = 2}", "%c2 = loop.const {value = 2, value = 3}")
+    with pytest.raises(EmberError, match=r"n.eir:7:36: error: attribute 'value' given twice"):
+        parse_module(text, "n.eir")
+
+
+def _tampered(tmp_path: Path, form: Path, edit: object) -> str:
+    import onnx
+
+    model = onnx.load(str(form))
+    edit(model.graph)  # type: ignore[operator]
+    path = tmp_path / form.name
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def _set_int(graph: object, name: str, value: int) -> None:
+    """Give the integer constant `name` (an initializer or a Constant node, in any subgraph) a new value."""
+    import onnx
+    from onnx import numpy_helper
+
+    def visit(g: onnx.GraphProto) -> bool:
+        for i, t in enumerate(g.initializer):
+            if t.name == name:
+                old = numpy_helper.to_array(t)
+                g.initializer[i].CopyFrom(numpy_helper.from_array(np.full(old.shape, value, old.dtype), name))
+                return True
+        for node in g.node:
+            if node.op_type == "Constant" and node.output[0] == name:
+                a = node.attribute[0]
+                old = numpy_helper.to_array(a.t)
+                a.t.CopyFrom(numpy_helper.from_array(np.full(old.shape, value, old.dtype)))
+                return True
+            if any(visit(a.g) for a in node.attribute if a.type == onnx.AttributeProto.GRAPH):
+                return True
+        return False
+
+    assert visit(graph), name  # type: ignore[arg-type]
+
+
+def test_onnx_bag_whose_ends_stop_short_is_refused(tmp_path: Path) -> None:
+    """Kills the removal of the TorchScript bag's check that the bag ends run to the end of the offsets:
+    Slice(offsets, 1, 3) would leave the later bags without an end."""
+    from test_onnx_loops import _refused
+
+    def edit(g: object) -> None:
+        loop_ends = next(n for n in g.node if n.op_type == "Slice")  # type: ignore[attr-defined]
+        _set_int(g, loop_ends.input[2], 3)
+
+    _refused(_tampered(tmp_path, MODELS / "bag_sum.ts.onnx", edit), r"the bag ends should be the offsets without")
+
+
+def test_onnx_bag_loop_over_zero_bags_is_refused(tmp_path: Path) -> None:
+    """Kills the zero-bag guard: a loop entered unconditionally runs its body once even when there is no bag."""
+    from test_onnx_loops import FORMS_DIR, _refused
+
+    def edit(g: object) -> None:
+        g.input[1].type.tensor_type.shape.dim[0].dim_value = 0  # type: ignore[attr-defined]
+        for v in g.value_info:  # type: ignore[attr-defined]
+            if v.name == "offsets_6":
+                v.type.tensor_type.shape.dim[0].dim_value = 1
+        _set_int(g, "num_bag_7", 0)
+
+    _refused(_tampered(tmp_path, FORMS_DIR / "sum.o20.static.seq-first.onnx", edit),
+             "a loop entered unconditionally needs at least one bag")
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+def test_onnx_padding_index_past_the_table_is_refused(tmp_path: Path, shift: int) -> None:
+    """Kills an off-by-one in the padding guard: padding_idx = rows (and rows + 1) is not a row of the table."""
+    import onnx
+    from test_onnx_loops import FORMS_DIR, PAD, _refused
+
+    form = FORMS_DIR / "pad.o20.static.seq-first.onnx"
+    rows = next(t.dims[0] for t in onnx.load(str(form)).graph.initializer if len(t.dims) == 2)
+
+    def edit(g: object) -> None:
+        def consts(graph: onnx.GraphProto) -> list[str]:
+            found = []
+            for node in graph.node:
+                if node.op_type == "Equal":
+                    found += list(node.input)
+                for a in node.attribute:
+                    if a.type == onnx.AttributeProto.GRAPH:
+                        found += consts(a.g)
+            return found
+
+        values = {t.name: t for t in g.initializer}  # type: ignore[attr-defined]
+        pad = [n for n in consts(g) if n in values and onnx.numpy_helper.to_array(values[n]).size == 1
+               and int(onnx.numpy_helper.to_array(values[n])) == PAD]
+        assert len(pad) == 1
+        _set_int(g, pad[0], rows + shift)
+
+    _refused(_tampered(tmp_path, form, edit), f"the padding index {rows + shift} is not a row of the table")
