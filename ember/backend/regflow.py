@@ -49,7 +49,7 @@ def _solve(succ: list[list[int]], gen: list[int], sources: list[int], every_path
     while heap:
         i = heappop(heap)
         queued[i] = 0
-        out = into[i] | gen[i]  # type: ignore[operator]
+        out = gen[i] | (into[i] or 0)  # a queued node has a set
         for j in succ[i]:
             old = into[j]
             new = out if old is None else old & out if every_path else old | out
@@ -61,7 +61,7 @@ def _solve(succ: list[list[int]], gen: list[int], sources: list[int], every_path
     return into
 
 
-def unwritten_read(p: Program, vectors_on_every_path: bool = True) -> tuple[int, int, Reg, bool] | None:
+def unwritten_read(p: Program) -> tuple[int, int, Reg, bool] | None:
     """The first read, in code order, of a register the rule refuses: (code index, operand index, register,
     whether it is a v register written on some paths but not all); None when every read is fine.
     `p` must otherwise be valid (labels defined, every case label a rule names present)."""
@@ -120,14 +120,15 @@ def unwritten_read(p: Program, vectors_on_every_path: bool = True) -> tuple[int,
             succ[i].append(dispatcher[k])
             own &= own - 1
     may = _solve(succ, gen, [0], False)
-    must = _solve(succ, gen, [0], True) if vectors_on_every_path else may
+    must = _solve(succ, gen, [0], True)
     for i in range(n):
-        if may[i] is None:
+        some, every = may[i], must[i]
+        if some is None or every is None:
             continue  # no path reaches it: it never runs
         for j, r in reads[i]:
             b = 1 << bit[r]
-            if not may[i] & b:  # type: ignore[operator]
+            if not some & b:
                 return i, j, r, False
-            if r.cls == "v" and not must[i] & b:  # type: ignore[operator]
+            if r.cls == "v" and not every & b:
                 return i, j, r, True
     return None
