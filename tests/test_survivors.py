@@ -556,3 +556,60 @@ def test_onnx_padding_index_past_the_table_is_refused(tmp_path: Path, shift: int
         _set_int(g, pad[0], rows + shift)
 
     _refused(_tampered(tmp_path, form, edit), f"the padding index {rows + shift} is not a row of the table")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DRAM bookings that exactly abut (cache.py's MemorySystem.book and runtime.h's book).
+
+# (request time, start) for transfers of xfer = 4 cycles, worked out by hand from the definition in
+# ember/sim/cache.py (the earliest [start, start + 4) at or after the request overlapping no booking):
+ABUTTING = [(10, 10),  # [10, 14)
+            (2, 2),    # [2, 6): ends 4 cycles before [10, 14)
+            (6, 6),    # [6, 10) fits exactly between [2, 6) and [10, 14), abutting both
+            (0, 14),   # [2, 14) is full: after it
+            (18, 18),  # abuts [.., 18) from the right
+            (30, 30),
+            (26, 26),  # [26, 30) ends exactly where [30, 34) starts
+            (22, 22),  # [22, 26) fills the last gap exactly
+            (21, 34)]  # [21, 25) would overlap: everything from 2 to 34 is booked
+
+
+def test_dram_booking_that_abuts_the_next_is_taken_in_the_python_model() -> None:
+    from ember.sim.cache import MemorySystem
+    from ember.sim.machine import load_machine
+
+    machine = load_machine("default").with_overrides(["dram.bytes_per_cycle=16"])
+    mem = MemorySystem.from_machine(machine)
+    assert mem.xfer == 64 / 16 == 4
+    assert [mem.book(float(now)) for now, _ in ABUTTING] == [float(s) for _, s in ABUTTING]
+    assert list(zip(mem.busy_starts, mem.busy_ends)) == [(2.0, 38.0)]  # merged: no gap left, no overlap
+
+
+def test_dram_booking_that_abuts_the_next_is_taken_in_the_fast_engine(tmp_path: Path) -> None:
+    import ctypes
+    import subprocess
+    from importlib import resources
+
+    from ember.sim.fast import build
+
+    cc = build.compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = resources.files("ember.sim.fast").joinpath("runtime.h").read_text() + """
+void book_all(const double *now, int64_t n, double x, double *out) {
+    double ds[64], de[64], dpar[2] = {0.0, x};
+    int64_t dn = 0;
+    Mem m;
+    memset(&m, 0, sizeof m);
+    m.ds = ds; m.de = de; m.dn = &dn; m.dcap = 64; m.dpar = dpar; m.floor = 0.0;
+    for (int64_t i = 0; i < n; i++) out[i] = book(&m, now[i], 0.0);
+}
+"""
+    (tmp_path / "b.c").write_text(src)
+    subprocess.run([cc, *build.CFLAGS, str(tmp_path / "b.c"), "-o", str(tmp_path / "b.so")], check=True)
+    lib = ctypes.CDLL(str(tmp_path / "b.so"))
+    now = np.array([t for t, _ in ABUTTING], dtype=np.float64)
+    out = np.zeros_like(now)
+    lib.book_all(now.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(len(now)), ctypes.c_double(4.0),
+                 out.ctypes.data_as(ctypes.c_void_p))
+    np.testing.assert_array_equal(out, [s for _, s in ABUTTING])
