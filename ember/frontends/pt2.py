@@ -143,7 +143,8 @@ class _Archive:
         strides = _static(meta.get("strides"), f"'{fqn}'", self.path)
         off = meta.get("storage_offset", {"as_int": 0})
         offset = off.get("as_int") if isinstance(off, dict) else None
-        return strided_tensor(flat, offset, sizes, strides, f"'{fqn}'", self.path)  # type: ignore[arg-type]
+        return strided_tensor(flat, offset, sizes, strides, f"'{fqn}'", self.path,  # type: ignore[arg-type]
+                              self.zf)
 
 
 class _Importer:

@@ -3,8 +3,9 @@
 A TorchScript archive is a zip holding the module tree as a pickle (`data.pkl`), the raw tensor
 storages (`data/<key>`, and `constants/<key>` for `constants.pkl`) and the module's code as
 Python-syntax source (`code/__torch__/...`).  Unpickling a user's file
-with `pickle.load` would run whatever callables it names, so `_RestrictedUnpickler` accepts only the
-handful of globals such an archive uses and refuses everything else by name.  The code is never
+with `pickle.load` would run whatever callables it names, so the restricted unpickler (torch_pickle.py)
+accepts only the handful of globals such an archive uses, refuses everything else by name, and caps
+what the pickle may build.  The code is never
 executed either: it is parsed with `ast` and the traced `forward` is walked symbolically, inlining
 submodule calls, and each `torch.<op>(...)` call goes to `AtenLowering` (ember/frontends/aten/),
 shared with the `.pt2` frontend (which sees the same aten operators with named arguments):
@@ -22,10 +23,7 @@ are params named `/constant_<n>`; `load_weights_torchscript` returns both.
 from __future__ import annotations
 
 import ast
-import collections
-import io
 import operator
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,127 +46,11 @@ from .aten import (
     has_member,
     open_zip,
     read_member,
-    strided_tensor,
 )
 from .aten.values import numpy_of
+from .torch_pickle import StorageType, TensorMeta, TorchObject, unpickle
 
 __all__ = ["import_torchscript", "load_weights_torchscript"]
-
-
-# ---------------------------------------------------------------------------------------------
-# The restricted unpickler
-
-
-class _TorchObject:
-    """Stand-in for any `__torch__.*` class: records the class name and the pickled attribute state."""
-
-    qualname = "?"
-    attrs: dict[str, Any]
-
-    def __new__(cls, *args: Any) -> _TorchObject:  # pickle's NEWOBJ passes the pickled arguments here
-        self = object.__new__(cls)
-        self.attrs = {}
-        return self
-
-    def __init__(self, *args: Any) -> None:  # REDUCE on the class calls it like a constructor
-        pass
-
-    def __setstate__(self, state: Any) -> None:
-        self.attrs = dict(state) if isinstance(state, dict) else {"__state__": state}
-
-
-@dataclass(frozen=True)
-class _StorageType:
-    """What `torch.FloatStorage` and friends mean in a pickle: the element type of a storage."""
-
-    name: str
-    dtype: str | None  # None: a type Ember cannot hold (the error names it when a storage uses it)
-
-
-_STORAGES = {
-    "FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16", "LongStorage": "int64",
-    "IntStorage": "int32", "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
-    "BoolStorage": "bool", "BFloat16Storage": None, "ComplexFloatStorage": None, "ComplexDoubleStorage": None,
-}
-
-
-@dataclass(frozen=True)
-class _TensorMeta:
-    """A tensor whose data is not needed (the example inputs): only its shape and type."""
-
-    shape: tuple[int, ...]
-    dtype: str | None
-
-
-def _restore_type_tag(value: Any, type_str: Any = None) -> Any:
-    """TorchScript tags containers with their static type; the value is all Ember needs."""
-    return value
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Unpickles a TorchScript `data.pkl`, resolving only the globals such an archive needs.
-
-    Every other global (a builtin, `os.system`, a torch function) is refused with an EmberError that
-    names it, before anything is called.  With `meta_only`, storages are not read (the example-input
-    storages of traced archives are saved empty) and tensors come back as `_TensorMeta`.
-    """
-
-    def __init__(self, data: bytes, load_storage: Callable[[str, _StorageType, int], np.ndarray] | None,
-                 path: str, member: str):
-        super().__init__(io.BytesIO(data))
-        self.load_storage = load_storage
-        self.path = path
-        self.member = member
-        self.classes: dict[str, type] = {}
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "torch._utils" and name == "_rebuild_tensor_v2":
-            return self._rebuild_tensor
-        if module == "collections" and name == "OrderedDict":
-            return collections.OrderedDict
-        if module == "torch.jit._pickle" and name == "restore_type_tag":
-            return _restore_type_tag
-        if module == "torch.jit._pickle" and name == "build_tensorlist":  # a List[Tensor] input or attribute
-            return list
-        if module == "torch" and name in _STORAGES:
-            return _StorageType(name, _STORAGES[name])
-        if (module == "__torch__" or module.startswith("__torch__.")) and name.isidentifier():
-            qual = f"{module}.{name}"
-            if qual not in self.classes:
-                self.classes[qual] = type(name, (_TorchObject,), {"qualname": qual})
-            return self.classes[qual]
-        raise EmberError(f"{self.member} refers to the global '{module}.{name}', which Ember refuses to load "
-                         "(only TorchScript module state is allowed)", self.path)
-
-    def persistent_load(self, pid: Any) -> Any:
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType) and isinstance(pid[2], str) and isinstance(pid[4], int)):
-            raise EmberError(f"{self.member} has an unknown persistent reference {str(pid)[:80]}", self.path)
-        _, kind, key, _, numel = pid
-        if self.load_storage is None:
-            return _TensorMeta((numel,), kind.dtype)
-        if kind.dtype is None or kind.dtype == "uint8":
-            raise EmberError(f"storage '{key}' is a {kind.name}, which Ember does not support", self.path)
-        return self.load_storage(key, kind, numel)
-
-    def _rebuild_tensor(self, storage: Any, offset: Any, size: Any, stride: Any, *rest: Any) -> Any:
-        if isinstance(storage, _TensorMeta):
-            return _TensorMeta(tuple(size), storage.dtype)
-        if not isinstance(storage, np.ndarray):
-            raise EmberError(f"{self.member}: a tensor without a storage", self.path)
-        return strided_tensor(storage, offset, list(size), list(stride), self.member, self.path)
-
-
-def _unpickle(data: bytes, load_storage: Callable[[str, _StorageType, int], np.ndarray] | None, path: str,
-              member: str) -> Any:
-    try:
-        return _RestrictedUnpickler(data, load_storage, path, member).load()
-    except EmberError:
-        raise
-    except RecursionError:
-        raise EmberError(f"{member} is nested too deeply", path) from None
-    except Exception as e:  # a damaged pickle fails in many ways; none of them is the user's bug to debug
-        raise EmberError(f"{member} is not a valid TorchScript pickle ({type(e).__name__}: {e})", path) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,13 +76,13 @@ class _Archive:
         self.order = "<" if order == "little" else ">"
         self.storages: dict[str, np.ndarray] = {}
         self.sources: dict[str, ast.Module] = {}
-        self.root = _unpickle(self.member("data.pkl"), self.loader("data"), path, "data.pkl")
-        if not isinstance(self.root, _TorchObject):
+        self.root = unpickle(self.member("data.pkl"), self.loader("data"), self.zf, "data.pkl")
+        if not isinstance(self.root, TorchObject):
             raise EmberError("data.pkl does not hold a TorchScript module (saved with torch.save? use "
                              "torch.jit.trace and torch.jit.save)", path)
         self.constants: tuple[Any, ...] = ()
         if self.has("constants.pkl"):
-            c = _unpickle(self.member("constants.pkl"), self.loader("constants"), path, "constants.pkl")
+            c = unpickle(self.member("constants.pkl"), self.loader("constants"), self.zf, "constants.pkl")
             self.constants = tuple(c) if isinstance(c, tuple | list) else ()
         self.tensors: dict[str, np.ndarray] = {}
         self.name_tensors()
@@ -211,11 +93,11 @@ class _Archive:
     def member(self, name: str) -> bytes:
         return read_member(self.zf, self.prefix + name, self.path)
 
-    def loader(self, folder: str) -> Callable[[str, _StorageType, int], np.ndarray]:
+    def loader(self, folder: str) -> Callable[[str, StorageType, int], np.ndarray]:
         """Reads the storages of one pickle: data.pkl's live in data/, constants.pkl's in constants/."""
         return lambda key, kind, numel: self.storage(f"{folder}/{key}", kind, numel)
 
-    def storage(self, name: str, kind: _StorageType, numel: int) -> np.ndarray:
+    def storage(self, name: str, kind: StorageType, numel: int) -> np.ndarray:
         if name not in self.storages:
             assert kind.dtype is not None
             raw = self.member(name)
@@ -237,7 +119,7 @@ class _Archive:
                     seen[id(obj)] = Weight(path, obj)
                     self.tensors[path] = obj
                 return seen[id(obj)]
-            if isinstance(obj, _TorchObject):
+            if isinstance(obj, TorchObject):
                 if id(obj) not in done:
                     done.add(id(obj))
                     for k, v in list(obj.attrs.items()):
@@ -286,16 +168,16 @@ class _Archive:
                 return node, rel
         raise EmberError(f"{rel} has no function {name}", self.path)
 
-    def example_inputs(self) -> list[_TensorMeta | list[_TensorMeta]]:
+    def example_inputs(self) -> list[TensorMeta | list[TensorMeta]]:
         """Shapes and types of the inputs the module was traced with (traced_inputs.pkl): a tensor, or a
         list of tensors for a `List[Tensor]` parameter (DLRM's per-table offsets and indices)."""
         if not self.has("traced_inputs.pkl"):
             raise NeedsTorch("a scripted module (torch.jit.script, or a trace older than torch 2.0): the archive "
                              "does not record the shapes of its inputs", self.path)
-        got = _unpickle(self.member("traced_inputs.pkl"), None, self.path, "traced_inputs.pkl")
+        got = unpickle(self.member("traced_inputs.pkl"), None, self.zf, "traced_inputs.pkl")
         forward = got.get("forward") if isinstance(got, dict) else None
         if not isinstance(forward, list | tuple) or not all(
-                isinstance(t, _TensorMeta) or (isinstance(t, list) and all(isinstance(e, _TensorMeta) for e in t))
+                isinstance(t, TensorMeta) or (isinstance(t, list) and all(isinstance(e, TensorMeta) for e in t))
                 for t in forward):
             raise EmberError("traced_inputs.pkl does not list the tensors forward was traced with", self.path)
         return list(forward)
@@ -384,7 +266,7 @@ class _Interpreter:
         what = f"'{call}' at {at}" if call else at
         return EmberError(f"{what}: {why}; {_HINT}", self.ar.path)
 
-    def call_method(self, obj: _TorchObject, name: str, args: list[Any], kwargs: dict[str, Any], depth: int) -> Any:
+    def call_method(self, obj: TorchObject, name: str, args: list[Any], kwargs: dict[str, Any], depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise EmberError(f"module calls nest more than {MAX_DEPTH} deep", self.ar.path)
         fn, file = self.ar.method(obj.qualname, name)
@@ -485,7 +367,7 @@ class _Interpreter:
         raise self.fail(f"'{ast.unparse(node)[:60]}' is not supported", file, node)
 
     def attribute(self, base: Any, name: str, file: str, node: ast.AST) -> Any:
-        if isinstance(base, _TorchObject):
+        if isinstance(base, TorchObject):
             if name not in base.attrs:
                 raise self.fail(f"{base.qualname} has no attribute '{name}'", file, node)
             return base.attrs[name]
@@ -530,7 +412,7 @@ class _Interpreter:
                 raise self.fail(str(e), file, node, "ops.prim.dtype(...)") from None
         if isinstance(node.func, ast.Attribute):
             obj = self.eval(node.func.value, env, file, depth)
-            if isinstance(obj, _TorchObject):
+            if isinstance(obj, TorchObject):
                 return self.call_method(obj, node.func.attr, args, kwargs, depth + 1)
         raise self.fail("this call is not supported", file, node, f"{text}(...)")
 
@@ -547,7 +429,7 @@ def _translate(path: str, weights_ref: str) -> tuple[Op, dict[str, np.ndarray]]:
     args: list[Any] = []
     names: list[str] = []
 
-    def tensor_input(name: str, meta: _TensorMeta) -> Any:
+    def tensor_input(name: str, meta: TensorMeta) -> Any:
         elem = ELEM.get(meta.dtype or "")
         if elem is None:
             raise EmberError(f"input '{name}' has element type {meta.dtype}, which Ember does not support", path)
@@ -558,7 +440,7 @@ def _translate(path: str, weights_ref: str) -> tuple[Op, dict[str, np.ndarray]]:
         args.append([tensor_input(f"{name}_{i}", m) for i, m in enumerate(meta)] if isinstance(meta, list)
                     else tensor_input(name, meta))
     traced = {name: (tuple(meta.shape), str(meta.dtype)) for name, meta in zip(params, examples)
-              if isinstance(meta, _TensorMeta)}
+              if isinstance(meta, TensorMeta)}
     try:
         result = _Interpreter(archive, lowering, traced).call_method(archive.root, "forward", args, {}, 0)
     except RecursionError:

@@ -3,15 +3,19 @@
 Each host op is tried as a one-node model with its operands' types (unknown extents left symbolic),
 which is where onnxruntime and onnx.reference refuse what they cannot run.  Its results must also have
 the element types ONNX's type inference gives them: the simulator converts each result to its declared
-type, so a wrong declaration would otherwise truncate or convert values silently.  A model is refused
-at import, naming the node, rather than at simulation.
+type, so a wrong declaration would otherwise truncate or convert values silently.  And no result may be
+larger than the size cap (sizes.py).  A model is refused at import, naming the node, rather than at
+simulation.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 from onnx import helper
 
 from ..ir.core import Op, unique_name
@@ -20,6 +24,7 @@ from ..ir.types import ShapedType
 from .executors import describe
 from .graph import HostNode, Shape, build_model, strict_types
 from .run import check_node
+from .sizes import VALUE_ELEMENTS, inferred, nbytes, over_cap
 
 
 def _types(op: Op) -> dict[str, tuple[object, Shape]]:
@@ -64,6 +69,45 @@ def mistyped(op: Op, opset: int) -> str | None:
     return None
 
 
+def oversized(op: Op, opset: int, constants: Mapping[str, np.ndarray]) -> str | None:
+    """Why a result of host op `op` would exceed the size cap, from its declared type or, where that
+    leaves extents unknown, ONNX's inference from its operands' types and the values of those that are
+    small weights (`constants`, by param name); None if neither says so."""
+    node = _node(op)
+    values = {}
+    for k, v in enumerate(op.operands):
+        owner = v.owner
+        if isinstance(owner, Op) and owner.name == "param" and owner.attrs.get("name") in constants:
+            values[f"x{k}"] = constants[owner.attrs["name"]]
+    sizes = inferred([node], _types(op), values, opset)
+    for name, result in zip(node.produced, op.results):
+        t = result.type
+        declared = (t.shape, t.elem.numpy()) if isinstance(t, ShapedType) else (None, None)
+        for shape, dtype in (declared, sizes.get(name, (None, None))):
+            why = over_cap(result.name or name, shape, declared[1] if declared[1] is not None else dtype)
+            if why:
+                return why
+    return None
+
+
+def small_weights(module: Op, model: str) -> dict[str, np.ndarray]:
+    """The initializers of an ONNX model with at most VALUE_ELEMENTS elements (shapes, repeats, pads,
+    range bounds), read only when a host op's result has extents its declared type leaves unknown."""
+    if Path(model).suffix.lower() != ".onnx" or not any(
+            op.name == "host.onnx" and any(isinstance(r.type, ShapedType) and nbytes(r.type.shape, None) is None
+                                           for r in op.results) for op in module.walk()):
+        return {}
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        inits = onnx.load(model, load_external_data=False).graph.initializer
+        return {t.name: numpy_helper.to_array(t) for t in inits
+                if t.data_location != onnx.TensorProto.EXTERNAL and math.prod(t.dims) <= VALUE_ELEMENTS}
+    except Exception:  # the frontend has read it already; the run-time check covers what this misses
+        return {}
+
+
 def unrunnable(module: Op, choice: str | None = None) -> list[tuple[Op, dict[str, str]]]:
     """The host ops of `module` no executor of the runtime choice can run, each with every executor's reason."""
     opset = int(module.attrs.get("opset", 0) or 0)
@@ -105,8 +149,9 @@ def check_module(module: Op, model: str, choice: str | None = None) -> None:
     failed = unrunnable(module, choice)
     if not failed:
         opset = int(module.attrs.get("opset", 0) or 0)
+        constants = small_weights(module, model)
         for op in module.walk():
-            why = mistyped(op, opset) if op.name == "host.onnx" else None
+            why = (mistyped(op, opset) or oversized(op, opset, constants)) if op.name == "host.onnx" else None
             if why:
                 raise EmberError(f"{node_label(op, model)}: {why}", model)
     if failed:

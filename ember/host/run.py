@@ -5,7 +5,8 @@ value it produces asked for as a graph output.  When the first executor cannot p
 (`auto`: onnxruntime lacks one of the operators), each node goes to the first executor that can run
 it alone and neighbours that share an executor are joined again, so the list runs as a few
 segments.  When a segment fails while running, its nodes are run one at a time to find the operator
-at fault, so an error names one operator with each executor's reason.
+at fault, so an error names one operator with each executor's reason.  Before a segment runs, the
+size of everything it makes is checked against the cap (sizes.py).
 
 Each value is handed on in the element type its consumer's program declares for it (as when host
 ops ran one at a time): a value whose operator produced another type ends a segment, so it is
@@ -25,6 +26,7 @@ from onnx import ModelProto
 from ..ir.diagnostics import EmberError
 from .executors import Refused, Run, describe, executors_of, missing, prepare, short, unsupported
 from .graph import HostNode, Shape, build_model, strict_types
+from .sizes import TooLarge, check_run
 
 Types = Mapping[str, tuple[np.dtype, Shape]]
 
@@ -145,6 +147,7 @@ def _one_by_one(seg: _Segment, nodes: Sequence[HostNode], values: dict[str, np.n
         node = nodes[k]
         types = {i: (local[i].dtype, local[i].shape) for i in node.inputs if i}
         reasons = {}
+        check_run([node], {i: local[i] for i in node.inputs if i}, dtypes, opset)
         for x in prefs:
             try:
                 one = _prepare(x, nodes, [k], types, dtypes, opset)
@@ -179,7 +182,7 @@ def run_nodes(nodes: Sequence[HostNode], feeds: Mapping[str, np.ndarray], inputs
     an error calls each value (the program's names for them)."""
     try:
         return _run_nodes(nodes, feeds, inputs, dtypes, opset, choice)
-    except HostFailure as e:
+    except (HostFailure, TooLarge) as e:
         raise e.named(names or {}) from None
 
 
@@ -196,9 +199,12 @@ def _run_nodes(nodes: Sequence[HostNode], feeds: Mapping[str, np.ndarray], input
         late: set[int] = set()
         for seg in _plan(nodes, inputs, dtypes, opset, prefs, key, cuts):
             feed = {n: values[n] for n in seg.inputs}
-            try:
-                outs = seg.run(feed)
-            except Exception:
+            if check_run([nodes[k] for k in seg.nodes], feed, dtypes, opset) or len(seg.nodes) == 1:
+                try:
+                    outs = seg.run(feed)
+                except Exception:
+                    outs = _one_by_one(seg, nodes, values, dtypes, opset, prefs)
+            else:  # a size inference cannot tell in advance: each node is checked once its inputs exist
                 outs = _one_by_one(seg, nodes, values, dtypes, opset, prefs)
             producer = {o: k for k in seg.nodes for o in nodes[k].produced}
             for name, o in zip(seg.outputs, outs):

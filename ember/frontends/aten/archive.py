@@ -3,6 +3,7 @@ be damaged or crafted."""
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 import zlib
@@ -10,24 +11,50 @@ import zlib
 import numpy as np
 
 from ...ir.diagnostics import EmberError
+from ...limits import ARCHIVE_MEMBER_BYTES, ARCHIVE_RATIO
 
-__all__ = ["MEMBER_BYTES", "RATIO", "has_member", "open_zip", "read_member", "strided_tensor"]
+__all__ = ["Archive", "has_member", "open_zip", "read_member", "strided_tensor"]
 
-MEMBER_BYTES = int(os.environ.get("EMBER_ARCHIVE_MEMBER_BYTES", 1 << 32))
-"""Largest archive member read, inflated (4 GiB unless EMBER_ARCHIVE_MEMBER_BYTES says otherwise)."""
-RATIO = int(os.environ.get("EMBER_ARCHIVE_RATIO", 100))
-"""Largest inflated/stored size ratio of a member over 16 MiB (EMBER_ARCHIVE_RATIO).  torch stores
-tensor data uncompressed and its pickles and JSON compress about 10x, so a higher ratio is a
-decompression bomb, not a model."""
-_ANY_RATIO = 1 << 24  # members up to 16 MiB inflated may compress as well as they like
+SMALL = 1 << 24
+"""What a file may make Ember build however small it is: 16 MiB, below which ratios say nothing."""
+_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+"""What torch's zip reader reads too.  zipfile inflates bzip2 and LZMA data a whole read at a time, so a
+member under either could fill memory before its inflated size is counted."""
+
+
+class Archive(zipfile.ZipFile):
+    """A torch archive that counts the bytes Ember builds from it: members inflated and tensors copied out
+    of their storages.  All of them together stay within ARCHIVE_RATIO times the file's size (or SMALL),
+    so many members that each compress well, or many views of one storage, cannot add up to a bomb."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.path = path
+        self.size = os.fstat(self.fp.fileno()).st_size if self.fp is not None else 0
+        self.built = 0
+
+    def room(self) -> tuple[int, str]:
+        """The bytes Ember may still build from this archive, and the limit worded for an error."""
+        ratio = ARCHIVE_RATIO.get()
+        why = (f"{ratio} times the archive's size of {self.size:,} bytes for all Ember builds from it "
+               f"({ARCHIVE_RATIO.env})")
+        return max(SMALL, ratio * self.size) - self.built, why
+
+    def charge(self, nbytes: int, what: str) -> None:
+        """Count `nbytes` more built from the archive, refusing `what` if they do not fit."""
+        room, why = self.room()
+        if nbytes > room:
+            raise EmberError(f"{what} would take {nbytes:,} bytes, over {why}", self.path)
+        self.built += nbytes
 
 
 def strided_tensor(storage: np.ndarray, offset: int, size: list[int], stride: list[int], what: str,
-                   path: str) -> np.ndarray:
-    """Copy a tensor out of its flat storage, checking every element lies inside it.
+                   path: str, archive: Archive | None = None) -> np.ndarray:
+    """Copy a tensor out of its flat storage, checking every element lies inside it, and charging the
+    copy to `archive`.
 
     The sizes come from the file, so a crafted archive could otherwise make `as_strided` read past
-    the buffer.
+    the buffer, or copy a one-element storage out as a huge stride-0 tensor.
     """
     ints = [offset, *size, *stride]
     if not all(isinstance(d, int) and not isinstance(d, bool) for d in ints):
@@ -38,6 +65,8 @@ def strided_tensor(storage: np.ndarray, offset: int, size: list[int], stride: li
     if 0 not in size and last >= storage.size:
         raise EmberError(f"{what}: tensor of size {size} at offset {offset} runs past its storage "
                          f"of {storage.size} elements", path)
+    if archive is not None:
+        archive.charge(math.prod(size) * storage.dtype.itemsize, f"{what}: a tensor of size {size}")
     try:
         if 0 in size:
             return np.zeros(size, dtype=storage.dtype)
@@ -49,10 +78,10 @@ def strided_tensor(storage: np.ndarray, offset: int, size: list[int], stride: li
         raise EmberError(f"{what}: cannot materialize a tensor of size {size} ({type(e).__name__})", path) from None
 
 
-def open_zip(path: str) -> zipfile.ZipFile:
+def open_zip(path: str) -> Archive:
     """Open an archive, turning every way a file can fail to be a zip into one clear error."""
     try:
-        return zipfile.ZipFile(path)
+        return Archive(path)
     except FileNotFoundError:
         raise EmberError("no such file", path) from None
     except OSError as e:
@@ -69,27 +98,38 @@ def has_member(zf: zipfile.ZipFile, name: str) -> bool:
     return True
 
 
-def read_member(zf: zipfile.ZipFile, name: str, path: str) -> bytes:
-    """A member's bytes, refusing one that would inflate past MEMBER_BYTES or RATIO before inflating it.
+def read_member(zf: Archive, name: str, path: str) -> bytes:
+    """A member's bytes, refusing one that would inflate past ARCHIVE_MEMBER_BYTES, past ARCHIVE_RATIO
+    times its stored size, or past what the archive may still build (Archive), before inflating it.
 
-    zipfile stops at the size the entry declares (and fails its CRC if the data is longer), so checking
-    the declared size bounds the work; the loop re-checks what actually arrives."""
+    The sizes in the zip's directory may lie: zipfile stops inflating at the declared size (and then
+    fails the CRC if the data went on), and inflates deflated data at most one read's worth at a time,
+    so the loop counting what actually arrives bounds both the memory and the work."""
     try:
         info = zf.getinfo(name)
-        allowed = min(MEMBER_BYTES, max(_ANY_RATIO, RATIO * info.compress_size))
-        if info.file_size > allowed:
-            raise EmberError(f"archive member '{name}' would inflate to {info.file_size:,} bytes from "
-                             f"{info.compress_size:,}, over the limit of {allowed:,} (EMBER_ARCHIVE_MEMBER_BYTES, "
-                             "EMBER_ARCHIVE_RATIO)", path)
+    except KeyError:
+        raise EmberError(f"the archive has no '{name}'", path) from None
+    if info.compress_type not in _METHODS:
+        method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "LZMA"}.get(info.compress_type, "an unknown method")
+        raise EmberError(f"archive member '{name}' is compressed with {method}; Ember, like torch, reads only "
+                         "stored and deflated members", path)
+    cap, ratio = ARCHIVE_MEMBER_BYTES.get(), ARCHIVE_RATIO.get()
+    allowed, why = min((cap, f"the limit of {cap:,} bytes for one member ({ARCHIVE_MEMBER_BYTES.env})"),
+                       (max(SMALL, ratio * info.compress_size),
+                        f"{ratio} times its stored size ({ARCHIVE_RATIO.env}, for members over {SMALL >> 20} MiB)"),
+                       zf.room())
+    if info.file_size > allowed:
+        raise EmberError(f"archive member '{name}' would inflate to {info.file_size:,} bytes from "
+                         f"{info.compress_size:,}, over {why}", path)
+    try:
         parts, total = [], 0
         with zf.open(info) as f:
             while chunk := f.read(1 << 20):
                 total += len(chunk)
                 if total > allowed:
-                    raise EmberError(f"archive member '{name}' inflates past the limit of {allowed:,} bytes", path)
+                    raise EmberError(f"archive member '{name}' inflates past {why}", path)
                 parts.append(chunk)
-        return b"".join(parts)
-    except KeyError:
-        raise EmberError(f"the archive has no '{name}'", path) from None
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError) as e:
-        raise EmberError(f"cannot read '{name}' from the archive ({e})", path) from None
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as e:
+        raise EmberError(f"cannot read archive member '{name}' ({e})", path) from None  # RuntimeError: encrypted
+    zf.built += total
+    return b"".join(parts)

@@ -1,0 +1,54 @@
+"""Caps on what an input file can make Ember allocate, so a crafted archive, pickle or host graph is
+refused in one line instead of exhausting the machine's memory.
+
+Each cap has a default sized well above any real model Ember imports, and an environment variable
+that replaces it (a positive integer).  The variable is read each time the cap is checked, so a
+setting takes effect without restarting anything.  README.md ("Limits on hostile inputs") lists them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .ir.diagnostics import EmberError
+
+__all__ = ["ARCHIVE_MEMBER_BYTES", "ARCHIVE_RATIO", "HOST_MAX_BYTES", "PICKLE_BYTES", "PICKLE_DEPTH",
+           "PICKLE_OBJECTS", "Limit"]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One cap: its environment variable and its default."""
+
+    env: str
+    default: int
+
+    def get(self) -> int:
+        text = os.environ.get(self.env, "").strip()
+        if not text:
+            return self.default
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise EmberError(f"{self.env} must be a positive integer, not '{os.environ[self.env]}'")
+        return value
+
+
+ARCHIVE_MEMBER_BYTES = Limit("EMBER_ARCHIVE_MEMBER_BYTES", 1 << 32)
+"""Largest archive member (.pt, .pt2) read, inflated."""
+ARCHIVE_RATIO = Limit("EMBER_ARCHIVE_RATIO", 100)
+"""Largest inflated/stored ratio of an archive member over 16 MiB.  torch stores tensor data uncompressed
+and its pickles and JSON compress about 10x, so a higher ratio is a decompression bomb, not a model."""
+PICKLE_OBJECTS = Limit("EMBER_PICKLE_OBJECTS", 1_000_000)
+"""Most objects one pickle may build, and most objects its contents may expand to when the reader walks
+them (a list referenced twice is walked twice): a billion-laughs pickle shares references to make a
+few kilobytes stand for billions of objects."""
+PICKLE_DEPTH = Limit("EMBER_PICKLE_DEPTH", 200)
+"""Deepest nesting of lists, tuples, dicts and module objects in a pickle."""
+PICKLE_BYTES = Limit("EMBER_PICKLE_BYTES", 1 << 34)
+"""Most bytes of tensors one pickle may rebuild in total (each tensor is copied out of its storage)."""
+HOST_MAX_BYTES = Limit("EMBER_HOST_MAX_BYTES", 1 << 32)
+"""Largest tensor a host (ONNX) operator may produce."""
