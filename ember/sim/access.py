@@ -35,13 +35,14 @@ import numpy as np
 
 from ..backend.dae import Access, Instr, Mem, Program, Reg
 from ..ir.diagnostics import EmberError
+from . import integers, limits
 from .cache import MemorySystem
 from .machine import Machine
 from .queue import TOKEN_BYTES, Entry, OutputQueue
 from .tensors import Tensors
 
-ALU_FN = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-          "div": lambda a, b: a // b, "min": min, "max": max}
+ALU_FN = {"add": integers.add, "sub": integers.sub, "mul": integers.mul, "min": min, "max": max,
+          "div": lambda a, b: integers.div(a, b, "an access-unit ALU stream")}
 
 
 @dataclass
@@ -62,6 +63,7 @@ class _TU:
     depth: int = 0
     vl: int = 0  # lanes a head for a vector TU (vtu), 0 for a scalar TU
     buffers: list[Reg] = field(default_factory=list)  # buf streams filled over this TU's traversal
+    inert: bool = False  # see inert_tus
 
 
 def check_resources(program: Program, machine: Machine) -> None:
@@ -81,8 +83,9 @@ def check_resources(program: Program, machine: Machine) -> None:
 
 class AccessUnit:
     def __init__(self, acc: Access, params: list[int], tensors: Tensors, mem: MemorySystem, machine: Machine,
-                 queue: OutputQueue, start: float):
+                 queue: OutputQueue, start: float, max_cycles: float = limits.DEFAULT_MAX_CYCLES):
         self.t = tensors
+        self.max_cycles = max_cycles
         self.mem = mem
         self.q = queue
         self.level = machine.access.cache_level
@@ -107,8 +110,12 @@ class AccessUnit:
         self.active: dict[int, int] = {}  # vector TU -> lanes on in its current head
         self.watchers: dict[Reg, list[Reg]] = {}  # vector stream -> buffers collecting its heads
         self.parts: dict[Reg, list[np.ndarray]] = {}
+        self.blank: dict[Reg, Any] = {}  # each s and t register's value before it is first given one
+        self.nbytes: dict[Reg, int] = {}  # queue bytes of a scalar memory stream's operand: its element's
         for ins in acc.body:
             self.declare(ins)
+        for n in inert_tus(acc):
+            self.tus[n].inert = True
 
     def owner(self, a: Any) -> int | None:
         if isinstance(a, Reg):
@@ -135,10 +142,13 @@ class AccessUnit:
                      vl=a[3] if ins.op == "vtu" else 0)
             self.tus[tu.n] = tu
             (self.tus[parent].children if parent is not None else self.roots).append(tu.n)
+            self.blank[a[0]] = 0
         elif ins.op == "mask":
             self.stream_of[a[0].n] = a[1].n
             self.tus[a[1].n].streams.append(ins)
+            self.blank[a[0]] = np.zeros(self.tus[a[1].n].vl, dtype=np.bool_)
         elif ins.op == "buf":
+            self.blank[a[0]] = np.zeros(0, dtype=self.blank[a[1]].dtype)
             home = self.stream_of[a[1].n]
             self.stream_of[a[0].n] = self.tus[home].parent if home is not None else None
             self.watchers.setdefault(a[1], []).append(a[0])
@@ -149,6 +159,15 @@ class AccessUnit:
             home = self.deepest(args)
             self.stream_of[a[0].n] = home
             (self.tus[home].streams if home is not None else self.top_streams).append(ins)
+            self.blank[a[0]] = 0
+            if ins.op == "mem":
+                dt = self.t.get_dtype(a[1].sym)
+                last = a[1].index[-1] if a[1].index else None
+                if isinstance(last, Reg) and last.cls == "t" and self.tus[last.n].vl:
+                    self.blank[a[0]] = np.zeros(self.tus[last.n].vl, dtype=dt)
+                else:
+                    self.blank[a[0]] = 0.0 if dt.kind == "f" else 0
+                    self.nbytes[a[0]] = dt.itemsize
         elif ins.op == "on":
             self.tus[a[0].n].rules.setdefault(a[1], []).append(ins)
 
@@ -157,6 +176,8 @@ class AccessUnit:
         if isinstance(a, Reg):
             if a.cls == "p":
                 return self.params[a.n], self.clock
+            if a not in self.vals:  # read outside the traversal that gives it values (as the fast engine reads)
+                return self.blank[a], 0.0
             return self.vals[a], self.ready[a]
         return a, self.clock
 
@@ -177,8 +198,6 @@ class AccessUnit:
         self.elements += 1
         if ins.op == "alu":
             (x, tx), (y, ty) = self.value(ins.args[2]), self.value(ins.args[3])
-            if ins.args[1] == "div" and y == 0:
-                raise EmberError("integer division by zero in an access-unit ALU stream")
             self.vals[dst] = ALU_FN[ins.args[1]](int(x), int(y))
             self.ready[dst] = max(issue_t, tx, ty) + 1.0
             return
@@ -290,6 +309,11 @@ class AccessUnit:
         lb, ub, step = int(lb), int(ub), int(step)
         if step <= 0:
             raise EmberError(f"traversal unit t{tu.n} has step {step}; steps must be positive")
+        if integers.tu_overflows(ub, step):
+            raise EmberError(f"traversal unit t{tu.n} has bound {ub} and step {step}: its counter would pass "
+                             f"2^63-1 (bound - 1 + step must be at most {integers.INT64_MAX})")
+        if tu.inert and ub > lb:  # every iteration does the same and costs nothing: the last one leaves the state
+            lb = integers.tu_last(lb, ub, step)
         bounds_ready = max(tl, tu_, ts)
         iv = Reg("t", tu.n)
         for b in tu.buffers:
@@ -298,6 +322,7 @@ class AccessUnit:
         yield from self.fire(tu, "beg")
         vl = tu.vl
         for i in range(lb, ub, step):
+            limits.check(self.max_cycles, self.clock)
             if vl:
                 self.active[tu.n] = min(vl, ub - i)
             self.vals[iv] = i
@@ -320,7 +345,7 @@ class AccessUnit:
             ready = self.clock
             for a in pushes:
                 v, r = self.value(a)
-                if a.cls == "t" and self.tus[a.n].vl:  # a vector TU's head: its lanes' indices
+                if isinstance(a, Reg) and a.cls == "t" and self.tus[a.n].vl:  # a vector TU's head: its lanes' indices
                     v = np.arange(v, v + self.tus[a.n].vl, dtype=np.int64)
                 e = Entry(v, r, self.width(a, v))
                 self.clock = self.push(e, ops, token)
@@ -351,9 +376,51 @@ class AccessUnit:
                                  "(access.queue_bytes) or marshal less per message (rows split in parts)") from None
             raise
 
-    def width(self, s: Reg, v: Any) -> int:
-        """Queue bytes of an operand: a mask packs into one 8-byte word, vectors and buffers are whole."""
+    def width(self, s: Reg | int, v: Any) -> int:
+        """Queue bytes of an operand: a mask packs into one 8-byte word, vectors and buffers are whole, a
+        memory stream's value takes its element's bytes, anything else (ALU values, TUs, constants) 8."""
         if isinstance(v, np.ndarray):
             return max(8, (v.size + 7) // 8) if v.dtype == np.bool_ else v.nbytes
-        src = self.src.get(s)
-        return self.t.get(src[0]).itemsize if src else 8
+        return self.nbytes.get(s, 8) if isinstance(s, Reg) else 8
+
+
+def inert_tus(acc: Access) -> set[int]:
+    """Traversal units whose whole traversal leaves nothing but their counters' last values: no streams, no
+    rule that pushes or sends a token, only inert children, and no bound below them reading a counter of
+    theirs (so every iteration does exactly the same).  Counters cost no time, so running only the last
+    iteration of such a unit gives the same state and clocks as running them all: a unit of 10^12 empty
+    iterations finishes at once, on both engines (the fast engine uses this set too)."""
+    parent: dict[int, int | None] = {}
+    busy: set[int] = set()  # units with streams or rules that do something
+    home: dict[int, int | None] = {}  # stream -> its unit (the deepest unit among its operands)
+    depth: dict[int, int] = {}
+    bounds_read: dict[int, set[int]] = {}  # unit -> the counters its bounds read
+    for ins in acc.body:
+        a = ins.args
+        if ins.op in ("tu", "vtu"):
+            p = a[4].n if len(a) > 4 else None
+            parent[a[0].n] = p
+            depth[a[0].n] = 0 if p is None else depth[p] + 1
+            bounds_read[a[0].n] = {b.n for b in a[1:4] if isinstance(b, Reg) and b.cls == "t"}
+        elif ins.op == "on":
+            if len(a) > 3 or a[2]:
+                busy.add(a[0].n)
+        elif ins.op in ("mem", "alu", "mask", "buf"):
+            args = [a[1]] if ins.op in ("mask", "buf") else list(a[1].index) if ins.op == "mem" else a[2:]
+            owners = [r.n if r.cls == "t" else home.get(r.n) for r in args if isinstance(r, Reg) and r.cls in "st"]
+            owners = [o for o in owners if o is not None]
+            h = max(owners, key=lambda o: depth[o], default=None)
+            home[a[0].n] = h
+            if h is not None:
+                busy.add(h)
+
+    def below(n: int) -> list[int]:
+        kids = [k for k, p in parent.items() if p == n]
+        return kids + [d for k in kids for d in below(k)]
+
+    inert = set()
+    for n in parent:
+        sub = below(n)
+        if not busy & ({n} | set(sub)) and not any(bounds_read[k] & ({n} | set(sub)) for k in sub):
+            inert.add(n)
+    return inert

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..backend.dae import Instr, Program
 from ..ir.diagnostics import EmberError
+from . import limits
 from .access import AccessUnit, check_resources
 from .bounds import report_roofline, report_sol, sol_cycles
 from .cache import MemorySystem, SharedMemory
@@ -27,7 +28,7 @@ from .work import WorkCounts, tensor_values, vector_lanes, work_counts
 
 
 class _Run:
-    def __init__(self, program: Program, machine: Machine, max_cycles: float | None, shared: SharedMemory | None):
+    def __init__(self, program: Program, machine: Machine, max_cycles: float, shared: SharedMemory | None):
         self.p = program
         self.m = machine
         self.max_cycles = max_cycles
@@ -37,6 +38,7 @@ class _Run:
             shared.attach(self.mem)
         self.core = Core(program, self.t, self.mem, machine)
         self.core.run_hook = self.run_access
+        self.core.max_cycles = max_cycles
         self.queue = OutputQueue(machine.access.queue_total_bytes)
         self.access_totals = {"elements": 0, "requests": 0, "tokens": 0, "operands": 0, "operand_bytes": 0,
                               "lookups": 0}
@@ -54,7 +56,7 @@ class _Run:
         if len(params) != acc.params:
             raise EmberError(f"access program {name} takes {acc.params} parameters, 'run' passes {len(params)}")
         core = self.core
-        unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, start)
+        unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, start, self.max_cycles)
         stall0 = self.queue.stall
         for msg in unit.run():
             core.pops.extend(msg.operands[:-1] if msg.token is not None else msg.operands)
@@ -66,8 +68,7 @@ class _Run:
             core.dispatch(name, msg.token, msg.operands[-1])
             core.run_from(core.labels[label], "ret")
             self.callbacks += 1
-            if self.max_cycles is not None and core.clock > self.max_cycles:
-                raise EmberError(f"simulation exceeded --max-cycles={self.max_cycles:g}")
+            limits.check(self.max_cycles, core.clock)
         if core.pops:
             raise EmberError(f"{len(core.pops)} operands pushed by {name} were never popped")
         core.pipe.wait(unit.clock, "token")
@@ -82,11 +83,13 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
     """Run `program`; inputs and outputs are keyed by their names in the model.  `shared` carries the
     last cache level and DRAM from the previous core's run (multicore.py)."""
     t0 = time.perf_counter()
+    limit = limits.cycle_limit(max_cycles)
     check_resources(program, machine)
-    r = _Run(program, machine, max_cycles, shared)
+    r = _Run(program, machine, limit, shared)
     set_symbols(r.t, program, inputs)
     r.core.run_from(0, "halt")
     r.cycles = r.core.finish(r.mem.busy_until)
+    limits.check(limit, r.cycles)
     r.counts = work_counts(program, tensor_values(r.t), vector_lanes(machine.execute.simd_bits))
     outputs = {s.name: r.t.get(n) for n, s in enumerate(program.symbols) if s.kind == "output"}
     return outputs, statistics(r, time.perf_counter() - t0)

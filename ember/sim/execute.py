@@ -15,6 +15,7 @@ import numpy as np
 
 from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
 from ..ir.diagnostics import EmberError
+from . import integers, limits
 from .cache import MemorySystem
 from .host import HostRunner, host_cost
 from .machine import Machine
@@ -67,9 +68,9 @@ def _fdiv(a: float, b: float) -> float:
 
 FLOAT = {"fadd": lambda a, b: a + b, "fsub": lambda a, b: a - b, "fmul": lambda a, b: a * b,
          "fdiv": _fdiv, "fmax": _fmax, "fmin": _fmin}
-INT = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-       "min": min, "max": max, "slt": lambda a, b: int(a < b), "sle": lambda a, b: int(a <= b),
-       "seq": lambda a, b: int(a == b), "sne": lambda a, b: int(a != b)}
+INT = {"add": integers.add, "sub": integers.sub, "mul": integers.mul, "min": min, "max": max,
+       "slt": lambda a, b: int(a < b), "sle": lambda a, b: int(a <= b), "seq": lambda a, b: int(a == b),
+       "sne": lambda a, b: int(a != b)}
 
 
 def round_to(ty: str) -> Callable[[float], float]:
@@ -107,6 +108,17 @@ def queue_latency(machine: Machine) -> float:
     return total
 
 
+class Registers(dict):
+    """Register values: r and f registers start at 0 (docs/isa.md); a vector has no value until written."""
+
+    def __missing__(self, r: Reg) -> Any:
+        if r.cls == "r":
+            return 0
+        if r.cls == "f":
+            return 0.0
+        raise EmberError(f"{r} is read before it is written")
+
+
 class Core:
     """Registers, the program counter, the pipeline and the instruction counters."""
 
@@ -122,7 +134,7 @@ class Core:
         self.l1 = mem.levels[0]
         self.queue_level = machine.access.cache_level
         self.prefetch = ex.prefetch_lines
-        self.regs: dict[Reg, Any] = {}
+        self.regs: dict[Reg, Any] = Registers()
         self.ready: dict[Reg, float] = {}  # when each register's value is ready
         self.roles: dict[int, tuple[Reg | None, tuple[Reg, ...]]] = {}
         self.counts: dict[str, int] = {}
@@ -143,6 +155,7 @@ class Core:
                 self.host_index[id(ins)] = i
         self.hosts = HostRunner(program, tensors.get)
         self.pops: list[Entry] = []
+        self.max_cycles = limits.DEFAULT_MAX_CYCLES  # checked after every taken backward branch
         self.run_hook: Callable[[Instr, float], None] | None = None
 
     @property
@@ -188,6 +201,8 @@ class Core:
                 return
             target = self.step(ins, op)
             if target is not None:
+                if self.labels[target] < pc:
+                    limits.check(self.max_cycles, self.pipe.fe)
                 pc = self.labels[target]
 
     def step(self, ins: Instr, op: str) -> str | None:
@@ -212,14 +227,12 @@ class Core:
         elif op in FLOAT:
             regs[a[0]] = round_to(ins.op.split(".")[1])(FLOAT[op](regs[a[1]], regs[a[2]]))
         elif op == "li" or op == "mov":
-            regs[a[0]] = self.val(a[1])
+            regs[a[0]] = float(self.val(a[1])) if a[0].cls == "f" else self.val(a[1])
         elif op == "sel":
             regs[a[0]] = regs[a[2]] if regs[a[1]] else regs[a[3]]
         elif op == "div" or op == "rem":
-            x, y = self.val(a[1]), self.val(a[2])
-            if y == 0:
-                raise EmberError(f"integer division by zero in '{ins.op}'")
-            regs[a[0]] = x // y if op == "div" else x % y
+            regs[a[0]] = (integers.div if op == "div" else integers.rem)(self.val(a[1]), self.val(a[2]),
+                                                                        f"'{ins.op}'")
         elif op == "fcvt":
             regs[a[0]] = round_to(ins.op.split(".")[1])(float(regs[a[1]]))
         elif op == "blt" or op == "bge" or op == "beq":
@@ -244,11 +257,10 @@ class Core:
         elif op == "vsplat":
             ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else np.dtype(np.float32)
             regs[a[0]] = np.full(a[2], self.val(a[1]), dtype=ty)
-        elif op == "viota":
-            start = self.val(a[1])
-            regs[a[0]] = np.arange(start, start + a[2], dtype=np.int64)
-        elif op == "vmask":
-            regs[a[0]] = np.arange(a[3]) + self.val(a[1]) < self.val(a[2])
+        elif op == "viota":  # lane l holds start + l, wrapped like add
+            regs[a[0]] = np.arange(a[2], dtype=np.int64) + np.int64(self.val(a[1]))
+        elif op == "vmask":  # lane l is on when start + l (wrapped) < bound
+            regs[a[0]] = np.arange(a[3], dtype=np.int64) + np.int64(self.val(a[1])) < self.val(a[2])
         elif op == "vsel":
             c = regs[a[1]]
             regs[a[0]] = np.where(c, regs[a[2]], regs[a[3]]) if isinstance(c, np.ndarray) else (
@@ -291,7 +303,9 @@ class Core:
             idx = tuple(self.val(i) for i in m.index)
             flat = self.t.flat_index(m.sym, idx)
             arr = self.t.get(m.sym)
-            arr.flat[flat] = self.regs[a[0]]
+            v = self.regs[a[0]]
+            # an integer converts as C converts an int64_t: modulo the element's width, or rounded once to a float
+            arr.flat[flat] = np.int64(v).astype(arr.dtype) if isinstance(v, int) else v
             e = self.pipe.issue("store", self.begin(ins, 1))
             self.store(ins, [(self.t.addr(m.sym, flat), arr.itemsize, e)], e)
         elif op in ("vld", "vst"):
@@ -299,7 +313,8 @@ class Core:
         elif op in ("vgather", "vscatter"):
             self.vector_indexed(ins, op == "vscatter")
         elif op == "pop":
-            self.regs[a[0]] = self.pop_entry(ins).value
+            v = self.pop_entry(ins).value
+            self.regs[a[0]] = float(v) if a[0].cls == "f" and not isinstance(v, np.ndarray) else v
         elif op == "popb":
             entry = self.pop_entry(ins)
             t = self.last_pop

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...backend.dae import Access, Instr, Mem, Reg
+from ..access import inert_tus
 from ..machine import ExecuteUnit
-from .cdefs import CTYPE, MAX_CYCLES, OP_NAMES, Push, Unsupported, VType, elem_bytes, is_float, to_double
+from .cdefs import CTYPE, MAX_CYCLES, OP_NAMES, Push, Unsupported, VType, c_int, elem_bytes, is_float, to_double
 
-ALU_STREAM = {"add": "({x} + {y})", "sub": "({x} - {y})", "mul": "({x} * {y})", "div": "floordiv({x}, {y})",
+ALU_STREAM = {"add": "wadd({x}, {y})", "sub": "wsub({x}, {y})", "mul": "wmul({x}, {y})", "div": "floordiv({x}, {y})",
               "min": "mini({x}, {y})", "max": "maxi({x}, {y})"}
 
 
@@ -39,6 +40,7 @@ class AccessCode:
         if self.unit is not None:
             raise Unsupported("a run inside a callback")
         unit = Unit(acc, f"{self.acc_index[acc.name]}_")
+        unit.inert = inert_tus(acc)
         for body in acc.body:
             unit.declare(body, self.p.symbols)
         t = self.begin(ins)
@@ -60,20 +62,27 @@ class AccessCode:
         self.unit = None
 
     def declare_streams(self, unit: Unit) -> None:
+        """Each stream's and TU's variables, zeroed at every run: a value read before this run gives it one is 0
+        (access.AccessUnit.blank), as in the reference's new unit per run."""
         pre = unit.pre
         for s, (kind, dtype, lanes) in unit.stypes.items():
             if kind == "vec":
-                self.decls.setdefault(f"S{pre}{s}", f"{CTYPE[dtype]} S{pre}{s}[{lanes}] = {{0}};")
+                self.array(f"S{pre}{s}", CTYPE[dtype], lanes)
+                self(f"memset(S{pre}{s}, 0, {self.arrays[f'S{pre}{s}']});")
             elif kind == "buf":
                 self.var(f"BUF{pre}{s}", f"{CTYPE[dtype]} *", "NULL")
                 self.var(f"BL{pre}{s}", "int64_t")
                 self.var(f"BC{pre}{s}", "int64_t")
+                self(f"BL{pre}{s} = 0;")
             else:
                 self.var(f"S{pre}{s}", "double" if kind == "float" else "int64_t")
+                self(f"S{pre}{s} = 0;")
             self.var(f"RS{pre}{s}", "double")
+            self(f"RS{pre}{s} = 0.0;")
         for t in unit.tus.values():
             self.var(f"T{pre}{t.n}", "int64_t")
             self.var(f"RT{pre}{t.n}", "double")
+            self(f"T{pre}{t.n} = 0; RT{pre}{t.n} = 0.0;")
             if t.vl:
                 self.var(f"ACT{pre}{t.n}", "int64_t")
 
@@ -88,7 +97,7 @@ class AccessCode:
             if a.cls == "t":
                 return f"T{pre}{a.n}", f"RT{pre}{a.n}"
         if isinstance(a, int) and not isinstance(a, bool):
-            return f"((int64_t){a}LL)", "ac"
+            return c_int(a), "ac"
         raise Unsupported(f"access operand {a!r}")
 
     def int_stream(self, a: Any) -> None:
@@ -202,7 +211,9 @@ class AccessCode:
             self.var(f"{nm}r{k}", "double")
             self(f"{nm}{k} = {v}; {nm}r{k} = {r};")
             names.append(f"{nm}{k}")
-        self(f"if (st{k} <= 0) {self.fail()}")
+        self(f"if (st{k} <= 0 || tu_overflows(ub{k}, st{k})) {self.fail()}")  # so i += st cannot overflow
+        if tu.n in unit.inert:  # access.inert_tus: the last iteration leaves the state all of them leave
+            self(f"if (ub{k} > lb{k}) lb{k} = tu_last(lb{k}, ub{k}, st{k});")
         br = self.var(f"br{k}", "double")
         self(f"{br} = maxd(maxd(lbr{k}, ubr{k}), str{k});")
         for b in tu.buffers:
@@ -210,8 +221,9 @@ class AccessCode:
         self.fire(tu, "beg")
         i = self.var(f"i{k}", "int64_t")
         self.block(f"for ({i} = lb{k}; {i} < ub{k}; {i} += st{k})")
+        self(f"if (ac > xp_max_cycles) {self.fail(MAX_CYCLES, 'ac')}")
         if tu.vl:
-            self(f"ACT{pre}{tu.n} = mini({tu.vl}, ub{k} - {i});")
+            self(f"ACT{pre}{tu.n} = lanes_left({tu.vl}, ub{k}, {i});")
         self(f"T{pre}{tu.n} = {i}; RT{pre}{tu.n} = maxd(ac, {br});")
         for s in tu.streams:
             self.issue(s)
@@ -261,7 +273,7 @@ class AccessCode:
             self.pushes = saved
             self(f"RET{k}:;")
             self("is_callbacks += 1;")
-            self(f"if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES)}")
+            self(f"if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')}")
 
     def dispatch(self, program: str, token: int, ready: str, seq: str) -> None:
         """execute.Core.dispatch: read the token, test for the end, jump (predicted: the last case)."""
@@ -276,9 +288,9 @@ class AccessCode:
             self(f"{c} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, pipe_next(P, {c}, CAT_TOKEN, {c})) "
                  f"+ xp_{latency};")
         self(f"pipe_retire(P, {c}, CAT_TOKEN);")
-        n = self.acc_index[program]
-        self(f"{{ int64_t seen = pv{n} + 1; pv{n} = {token}LL; if (nx{n}[seen] != {token}LL) {{ "
-             f"nx{n}[seen] = {token}LL; pipe_wait(P, {ready}, CAT_TOKEN); "
+        n, j = self.acc_index[program], self.token_index[program][token]
+        self(f"{{ int64_t seen = pv{n} + 1; pv{n} = {j}; if (nx{n}[seen] != {j}) {{ "
+             f"nx{n}[seen] = {j}; pipe_wait(P, {ready}, CAT_TOKEN); "
              f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }} }}")
 
     def describe_push(self, a: Any) -> Push:
@@ -313,6 +325,7 @@ class Unit:
         self.stypes: dict[int, tuple[str, str, int]] = {}  # stream -> (kind, dtype, lanes)
         self.watchers: dict[int, list[int]] = {}
         self.loaded: set[int] = set()  # scalar memory streams: their operands take the element's bytes
+        self.inert: set[int] = set()  # TUs whose last iteration alone is run (access.inert_tus)
 
     def declare(self, ins: Instr, symbols: list[Any]) -> None:
         a = ins.args

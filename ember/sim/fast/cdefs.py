@@ -52,8 +52,16 @@ def to_double(dtype: str, expr: str) -> str:
 
 
 def from_double(dtype: str, expr: str) -> str:
-    """C expression storing a double into `dtype`, rounded as numpy (ml_dtypes for bf16) rounds."""
-    return {"f16": f"d2h({expr})", "bf16": f"d2b({expr})"}.get(dtype, f"({CTYPE[dtype]})({expr})")
+    """C expression storing a double (or an int64_t) into `dtype`, as numpy (ml_dtypes for bf16) converts: an
+    integer modulo the element's width, a boolean as nonzero."""
+    special = {"f16": f"d2h({expr})", "bf16": f"d2b({expr})", "i1": f"(uint8_t)(({expr}) != 0)",
+               "bool": f"(uint8_t)(({expr}) != 0)"}
+    return special.get(dtype, f"({CTYPE[dtype]})({expr})")
+
+
+def c_int(v: int) -> str:
+    """A C literal of an int64 value (INT64_MIN has no literal of its own)."""
+    return "INT64_MIN" if v == -(1 << 63) else f"((int64_t){v}LL)"
 
 
 def elem_bytes(dtype: str) -> int:

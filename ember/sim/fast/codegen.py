@@ -25,10 +25,12 @@ from .access_code import AccessCode, Unit, tokens_of
 from .cdefs import (
     CTYPE,
     ERROR,
+    MAX_CYCLES,
     OP_NAMES,
     Push,
     Unsupported,
     VType,
+    c_int,
     elem_bytes,
     from_double,
     is_float,
@@ -37,7 +39,7 @@ from .cdefs import (
 
 FLOAT_OPS = {"fadd": "({a} + {b})", "fsub": "({a} - {b})", "fmul": "({a} * {b})", "fdiv": "({a} / {b})",
              "fmax": "fmax_py({a}, {b})", "fmin": "fmin_py({a}, {b})"}
-INT_OPS = {"add": "({a} + {b})", "sub": "({a} - {b})", "mul": "({a} * {b})", "min": "mini({a}, {b})",
+INT_OPS = {"add": "wadd({a}, {b})", "sub": "wsub({a}, {b})", "mul": "wmul({a}, {b})", "min": "mini({a}, {b})",
            "max": "maxi({a}, {b})", "slt": "(int64_t)({a} < {b})", "sle": "(int64_t)({a} <= {b})",
            "seq": "(int64_t)({a} == {b})", "sne": "(int64_t)({a} != {b})"}
 VEC_OPS = {"vfadd": "{a} + {b}", "vfsub": "{a} - {b}", "vfmul": "{a} * {b}", "vfdiv": "{a} / {b}",
@@ -70,6 +72,8 @@ class Generator(AccessCode):
         self.rank = [len(s.shape) for s in program.symbols]
         self.scratch = {ins.args[0].n for ins in program.code if isinstance(ins, Instr) and ins.base == "popb"}
         self.decls: dict[str, str] = {}  # C local -> its declaration
+        self.arrays: dict[str, str] = {}  # heap arrays (Generator.array) -> their size in bytes, a C expression
+        self.token_index: dict[str, dict[int, int]] = {}  # access program -> token -> its index (dispatch)
         self.body: list[str] = []
         self.depth = 1
         self.site = 0
@@ -96,11 +100,27 @@ class Generator(AccessCode):
         self.decls.setdefault(name, f"{ctype} {name} = {init};")
         return name
 
+    def vbytes(self, n: int) -> str:
+        """The byte size of vector register n's heap array (a C expression), declaring the array."""
+        vt = self.vtypes[n]
+        return self.arrays[self.array(f"V{n}", CTYPE[vt.dtype], vt.lanes)]
+
+    def array(self, name: str, ctype: str, count: int) -> str:
+        """A zeroed array of `count` elements on the heap, never on the C stack (a vector may be thousands of
+        lanes wide); `restrict`, as nothing else points into it; freed on the way out."""
+        if name not in self.arrays:
+            self.decls[name] = f"{ctype} *restrict {name} = ({ctype} *)calloc({max(count, 1)}, sizeof({ctype}));"
+            self.arrays[name] = f"{count} * sizeof({ctype})"
+        return name
+
     def new_site(self) -> int:
         self.site += 1
         return self.site
 
-    def fail(self, code: int = ERROR) -> str:
+    def fail(self, code: int = ERROR, clock: str = "") -> str:
+        """A C statement stopping the run with `code`; a stop at the cycle limit records the `clock` it checked."""
+        if clock:
+            return f"{{ FS[0] = {clock}; status = {code}; goto FAIL; }}"
         return f"{{ status = {code}; goto FAIL; }}"
 
     # --- analysis ------------------------------------------------------------------------
@@ -185,12 +205,12 @@ class Generator(AccessCode):
                  f"P->ports[{g}].hold = (int64_t)xp_hold_{group}; P->ports[{g}].size = 4096; "
                  f"P->ports[{g}].used = (uint16_t *)calloc(4096, sizeof(uint16_t));")
         for a in self.p.access:  # execute.Core.dispatch's predictor: the last token, what followed each token
-            n, tokens = self.acc_index[a.name], tokens_of(a)
-            if any(t < 0 for t in tokens):
-                raise Unsupported("a negative token")
+            # (tokens by their index in `token_index`: pv the last one's, nx[1 + k] the one that followed token k)
+            n, tokens = self.acc_index[a.name], sorted(set(tokens_of(a)))
+            self.token_index[a.name] = {t: j for j, t in enumerate(tokens)}
             self.var(f"pv{n}", "int64_t", "-1")
-            self.decls.setdefault(f"nx{n}", f"int64_t nx{n}[{max(tokens, default=0) + 2}];")
-            self(f"for (int64_t j = 0; j < {max(tokens, default=0) + 2}; j++) nx{n}[j] = -1;")
+            self.array(f"nx{n}", "int64_t", len(tokens) + 1)
+            self(f"for (int64_t j = 0; j < {len(tokens) + 1}; j++) nx{n}[j] = -1;")
         self.region(0, "halt", "END_MAIN")
         self("END_MAIN:")
         self("pipe_drain(P); pipe_wait(P, mem->dst[4], CAT_STORE);")
@@ -205,12 +225,14 @@ class Generator(AccessCode):
         for g in range(len(ExecuteUnit.GROUPS)):
             self(f"IS[{9 + g}] = P->ports[{g}].count;")
         self("status = 0;")
+        for v, vt in sorted(self.vtypes.items()):
+            self.array(f"V{v}", CTYPE[vt.dtype], vt.lanes)
         self("FAIL:")
         self("free(win); free(P->rob_t); free(P->rob_c); free(P->sb); free(P->miss_free);")
         for g in range(len(ExecuteUnit.GROUPS)):
             self(f"free(P->ports[{g}].used);")
         for name in self.decls:
-            if name.startswith("BUF"):
+            if name.startswith("BUF") or name in self.arrays:
                 self(f"free({name});")
         self("return status;")
         regs = []
@@ -223,13 +245,13 @@ class Generator(AccessCode):
             self.var(f"{r.cls.upper()}{r.n}", "int64_t" if r.cls == "r" else "double", "0")
         for r in sorted(self.timed, key=lambda r: (r.cls, r.n)):
             self.var(f"t{r.cls.upper()}{r.n}", "double", "0.0")
-        for v, vt in sorted(self.vtypes.items()):
-            self.decls.setdefault(f"V{v}", f"{CTYPE[vt.dtype]} V{v}[{vt.lanes}] = {{0}};")
         runtime = resources.files("ember.sim.fast").joinpath("runtime.h").read_text()
         decls = ["    " + d for d in self.decls.values()]
+        unset = " || ".join(f"!{name}" for name in self.arrays)
+        allocated = [f"    if ({unset}) {self.fail()}"] if self.arrays else []
         release = ("void release(void **T, int64_t *OWN, int64_t n) {\n"
                    "    for (int64_t k = 0; k < n; k++) if (OWN[k]) { free(T[k]); T[k] = 0; OWN[k] = 0; }\n}\n")
-        return "\n".join([runtime, release, SIGNATURE + " {", *decls, *self.body, "}", ""])
+        return "\n".join([runtime, release, SIGNATURE + " {", *decls, *allocated, *self.body, "}", ""])
 
     # --- execute-unit code ---------------------------------------------------------------
     def region(self, entry: int, until: str, exit_label: str) -> None:
@@ -274,12 +296,15 @@ class Generator(AccessCode):
                 self(f"goto {exit_label};" if op == until else self.fail())
             elif op in BRANCH:
                 self.plain(ins)
-                target = names[self.labels[ins.args[-1].name]]
+                to = self.labels[ins.args[-1].name]
+                # a taken backward branch checks the cycle limit (limits.py), as execute.Core.run_from does
+                jump = f"{{ if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')} goto {names[to]}; }}" \
+                    if to <= pc else f"goto {names[to]};"
                 if op == "jmp":
-                    self(f"goto {target};")
+                    self(jump)
                 else:
                     cmp = {"blt": "<", "bge": ">=", "beq": "=="}[op]
-                    self(f"if ({self.ival(ins.args[0])} {cmp} {self.ival(ins.args[1])}) goto {target};")
+                    self(f"if ({self.ival(ins.args[0])} {cmp} {self.ival(ins.args[1])}) {jump}")
             else:
                 self.instr(ins)
 
@@ -354,7 +379,7 @@ class Generator(AccessCode):
         if isinstance(a, float):
             return "(-INFINITY)" if a == float("-inf") else "INFINITY" if a == float("inf") else \
                 "NAN" if a != a else repr(a)
-        return f"((int64_t){a}LL)"
+        return c_int(a)
 
     def flat(self, m: Mem, idx: list[str]) -> str:
         """Statements checking `idx` against the shape of @sym (Tensors.flat_index); returns the flat index."""
@@ -457,8 +482,8 @@ class Generator(AccessCode):
         elif op in ("vsplat", "viota", "vmask"):
             vt = self.vtypes[a[0].n]
             val = {"vsplat": from_double(vt.dtype, self.ival(a[1])) if vt.dtype in ("f16", "bf16")
-                   else f"({CTYPE[vt.dtype]})({self.ival(a[1])})", "viota": f"{self.ival(a[1])} + l",
-                   "vmask": f"(l + {self.ival(a[1])}) < {self.ival(a[2])}"}[op]
+                   else f"({CTYPE[vt.dtype]})({self.ival(a[1])})", "viota": f"wadd({self.ival(a[1])}, l)",
+                   "vmask": f"wadd(l, {self.ival(a[1])}) < {self.ival(a[2])}"}[op]
             self(f"for (int64_t l = 0; l < {vt.lanes}; l++) V{a[0].n}[l] = {val};")
         elif op == "vsel":
             vt = self.vtypes[a[0].n]
@@ -468,7 +493,7 @@ class Generator(AccessCode):
                 self(f"for (int64_t l = 0; l < {vt.lanes}; l++) V{a[0].n}[l] = V{a[1].n}[l] ? V{a[2].n}[l] : "
                      f"V{a[3].n}[l];")
             else:
-                self(f"memcpy(V{a[0].n}, {self.ival(a[1])} ? V{a[2].n} : V{a[3].n}, sizeof(V{a[0].n}));")
+                self(f"memmove(V{a[0].n}, {self.ival(a[1])} ? V{a[2].n} : V{a[3].n}, {self.vbytes(a[0].n)});")
         elif op == "vcvt":
             src, dst = self.vtypes.get(a[1].n), self.vtypes[a[0].n]
             if src is None or dst.lanes != src.lanes or a[0].n == a[1].n:
@@ -508,7 +533,7 @@ class Generator(AccessCode):
             self(f"F{dst.n} = (double)({self.ival(src)});")
         elif dst.cls == "v" and isinstance(src, Reg) and src.cls == "v" and self.vtypes.get(src.n) == \
                 self.vtypes.get(dst.n):
-            self(f"memcpy(V{dst.n}, V{src.n}, sizeof(V{dst.n}));")
+            self(f"memmove(V{dst.n}, V{src.n}, {self.vbytes(dst.n)});")
         else:
             raise Unsupported(f"'{dst}' assigned from {src}")
 
@@ -616,12 +641,12 @@ class Generator(AccessCode):
         if store:
             self(f"pipe_retire(P, {e}, CAT_STORE);")
         else:
-            self(f"memset(V{a[0].n}, 0, sizeof(V{a[0].n}));")
+            self(f"memset(V{a[0].n}, 0, {self.vbytes(a[0].n)});")
             self.done(ins, e, "load")
         self.close()
         self.block("else")
-        lo = self.flat(m, idx[:-1] + [f"{idx[-1]} + {on0}"])
-        hi = self.flat(m, idx[:-1] + [f"{idx[-1]} + {onl}"])
+        lo = self.flat(m, idx[:-1] + [f"wadd({idx[-1]}, {on0})"])
+        hi = self.flat(m, idx[:-1] + [f"wadd({idx[-1]}, {onl})"])
         isz = elem_bytes(self.p.symbols[m.sym].dtype)
         addr, nbytes = self.var(f"va{k}", "int64_t"), self.var(f"vn{k}", "int64_t")
         self(f"{addr} = {self.addr(m.sym, lo)}; {nbytes} = {self.addr(m.sym, hi)} - {addr} + {isz};")
@@ -634,7 +659,7 @@ class Generator(AccessCode):
         else:
             self(f"for (int64_t l = 0; l < {mt.lanes}; l++) V{a[0].n}[l] = V{a[2].n}[l] ? "
                  f"{self.elem(m.sym, f'{base} + l')} : 0;")
-            self.count_lookup(m.sym, f"{idx[-1]} + {on0}")
+            self.count_lookup(m.sym, f"wadd({idx[-1]}, {on0})")
             self.done(ins, self.lines(addr, nbytes, e, False, True), "load")
         self.close()
 
@@ -655,12 +680,12 @@ class Generator(AccessCode):
         self(f"{n_on} = 0; for (int64_t l = 0; l < {mt.lanes}; l++) {n_on} += V{a[2].n}[l] != 0;")
         t = self.begin(ins, n_on if store else "0")
         if store:
-            self.decls.setdefault(f"pa{k}", f"int64_t pa{k}[{mt.lanes}];")
-            self.decls.setdefault(f"pe{k}", f"double pe{k}[{mt.lanes}];")
-            self.decls.setdefault(f"pl{k}", f"double pl{k}[{mt.lanes}];")
+            self.array(f"pa{k}", "int64_t", mt.lanes)
+            self.array(f"pe{k}", "double", mt.lanes)
+            self.array(f"pl{k}", "double", mt.lanes)
         else:
-            self.decls.setdefault(f"tmp{k}", f"{ct} tmp{k}[{mt.lanes}];")
-            self(f"memset(tmp{k}, 0, sizeof(tmp{k}));")
+            self.array(f"tmp{k}", ct, mt.lanes)
+            self(f"memset(tmp{k}, 0, {self.arrays[f'tmp{k}']});")
         dn = self.var(f"dn{k}", "double")
         np_ = self.var(f"np{k}", "int64_t")
         self(f"{dn} = {t}; {np_} = 0;")
@@ -688,7 +713,7 @@ class Generator(AccessCode):
             self(f"for (int64_t j = 0; j < {np_}; j++) pipe_commit(P, pa{k}[j], pa{k}[j] + {isz}, pe{k}[j], {dn}, "
                  f"pl{k}[j]);")
         else:
-            self(f"memcpy(V{a[0].n}, tmp{k}, sizeof(tmp{k}));")
+            self(f"memcpy(V{a[0].n}, tmp{k}, {self.arrays[f'tmp{k}']});")
             self.done(ins, f"{dn} + xp_gather_latency", "load")
 
     def host(self, ins: Instr) -> None:
@@ -746,7 +771,7 @@ class Generator(AccessCode):
             if push.kind == "iota":
                 self(f"for (int64_t l = 0; l < {vt.lanes}; l++) V{dst.n}[l] = {push.value} + l;")
             else:
-                self(f"memcpy(V{dst.n}, {push.value}, sizeof(V{dst.n}));")
+                self(f"memcpy(V{dst.n}, {push.value}, {self.vbytes(dst.n)});")
         elif dst.cls == "r":
             if push.kind != "int":
                 raise Unsupported("an integer pop of a non-integer operand")

@@ -25,6 +25,7 @@ from ..access import check_resources
 from ..cache import CacheLevel, MemorySystem
 from ..execute import queue_latency
 from ..host import HostRunner, host_cost
+from ..limits import check, cycle_limit, exceeded
 from ..machine import Machine
 from ..queue import OutputQueue
 from ..stats import Stats
@@ -94,6 +95,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     """Run `program`; the same results and statistics as ember.sim.engine.simulate.  `host_seconds`
     leaves out the one-off compilation of a program not yet in the cache."""
     notes.clear()
+    limit = cycle_limit(max_cycles)
     check_resources(program, machine)
     virtual = virtual_symbols(program) if timing_only else frozenset()
     lib = compiled_or_none(program, timing_only, machine.execute.simd_bits)
@@ -101,7 +103,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
         assert shared is None, "multicore.simulate_cores picks the engine for all cores before the first runs"
         return reference.simulate(program, inputs, machine, max_cycles)
     t0 = time.perf_counter()
-    state = _State(program, inputs, machine, max_cycles, virtual, shared)
+    state = _State(program, inputs, machine, limit, virtual, shared)
     try:
         status = state.run(lib)
         if status == OK:
@@ -111,7 +113,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     if status == OK and shared is not None:
         state.share(shared)
     if status == MAX_CYCLES:
-        raise EmberError(f"simulation exceeded --max-cycles={max_cycles:g}")
+        raise exceeded(limit, float(state.fs[0]))
     if status != OK:
         if state.error is not None:
             raise state.error
@@ -121,6 +123,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
         reference.simulate(program, inputs, machine, max_cycles)  # raises the error, worded
         raise EmberError("internal error: the fast engine stopped where the reference engine did not "
                          "(please report it; --engine reference runs this program)")
+    check(limit, float(state.fs[0]))
     return outputs, state.statistics(time.perf_counter() - t0)
 
 
@@ -128,7 +131,7 @@ class _State:
     """The memory the generated function reads and writes, laid out as the reference lays out its objects."""
 
     def __init__(self, program: Program, inputs: dict[str, np.ndarray], machine: Machine,
-                 max_cycles: float | None, virtual: frozenset[int], shared: SharedArrays | None):
+                 max_cycles: float, virtual: frozenset[int], shared: SharedArrays | None):
         self.p, self.m, self.virtual = program, machine, virtual
         syms = program.symbols
         t = Tensors(program)
@@ -193,7 +196,7 @@ class _State:
         xp = {"issue_slot": 1.0 / ex.issue_width, "rob_entries": ex.rob_entries, "store_buffer": ex.store_buffer,
               "miss_slots": ex.miss_slots, "prefetch_lines": ex.prefetch_lines,
               "queue_latency": queue_latency(machine), "l1_latency": levels[0].latency,
-              "access_slot": 1.0 / machine.access.lanes, "max_cycles": np.inf if max_cycles is None else max_cycles,
+              "access_slot": 1.0 / machine.access.lanes, "max_cycles": max_cycles,
               "outstanding": machine.access.outstanding, **{k: getattr(ex, k) for k in ex.LATENCIES}}
         for g in ex.GROUPS:
             xp[f"per_cycle_{g}"], xp[f"hold_{g}"] = ex.pipes(g)

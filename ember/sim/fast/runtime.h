@@ -212,8 +212,34 @@ static inline double maxd(double a, double b) { return b > a ? b : a; }
 static inline double mind(double a, double b) { return b < a ? b : a; }
 static inline int64_t maxi(int64_t a, int64_t b) { return b > a ? b : a; }
 static inline int64_t mini(int64_t a, int64_t b) { return b < a ? b : a; }
-static inline int64_t floordiv(int64_t x, int64_t y) { int64_t q = x / y; return (q * y != x && ((x < 0) != (y < 0))) ? q - 1 : q; }
-static inline int64_t floormod(int64_t x, int64_t y) { int64_t r = x % y; return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r; }
+/* The ISA's integers (ember/sim/integers.py): add, sub and mul wrap modulo 2^64, computed in uint64_t so
+ * that no signed overflow (undefined behaviour) happens; div and rem floor, and INT64_MIN / -1 wraps.
+ * The divisor is never 0 here (the caller traps first). */
+static inline int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t wsub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t wmul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t floordiv(int64_t x, int64_t y) {
+    if (y == -1) return wsub(0, x);
+    int64_t q = x / y;
+    return (q * y != x && ((x < 0) != (y < 0))) ? q - 1 : q;
+}
+static inline int64_t floormod(int64_t x, int64_t y) {
+    if (y == -1) return 0;
+    int64_t r = x % y;
+    return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+}
+/* A traversal unit's counter can pass INT64_MAX: ub - 1 + step > INT64_MAX (step >= 1), without overflowing. */
+static inline int tu_overflows(int64_t ub, int64_t step) { return ub > 0 && step - 1 > INT64_MAX - ub; }
+/* The last of lb, lb + step, ... below ub > lb (integers.tu_last); the distance ub - lb fits in uint64_t. */
+static inline int64_t tu_last(int64_t lb, int64_t ub, int64_t step) {
+    uint64_t n = ((uint64_t)ub - (uint64_t)lb - 1) / (uint64_t)step;
+    return (int64_t)((uint64_t)lb + n * (uint64_t)step);
+}
+/* min(vl, ub - i) for i < ub, with ub - i computed exactly. */
+static inline int64_t lanes_left(int64_t vl, int64_t ub, int64_t i) {
+    uint64_t d = (uint64_t)ub - (uint64_t)i;
+    return d < (uint64_t)vl ? (int64_t)d : vl;
+}
 static inline double fmax_py(double a, double b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
 static inline double fmin_py(double a, double b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
 static inline float vmax_np(float a, float b) { return (a >= b || a != a) ? a : b; }

@@ -1,0 +1,56 @@
+"""The ISA's integer arithmetic (docs/isa.md): 64-bit two's complement, as the reference engine computes it.
+
+Python's integers are unbounded, so every result that can leave the int64 range is wrapped here;
+the fast engine computes the same in uint64_t (runtime.h's wadd/wsub/wmul/floordiv/floormod).
+Division and remainder are floor division and floor modulo (the sign of the divisor), and
+INT64_MIN div -1 wraps to INT64_MIN.
+"""
+
+from __future__ import annotations
+
+from ..ir.diagnostics import EmberError
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+_MASK = (1 << 64) - 1
+
+
+def wrap(x: int) -> int:
+    """`x` modulo 2^64, as a signed 64-bit value."""
+    if INT64_MIN <= x <= INT64_MAX:
+        return x
+    return ((x - INT64_MIN) & _MASK) + INT64_MIN
+
+
+def add(a: int, b: int) -> int:
+    return wrap(a + b)
+
+
+def sub(a: int, b: int) -> int:
+    return wrap(a - b)
+
+
+def mul(a: int, b: int) -> int:
+    return wrap(a * b)
+
+
+def div(a: int, b: int, where: str) -> int:
+    if b == 0:
+        raise EmberError(f"integer division by zero in {where}")
+    return wrap(a // b)
+
+
+def rem(a: int, b: int, where: str) -> int:
+    if b == 0:
+        raise EmberError(f"integer division by zero in {where}")
+    return a % b
+
+
+def tu_overflows(ub: int, step: int) -> bool:
+    """A traversal unit's counter can step past INT64_MAX: its last value (at most ub - 1) plus its step."""
+    return ub - 1 + step > INT64_MAX
+
+
+def tu_last(lb: int, ub: int, step: int) -> int:
+    """The last value of lb, lb + step, ... below ub (which must be above lb)."""
+    return lb + (ub - lb - 1) // step * step
