@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from ..ir.diagnostics import EmberError
+from ..sim.limits import DEFAULT_MAX_CYCLES
 from .common import display_name, guarded, host_runtime_option, read_bytes, write_outputs
 
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
@@ -58,7 +59,10 @@ def check_outputs(got: dict[str, np.ndarray], want: dict[str, np.ndarray], path:
 @click.option("--stats", "stats_path", help="write all statistics here: gem5-style text, or JSON for .json")
 @click.option("--machine", default="default", show_default=True, help="machine preset name or .toml file")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="override a machine parameter")
-@click.option("--max-cycles", type=float, help="stop with an error after this many simulated cycles")
+@click.option("--max-cycles", type=float, metavar="N",
+              help=f"stop with an error once the run passes N simulated cycles (default {DEFAULT_MAX_CYCLES:g}, "
+                   "over 100 times the longest benchmark run; 'inf' for no limit). Both engines check it at every "
+                   "backward branch, callback and traversal-unit iteration, and stop at the same cycle")
 @click.option("--engine", default=None, metavar="fast|reference",
               help="fast: the program compiled to C (needs a C compiler; the default); reference: the "
                    "event-by-event definition, about 100x slower. Both give the same statistics.")

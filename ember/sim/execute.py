@@ -256,7 +256,8 @@ class Core:
             regs[a[0]] = regs[a[1]].astype(dtype_of(ins.op.split(".")[1]))
         elif op == "vsplat":
             ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else np.dtype(np.float32)
-            regs[a[0]] = np.full(a[2], self.val(a[1]), dtype=ty)
+            v = self.val(a[1])  # an integer converts as C converts an int64_t (see `st`)
+            regs[a[0]] = np.full(a[2], np.int64(v).astype(ty) if isinstance(v, int) else v, dtype=ty)
         elif op == "viota":  # lane l holds start + l, wrapped like add
             regs[a[0]] = np.arange(a[2], dtype=np.int64) + np.int64(self.val(a[1]))
         elif op == "vmask":  # lane l is on when start + l (wrapped) < bound

@@ -481,7 +481,7 @@ class Generator(AccessCode):
             self.vector_indexed(ins, op == "vscatter")
         elif op in ("vsplat", "viota", "vmask"):
             vt = self.vtypes[a[0].n]
-            val = {"vsplat": from_double(vt.dtype, self.ival(a[1])) if vt.dtype in ("f16", "bf16")
+            val = {"vsplat": from_double(vt.dtype, self.ival(a[1])) if vt.dtype in ("f16", "bf16", "i1", "bool")
                    else f"({CTYPE[vt.dtype]})({self.ival(a[1])})", "viota": f"wadd({self.ival(a[1])}, l)",
                    "vmask": f"wadd(l, {self.ival(a[1])}) < {self.ival(a[2])}"}[op]
             self(f"for (int64_t l = 0; l < {vt.lanes}; l++) V{a[0].n}[l] = {val};")
