@@ -444,8 +444,10 @@ def programs(draw: st.DrawFn) -> Program:
             return Instr(op, [draw(f), draw(f), draw(f)])
         if c == "fcvt":
             return Instr("fcvt", [draw(f), draw(r)])
-        if c in ("ld", "st"):
-            return Instr(c, [draw(d), mem()])
+        if c in ("ld", "st"):  # floats never go into an r register, nor an f register into integers
+            m = mem()
+            floats = symbols[m.sym].dtype[0] in "fb"
+            return Instr(c, [draw(f if floats and c == "ld" else r if not floats and c == "st" else d), m])
         if c == "dim":
             n = draw(sym)
             rank = len(symbols[n].shape)

@@ -120,6 +120,12 @@ def test_f_registers_take_integers_and_integer_registers() -> None:
     parse_dae(code("li f0, 1", "li r0, 2", "mov f1, r0", "fadd.f32 f2, f0, f1", "halt"), "t.dae")
 
 
+def test_a_float_element_never_reaches_an_integer() -> None:
+    fails(code("ld r0, @1[0]", "halt"), "'ld' of r0 needs a symbol of integers, @1 is f32", "ld", "@1")
+    fails(code("li f0, 1.5", "st f0, @0[0]", "halt"), "'st' of f0 needs a symbol of floats, @0 is i64", "st", "@0")
+    parse_dae(code("ld f0, @0[0]", "li r0, 3", "st r0, @1[0]", "halt"), "t.dae")  # integers become floats
+
+
 def test_an_on_rule_may_push_an_integer_constant() -> None:
     """The grammar gives `on` pushes the access unit's operands, integers included (docs/isa.md)."""
     text = code("alloc @0, [4]", "run A, 4", "halt", "A.1:", "pop r0", "pop r1", "st r1, @0[r0]", "ret",

@@ -378,6 +378,11 @@ class Checker:
                 if base == "sel" and v.cls != a[0].cls:
                     self.fail(f"'sel' needs its destination and both values in registers of one kind, got "
                               f"{a[0]} and {v}", key + (j,))
+        if base in ("ld", "st"):  # a float (inf, NaN, 1.5) has no integer value: it never reaches an integer
+            floats = self.p.symbols[a[1].sym].dtype[0] in "fb"
+            if (base, a[0].cls, floats) in (("ld", "r", True), ("st", "f", False)):
+                self.fail(f"'{base}' of {a[0]} needs a symbol of {'integers' if floats else 'floats'}, "
+                          f"@{a[1].sym} is {self.p.symbols[a[1].sym].dtype}", key + (1,))
         if base == "run":
             params = self.access[a[0]].params
             if len(a) - 1 != params:
