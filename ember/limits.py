@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from .ir.diagnostics import EmberError
 
-__all__ = ["ARCHIVE_MEMBER_BYTES", "ARCHIVE_RATIO", "HOST_MAX_BYTES", "PICKLE_BYTES", "PICKLE_DEPTH",
-           "PICKLE_OBJECTS", "Limit"]
+__all__ = ["ARCHIVE_DEPTH", "ARCHIVE_MEMBER_BYTES", "ARCHIVE_OBJECTS", "ARCHIVE_RATIO", "HOST_MAX_BYTES", "Limit"]
 
 
 @dataclass(frozen=True)
@@ -40,15 +39,14 @@ class Limit:
 ARCHIVE_MEMBER_BYTES = Limit("EMBER_ARCHIVE_MEMBER_BYTES", 1 << 32)
 """Largest archive member (.pt, .pt2) read, inflated."""
 ARCHIVE_RATIO = Limit("EMBER_ARCHIVE_RATIO", 100)
-"""Largest inflated/stored ratio of an archive member over 16 MiB.  torch stores tensor data uncompressed
-and its pickles and JSON compress about 10x, so a higher ratio is a decompression bomb, not a model."""
-PICKLE_OBJECTS = Limit("EMBER_PICKLE_OBJECTS", 1_000_000)
-"""Most objects one pickle may build, and most objects its contents may expand to when the reader walks
-them (a list referenced twice is walked twice): a billion-laughs pickle shares references to make a
-few kilobytes stand for billions of objects."""
-PICKLE_DEPTH = Limit("EMBER_PICKLE_DEPTH", 200)
-"""Deepest nesting of lists, tuples, dicts and module objects in a pickle."""
-PICKLE_BYTES = Limit("EMBER_PICKLE_BYTES", 1 << 34)
-"""Most bytes of tensors one pickle may rebuild in total (each tensor is copied out of its storage)."""
+"""Largest inflated/stored ratio of an archive member over 16 MiB, and of all Ember builds from one archive
+to the file's size.  torch stores tensor data uncompressed and its pickles and JSON compress about 10x,
+so a higher ratio is a decompression bomb, not a model."""
+ARCHIVE_OBJECTS = Limit("EMBER_ARCHIVE_OBJECTS", 1_000_000)
+"""Most objects one pickle or JSON member of an archive may build, and most objects its contents may
+expand to when the reader walks them (a list referenced twice is walked twice): a billion-laughs pickle
+shares references to make a few kilobytes stand for billions of objects."""
+ARCHIVE_DEPTH = Limit("EMBER_ARCHIVE_DEPTH", 200)
+"""Deepest nesting of lists, tuples, dicts and module objects in a pickle or JSON member."""
 HOST_MAX_BYTES = Limit("EMBER_HOST_MAX_BYTES", 1 << 32)
 """Largest tensor a host (ONNX) operator may produce."""

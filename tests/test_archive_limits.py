@@ -118,7 +118,7 @@ def _laughs(levels: int, fanout: int = 10, tuples: bool = False) -> bytes:
 # The acceptance cases, measured in a fresh interpreter
 
 _PEAK = """
-import resource, sys
+import re, resource, sys
 from ember.frontends import import_model
 from ember.ir.diagnostics import EmberError
 try:
@@ -126,12 +126,17 @@ try:
     print("imported")
 except EmberError as e:
     print(e.message)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+try:
+    with open("/proc/self/status") as f:
+        print(re.search(r"VmHWM:\\s*(\\d+) kB", f.read()).group(1))
+except OSError:
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
 def _import_in_child(path: Path) -> tuple[str, float]:
-    """The import's one-line outcome and the child's peak resident memory in MiB."""
+    """The import's one-line outcome and the child's peak resident memory in MiB.  Linux's VmHWM, where
+    there is one: ru_maxrss keeps the parent's peak when the child is forked from a large test process."""
     r = subprocess.run([sys.executable, "-c", _PEAK, str(path)], capture_output=True, text=True, timeout=120,
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -164,7 +169,7 @@ def test_a_billion_laughs_pickle_is_refused_in_little_memory(tmp_path: Path) -> 
     bomb = _pickle_archive(tmp_path / "laughs.pt", pkl)
     message, peak = _import_in_child(bomb)
     assert message == "data.pkl expands to more than 1,000,000 objects when read, through references it shares " \
-                      "(EMBER_PICKLE_OBJECTS)"
+                      "(EMBER_ARCHIVE_OBJECTS)"
     assert peak < 200
     r = run_tool("import", str(bomb), "-o", str(tmp_path / "out.eir"))
     assert r.returncode == 1 and r.stderr.decode().count("\n") == 1 and "data.pkl" in r.stderr.decode()
@@ -237,14 +242,14 @@ def _tensor(size: int, stride: int) -> bytes:
 
 
 @pytest.mark.parametrize(("state", "refusal"), [
-    (_str("deep") + b"]" * 300 + b"a" * 299, "data.pkl nests more than 200 levels deep (EMBER_PICKLE_DEPTH)"),
+    (_str("deep") + b"]" * 300 + b"a" * 299, "data.pkl nests more than 200 levels deep (EMBER_ARCHIVE_DEPTH)"),
     (_str("loop") + b"]" + _put(0) + _get(0) + b"a", "data.pkl holds a container that contains itself"),
     (_str("d") + b"}" + _laughs(60, tuples=True) + _small(1) + b"s",  # hashing this key walks 10**60 tuples
      "data.pkl uses a tuple as a dictionary key or set member (only strings and numbers may be)"),
     # the same 2000-entry list copied by 1000 calls: 7 bytes each, 2000 objects each
     (_global("torch.jit._pickle", "build_tensorlist") + _put(0) + b"0" + b"]" + _put(1) + _MARK
      + _small(7) * 2000 + b"e" + b"0" + (_get(0) + _get(1) + b"\x85" + _REDUCE + b"0") * 1000 + _str("c") + _get(1),
-     "data.pkl builds more than 1,000,000 objects (EMBER_PICKLE_OBJECTS)"),
+     "data.pkl builds more than 1,000,000 objects (EMBER_ARCHIVE_OBJECTS)"),
     (_str("os") + _str("os\nsystem") + _str("x") + b"\x93",
      "data.pkl refers to the global 'os\\nsystem.x', which Ember refuses"),
 ])
@@ -270,10 +275,37 @@ def test_the_pickle_caps_can_be_raised(tmp_path: Path, monkeypatch: pytest.Monke
     """Past the caps the same pickles load; the archive then fails for what it lacks (its module's code)."""
     deep = _pickle_archive(tmp_path / "deep.pt", _module(_str("deep") + b"]" * 300 + b"a" * 299))
     wide = _pickle_archive(tmp_path / "wide.pt", _module(_str("wide") + _laughs(6)))  # 10**6 lists
-    for path, env in ((deep, "EMBER_PICKLE_DEPTH"), (wide, "EMBER_PICKLE_OBJECTS")):
+    for path, env in ((deep, "EMBER_ARCHIVE_DEPTH"), (wide, "EMBER_ARCHIVE_OBJECTS")):
         with pytest.raises(EmberError, match=env):
             import_model(str(path), str(path))
         monkeypatch.setenv(env, "2000000")
         with pytest.raises(EmberError, match="gen_models|code/__torch__/m.py") as e:
             import_model(str(path), str(path))
         assert env not in e.value.message
+
+
+# ---------------------------------------------------------------------------------------------
+# The .pt2's JSON
+
+
+def _pt2_with_model_json(path: Path, text: bytes) -> Path:
+    """bag_sum.pt2 with models/model.json replaced (deflated, as a user's re-zip might store it)."""
+    with zipfile.ZipFile(MODELS / "bag_sum.pt2") as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            data = text if info.filename.endswith("models/model.json") else zin.read(info)
+            zout.writestr(info.filename, data, compress_type=zipfile.ZIP_DEFLATED)
+    return path
+
+
+@pytest.mark.parametrize(("text", "refusal"), [
+    (b'{"a": [' + b"[]," * 1_000_000 + b"[]]}", "holds more than 1,000,000 JSON values (EMBER_ARCHIVE_OBJECTS)"),
+    (b'{"a": ' + b"[" * 300 + b"]" * 300 + b"}", "nests more than 200 levels deep (EMBER_ARCHIVE_DEPTH)"),
+])
+def test_a_json_member_that_would_build_too_much_is_refused_before_parsing(tmp_path: Path, text: bytes,
+                                                                           refusal: str) -> None:
+    """3 MB of '[],' parses to a million lists (64 MB of objects); a 16 KB member could hold 5 million."""
+    bomb = _pt2_with_model_json(tmp_path / "bomb.pt2", text)
+    with pytest.raises(EmberError) as e:
+        import_model(str(bomb), str(bomb))
+    assert "archive member '" in e.value.message and "models/model.json' " in e.value.message
+    assert refusal in e.value.message

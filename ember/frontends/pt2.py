@@ -36,6 +36,7 @@ from .aten import (
     read_member,
     strided_tensor,
 )
+from .aten.archive import read_json
 
 __all__ = ["import_pt2", "load_weights_pt2"]
 
@@ -106,11 +107,7 @@ class _Archive:
         return has_member(self.zf, self.prefix + name)
 
     def json(self, name: str) -> dict[str, Any]:
-        data = read_member(self.zf, self.prefix + name, self.path)
-        try:
-            got = json.loads(data)
-        except (ValueError, RecursionError) as e:
-            raise EmberError(f"{name} is not valid JSON ({e})", self.path) from None
+        got = read_json(self.zf, self.prefix + name, self.path)
         if not isinstance(got, dict):
             raise EmberError(f"{name} does not hold a JSON object", self.path)
         return got

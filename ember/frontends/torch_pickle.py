@@ -9,11 +9,11 @@ only hands out references), but a reader that walks or copies the result, hashes
 prints it in an error message does work proportional to its expansion.  So:
 
 - the pure-Python unpickler runs with a count on every instruction, and every copy its callables make
-  (arguments unpacked, lists and dicts rebuilt) is charged to the same count (PICKLE_OBJECTS);
+  (arguments unpacked, lists and dicts rebuilt) is charged to the same count (ARCHIVE_OBJECTS);
 - only strings, bytes and numbers may be dict keys or set members, so no hash walks a structure;
 - a tensor copied out of its storage is charged to its archive's budget (`Archive`);
 - once loaded, the result's expanded size and nesting depth are measured over the shared graph, in
-  time linear in what was built, and refused past PICKLE_OBJECTS and PICKLE_DEPTH before any reader
+  time linear in what was built, and refused past ARCHIVE_OBJECTS and ARCHIVE_DEPTH before any reader
   walks it.  A structure that contains itself is refused too.
 
 Every refusal names the archive member.
@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..ir.diagnostics import EmberError
-from ..limits import PICKLE_DEPTH, PICKLE_OBJECTS
-from .aten.archive import Archive, strided_tensor
+from ..limits import ARCHIVE_OBJECTS
+from .aten.archive import Archive, check_structure, plain_children, strided_tensor
 
 __all__ = ["StorageType", "TensorMeta", "TorchObject", "unpickle"]
 
@@ -160,7 +160,7 @@ class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
         self.member = member
         self.classes: dict[str, type] = {}
         self.objects = 0
-        self.max_objects = PICKLE_OBJECTS.get()
+        self.max_objects = ARCHIVE_OBJECTS.get()
 
     def refuse(self, why: str) -> EmberError:
         return EmberError(f"{self.member} {why}", self.archive.path)
@@ -168,7 +168,7 @@ class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
     def charge(self, n: int) -> None:
         self.objects += n
         if self.objects > self.max_objects:
-            raise self.refuse(f"builds more than {self.max_objects:,} objects ({PICKLE_OBJECTS.env})")
+            raise self.refuse(f"builds more than {self.max_objects:,} objects ({ARCHIVE_OBJECTS.env})")
 
     def size_of(self, x: Any) -> int:
         try:
@@ -245,60 +245,9 @@ class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
 
 def _children(x: Any) -> Iterable[Any] | None:
     """What a reader walking `x` visits next; None for a leaf."""
-    if isinstance(x, list | tuple):
-        return x
-    if isinstance(x, dict):
-        return x.values()  # the keys are plain (checked while loading)
     if isinstance(x, TorchObject):
         return x.attrs.values()
-    return None
-
-
-def _measure(root: Any, member: str, path: str) -> None:
-    """Refuse `root` if walking it, each shared reference as often as it is reached, would visit more
-    than PICKLE_OBJECTS objects or go deeper than PICKLE_DEPTH, or would never end.
-
-    Each container's expanded size and depth are computed once, from its children's, so this takes time
-    linear in what the unpickler built however large the expansion."""
-    most, deepest = PICKLE_OBJECTS.get(), PICKLE_DEPTH.get()
-    size: dict[int, int] = {}
-    depth: dict[int, int] = {}
-    kids = _children(root)
-    if kids is None:
-        return
-    # one frame per container on the current path: [container, children left, size so far, deepest child]
-    frames: list[list[Any]] = [[root, iter(kids), 1, 0]]
-    on_path = {id(root)}
-
-    def add(frame: list[Any], n: int, d: int) -> None:
-        frame[2] += n
-        frame[3] = max(frame[3], d)
-        if frame[2] > most:
-            raise EmberError(f"{member} expands to more than {most:,} objects when read, through references "
-                             f"it shares ({PICKLE_OBJECTS.env})", path)
-
-    while frames:
-        top = frames[-1]
-        for child in top[1]:
-            grand = _children(child)
-            if grand is None:
-                add(top, 1, 1)
-            elif id(child) in size:
-                add(top, size[id(child)], depth[id(child)])
-            elif id(child) in on_path:
-                raise EmberError(f"{member} holds a container that contains itself", path)
-            elif len(frames) >= deepest:
-                raise EmberError(f"{member} nests more than {deepest} levels deep ({PICKLE_DEPTH.env})", path)
-            else:
-                frames.append([child, iter(grand), 1, 0])
-                on_path.add(id(child))
-                break
-        else:
-            frames.pop()
-            on_path.discard(id(top[0]))
-            size[id(top[0])], depth[id(top[0])] = top[2], top[3] + 1
-            if frames:
-                add(frames[-1], top[2], top[3] + 1)
+    return plain_children(x)
 
 
 def unpickle(data: bytes, load_storage: Callable[[str, StorageType, int], np.ndarray] | None, archive: Archive,
@@ -314,5 +263,5 @@ def unpickle(data: bytes, load_storage: Callable[[str, StorageType, int], np.nda
         why = " ".join(str(e).split())[:200]
         raise EmberError(f"{member} is not a valid TorchScript pickle ({type(e).__name__}: {why})",
                          archive.path) from None
-    _measure(root, member, archive.path)
+    check_structure(root, member, archive.path, _children)
     return root

@@ -3,17 +3,21 @@ be damaged or crafted."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import zipfile
 import zlib
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
 from ...ir.diagnostics import EmberError
-from ...limits import ARCHIVE_MEMBER_BYTES, ARCHIVE_RATIO
+from ...limits import ARCHIVE_DEPTH, ARCHIVE_MEMBER_BYTES, ARCHIVE_OBJECTS, ARCHIVE_RATIO
 
-__all__ = ["Archive", "has_member", "open_zip", "read_member", "strided_tensor"]
+__all__ = ["Archive", "check_structure", "has_member", "open_zip", "plain_children", "read_json", "read_member",
+           "strided_tensor"]
 
 SMALL = 1 << 24
 """What a file may make Ember build however small it is: 16 MiB, below which ratios say nothing."""
@@ -133,3 +137,77 @@ def read_member(zf: Archive, name: str, path: str) -> bytes:
         raise EmberError(f"cannot read archive member '{name}' ({e})", path) from None  # RuntimeError: encrypted
     zf.built += total
     return b"".join(parts)
+
+
+def read_json(zf: Archive, name: str, path: str) -> Any:
+    """A JSON member's value, refusing one with more values than ARCHIVE_OBJECTS before parsing it (every
+    value but the first follows a comma or opens a container, so counting those bounds them) or nested
+    deeper than ARCHIVE_DEPTH."""
+    data = read_member(zf, name, path)
+    most = ARCHIVE_OBJECTS.get()
+    if data.count(b",") + data.count(b"[") + data.count(b"{") >= most:
+        raise EmberError(f"archive member '{name}' holds more than {most:,} JSON values ({ARCHIVE_OBJECTS.env})", path)
+    try:
+        got = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        why = " ".join(str(e).split())[:200]
+        raise EmberError(f"archive member '{name}' is not valid JSON ({why})", path) from None
+    check_structure(got, f"archive member '{name}'", path)
+    return got
+
+
+def plain_children(x: Any) -> Iterable[Any] | None:
+    """The values in a list, tuple or dict (a reader walks these); None for anything else."""
+    if isinstance(x, list | tuple):
+        return x
+    if isinstance(x, dict):
+        return x.values()
+    return None
+
+
+def check_structure(root: Any, member: str, path: str,
+                    children: Callable[[Any], Iterable[Any] | None] = plain_children) -> None:
+    """Refuse `root` if walking it, each shared reference as often as it is reached, would visit more
+    than ARCHIVE_OBJECTS objects or go deeper than ARCHIVE_DEPTH, or would never end.
+
+    Each container's expanded size and depth are computed once, from its children's, so this takes time
+    linear in what was built however large the expansion."""
+    most, deepest = ARCHIVE_OBJECTS.get(), ARCHIVE_DEPTH.get()
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    kids = children(root)
+    if kids is None:
+        return
+    # one frame per container on the current path: [container, children left, size so far, deepest child]
+    frames: list[list[Any]] = [[root, iter(kids), 1, 0]]
+    on_path = {id(root)}
+
+    def add(frame: list[Any], n: int, d: int) -> None:
+        frame[2] += n
+        frame[3] = max(frame[3], d)
+        if frame[2] > most:
+            raise EmberError(f"{member} expands to more than {most:,} objects when read, through references "
+                             f"it shares ({ARCHIVE_OBJECTS.env})", path)
+
+    while frames:
+        top = frames[-1]
+        for child in top[1]:
+            grand = children(child)
+            if grand is None:
+                add(top, 1, 1)
+            elif id(child) in size:
+                add(top, size[id(child)], depth[id(child)])
+            elif id(child) in on_path:
+                raise EmberError(f"{member} holds a container that contains itself", path)
+            elif len(frames) >= deepest:
+                raise EmberError(f"{member} nests more than {deepest} levels deep ({ARCHIVE_DEPTH.env})", path)
+            else:
+                frames.append([child, iter(grand), 1, 0])
+                on_path.add(id(child))
+                break
+        else:
+            frames.pop()
+            on_path.discard(id(top[0]))
+            size[id(top[0])], depth[id(top[0])] = top[2], top[3] + 1
+            if frames:
+                add(frames[-1], top[2], top[3] + 1)
