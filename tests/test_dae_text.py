@@ -448,11 +448,12 @@ def programs(draw: st.DrawFn) -> Program:
             m = mem()
             floats = symbols[m.sym].dtype[0] in "fb"
             return Instr(c, [draw(f if floats and c == "ld" else r if not floats and c == "st" else d), m])
-        if c == "dim":
-            n = draw(sym)
-            rank = len(symbols[n].shape)
-            axis = draw(st.one_of(r, st.integers(0, rank - 1)) if rank else r)
-            return Instr("dim", [draw(r), SymRef(n), axis])
+        if c == "dim":  # the dimension is a constant one the symbol has
+            ranked = [i for i, s in enumerate(symbols) if s.shape]
+            if not ranked:
+                return Instr("halt")
+            n = draw(st.sampled_from(ranked))
+            return Instr("dim", [draw(r), SymRef(n), draw(st.integers(0, len(symbols[n].shape) - 1))])
         if c == "alloc":
             n = draw(st.sampled_from([i for i, s in enumerate(symbols) if s.kind in ("temp", "output")]))
             return Instr("alloc", [SymRef(n), [draw(i_val) for _ in symbols[n].shape]])

@@ -120,6 +120,12 @@ def test_f_registers_take_integers_and_integer_registers() -> None:
     parse_dae(code("li f0, 1", "li r0, 2", "mov f1, r0", "fadd.f32 f2, f0, f1", "halt"), "t.dae")
 
 
+def test_dim_reads_a_constant_dimension() -> None:
+    fails(code("li r1, 0", "dim r0, @0, r1", "halt"), "'dim' needs a dimension number that is an integer constant",
+          "dim", "r1")
+    fails(code("dim r0, @0, 1", "halt"), "@0 has rank 1: no dimension 1", "dim", "1")
+
+
 def test_a_float_element_never_reaches_an_integer() -> None:
     fails(code("ld r0, @1[0]", "halt"), "'ld' of r0 needs a symbol of integers, @1 is f32", "ld", "@1")
     fails(code("li f0, 1.5", "st f0, @0[0]", "halt"), "'st' of f0 needs a symbol of floats, @0 is i64", "st", "@0")

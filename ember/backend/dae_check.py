@@ -397,7 +397,10 @@ class Checker:
                           key + (1,))
         elif base == "dim":
             rank = len(self.p.symbols[a[1].n].shape)
-            if is_int(a[2]) and not 0 <= a[2] < rank:
+            if not is_int(a[2]):  # which extent is read is part of the instruction, as a lane count is
+                self.fail(f"'dim' needs a dimension number that is an integer constant, got {_show(a[2])}",
+                          key + (2,))
+            if not 0 <= a[2] < rank:
                 self.fail(f"{a[1]} has rank {rank}: no dimension {a[2]}", key + (2,))
 
     def streams(self, ins: Instr, key: Key, acc: Access, defined: set[Reg]) -> None:
