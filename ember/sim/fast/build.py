@@ -208,7 +208,7 @@ def _dlopen(d: Path, key: str, data: bytes) -> ctypes.CDLL:
     copy = _temp_name(d, key, ".load.so")
     with _signals_unwind():
         try:
-            _write_new(copy, data)
+            _write_new(copy, data, sync=False)
             return ctypes.CDLL(str(copy))
         except OSError as e:
             raise OSError(str(e).replace(str(copy), str(entry(d, key)[0]))) from None
@@ -253,9 +253,12 @@ def _temp_name(d: Path, key: str, suffix: str) -> Path:
 
 
 def _read(path: Path, sync: bool = False) -> bytes:
-    """A file's bytes, read through one descriptor that does not follow a symlink (an entry is never one)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    """A regular file's bytes, read through one descriptor that does not follow a symlink (an entry is never one)
+    and does not wait on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read()
         if sync:
@@ -265,14 +268,15 @@ def _read(path: Path, sync: bool = False) -> bytes:
         os.close(fd)
 
 
-def _write_new(path: Path, data: bytes) -> None:
-    """Create `path` (it must not exist), write `data`, fsync."""
+def _write_new(path: Path, data: bytes, sync: bool = True) -> None:
+    """Create `path` (it must not exist) and write `data`; fsync unless it is a copy that lives for a moment."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
