@@ -64,12 +64,12 @@ def _deflated_zeros(mib: int) -> bytes:
     return block * mib + c.flush()
 
 
-def _torch_archive(path: Path, replace: dict[str, tuple[int, bytes, int, int]]) -> Path:
-    """bag_sum.traced.pt with the members named in `replace` (without the prefix) written as given."""
-    with zipfile.ZipFile(SOURCE) as zf:
+def _torch_archive(path: Path, replace: dict[str, tuple[int, bytes, int, int]], source: Path = SOURCE) -> Path:
+    """`source` (bag_sum.traced.pt) with the members named in `replace` (without the prefix) written as given."""
+    with zipfile.ZipFile(source) as zf:
         members = []
         for info in zf.infolist():
-            short = info.filename.removeprefix(PREFIX)
+            short = info.filename.split("/", 1)[1]
             if short in replace:
                 members.append((info.filename, *replace[short]))
             else:
@@ -215,6 +215,18 @@ def test_many_members_that_each_compress_well_cannot_add_up(tmp_path: Path) -> N
         for i in range(40):
             read += len(read_member(zf, f"m{i}", str(archive)))
     assert 0 < read <= 100 * archive.stat().st_size
+
+
+def test_a_scripted_archive_is_checked_whole_before_torch_reads_it(tmp_path: Path) -> None:
+    """torch.jit.load inflates members the torch-free reader never reads, such as the debug pickles."""
+    source = MODELS / "embedding.scripted.pt"
+    with zipfile.ZipFile(source) as zf:
+        debug = next(n for n in zf.namelist() if n.endswith(".debug_pkl")).split("/", 1)[1]
+    bomb = _torch_archive(tmp_path / "scripted.pt", {debug: (zipfile.ZIP_DEFLATED, _deflated_zeros(64),
+                                                             _zeros_crc(64), 64 * MiB)}, source)
+    r = run_tool("import", str(bomb), "-o", str(tmp_path / "out.eir"))
+    assert r.returncode == 1 and r.stderr.decode().count("\n") == 1
+    assert f"{debug}' would inflate to {64 * MiB:,} bytes" in r.stderr.decode()
 
 
 def test_bzip2_and_lzma_members_are_refused(tmp_path: Path) -> None:

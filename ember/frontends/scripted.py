@@ -31,6 +31,7 @@ import numpy as np
 
 from ..ir.diagnostics import EmberError
 from . import NeedsTorch
+from .aten.archive import check_declared
 
 __all__ = ["export_scripted"]
 
@@ -65,6 +66,7 @@ def _inputs(names: list[str], required: list[str], given: dict[str, np.ndarray] 
 
 def export_scripted(path: str, need: NeedsTorch, example_inputs: dict[str, np.ndarray] | None, dest: str) -> None:
     """Load the TorchScript archive at `path` with torch and save it to `dest` as a torch.export archive."""
+    check_declared(path)  # torch inflates every member, to the size it declares
     try:
         import torch
     except ImportError:

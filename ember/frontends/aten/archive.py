@@ -16,8 +16,8 @@ import numpy as np
 from ...ir.diagnostics import EmberError
 from ...limits import ARCHIVE_DEPTH, ARCHIVE_MEMBER_BYTES, ARCHIVE_OBJECTS, ARCHIVE_RATIO
 
-__all__ = ["Archive", "check_structure", "has_member", "open_zip", "plain_children", "read_json", "read_member",
-           "strided_tensor"]
+__all__ = ["Archive", "check_declared", "check_structure", "has_member", "open_zip", "plain_children", "read_json",
+           "read_member", "strided_tensor"]
 
 SMALL = 1 << 24
 """What a file may make Ember build however small it is: 16 MiB, below which ratios say nothing."""
@@ -102,17 +102,10 @@ def has_member(zf: zipfile.ZipFile, name: str) -> bool:
     return True
 
 
-def read_member(zf: Archive, name: str, path: str) -> bytes:
-    """A member's bytes, refusing one that would inflate past ARCHIVE_MEMBER_BYTES, past ARCHIVE_RATIO
-    times its stored size, or past what the archive may still build (Archive), before inflating it.
-
-    The sizes in the zip's directory may lie: zipfile stops inflating at the declared size (and then
-    fails the CRC if the data went on), and inflates deflated data at most one read's worth at a time,
-    so the loop counting what actually arrives bounds both the memory and the work."""
-    try:
-        info = zf.getinfo(name)
-    except KeyError:
-        raise EmberError(f"the archive has no '{name}'", path) from None
+def _declared(zf: Archive, info: zipfile.ZipInfo, path: str) -> tuple[int, str]:
+    """The most bytes member `info` may inflate to, and that limit worded; refuses a member whose method
+    or declared size already breaks it."""
+    name = info.filename
     if info.compress_type not in _METHODS:
         method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "LZMA"}.get(info.compress_type, "an unknown method")
         raise EmberError(f"archive member '{name}' is compressed with {method}; Ember, like torch, reads only "
@@ -125,6 +118,30 @@ def read_member(zf: Archive, name: str, path: str) -> bytes:
     if info.file_size > allowed:
         raise EmberError(f"archive member '{name}' would inflate to {info.file_size:,} bytes from "
                          f"{info.compress_size:,}, over {why}", path)
+    return allowed, why
+
+
+def check_declared(path: str) -> None:
+    """Refuse an archive any of whose members, or all of them together, declare more than read_member would
+    inflate: for a reader that trusts the declared sizes (torch.jit.load allocates them and stops there)."""
+    with open_zip(path) as zf:
+        for info in zf.infolist():
+            _declared(zf, info, path)
+            zf.built += info.file_size
+
+
+def read_member(zf: Archive, name: str, path: str) -> bytes:
+    """A member's bytes, refusing one that would inflate past ARCHIVE_MEMBER_BYTES, past ARCHIVE_RATIO
+    times its stored size, or past what the archive may still build (Archive), before inflating it.
+
+    The sizes in the zip's directory may lie: zipfile stops inflating at the declared size (and then
+    fails the CRC if the data went on), and inflates deflated data at most one read's worth at a time,
+    so the loop counting what actually arrives bounds both the memory and the work."""
+    try:
+        info = zf.getinfo(name)
+    except KeyError:
+        raise EmberError(f"the archive has no '{name}'", path) from None
+    allowed, why = _declared(zf, info, path)
     try:
         parts, total = [], 0
         with zf.open(info) as f:
