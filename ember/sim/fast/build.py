@@ -23,6 +23,7 @@ import stat
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -322,17 +323,14 @@ def _signals_unwind() -> Iterator[None]:
             armed[0] = False
             raise _Interrupted(signum)
 
-    try:
-        for s in SIGNALS:
+    interrupted = False
+    try:  # from the first handler on: a signal arriving while the rest are set still restores them all
+        for s in SIGNALS if threading.current_thread() is threading.main_thread() else ():
             old = signal.getsignal(s)
             if old is signal.SIG_IGN or old is None:  # ignored, or set outside Python (cannot be restored)
                 continue
-            signal.signal(s, handler)
             previous[s] = old
-    except ValueError:  # not the main thread
-        pass
-    interrupted = False
-    try:
+            signal.signal(s, handler)
         yield
     except _Interrupted:
         interrupted = True
