@@ -74,17 +74,19 @@ def oversized(op: Op, opset: int, constants: Mapping[str, np.ndarray]) -> str | 
     leaves extents unknown, ONNX's inference from its operands' types and the values of those that are
     small weights (`constants`, by param name); None if neither says so."""
     node = _node(op)
-    values = {}
-    for k, v in enumerate(op.operands):
-        owner = v.owner
-        if isinstance(owner, Op) and owner.name == "param" and owner.attrs.get("name") in constants:
-            values[f"x{k}"] = constants[owner.attrs["name"]]
-    sizes = inferred([node], _types(op), values, opset)
+    declared = {name: (r.type.shape, r.type.elem.numpy()) if isinstance(r.type, ShapedType) else (None, None)
+                for name, r in zip(node.produced, op.results)}
+    sizes: dict[str, tuple[Shape, np.dtype | None]] = {}
+    if any(nbytes(*d) is None for d in declared.values()):  # inference only for what the types leave open
+        values = {}
+        for k, v in enumerate(op.operands):
+            owner = v.owner
+            if isinstance(owner, Op) and owner.name == "param" and owner.attrs.get("name") in constants:
+                values[f"x{k}"] = constants[owner.attrs["name"]]
+        sizes = inferred([node], _types(op), values, opset)
     for name, result in zip(node.produced, op.results):
-        t = result.type
-        declared = (t.shape, t.elem.numpy()) if isinstance(t, ShapedType) else (None, None)
-        for shape, dtype in (declared, sizes.get(name, (None, None))):
-            why = over_cap(result.name or name, shape, declared[1] if declared[1] is not None else dtype)
+        for shape, dtype in (declared[name], sizes.get(name, (None, None))):
+            why = over_cap(result.name or name, shape, declared[name][1] if declared[name][1] is not None else dtype)
             if why:
                 return why
     return None

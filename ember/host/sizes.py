@@ -100,8 +100,8 @@ _SEEN: OrderedDict[tuple[object, ...], Sizes] = OrderedDict()
 def check_run(nodes: Sequence[HostNode], feeds: Mapping[str, np.ndarray], dtypes: Mapping[str, np.dtype],
               opset: int) -> bool:
     """Raise TooLarge for the first of `nodes` (about to run on `feeds`) whose result inference shows to
-    be over the cap.  Returns whether every result's size was known; if not, run the nodes one at a time
-    and check each again (the sizes may come from data an earlier node computes)."""
+    be over the cap.  Returns False when a node reading what an earlier one computes has a result of
+    unknown size: run the nodes one at a time then, and check each again once its inputs exist."""
     small = {k: v for k, v in feeds.items() if v.size <= VALUE_ELEMENTS}
     key = (opset, tuple(n.key() for n in nodes), tuple((k, v.dtype.str, v.shape) for k, v in sorted(feeds.items())),
            tuple((k, v.tobytes()) for k, v in sorted(small.items())))
@@ -113,12 +113,15 @@ def check_run(nodes: Sequence[HostNode], feeds: Mapping[str, np.ndarray], dtypes
             _SEEN.popitem(last=False)
     else:
         _SEEN.move_to_end(key)
-    known = True
+    known, made = True, set()
     for node in nodes:
         for o in node.produced:
             shape, dtype = sizes.get(o, (None, None))
             dtype = dtypes.get(o) if dtype is None else dtype
             if over_cap(o, shape, dtype):
                 raise TooLarge(node, o, shape, dtype)
-            known = known and nbytes(shape, dtype) is not None
+            # unknown from the run's own inputs stays unknown when the node runs alone: no use waiting
+            if nbytes(shape, dtype) is None and any(i in made for i in node.inputs):
+                known = False
+        made.update(node.produced)
     return known

@@ -1,5 +1,6 @@
-"""Reading either torch archive (a zip) and the tensors in it, with one clear error per way a file can
-be damaged or crafted."""
+"""Reading either torch archive (a zip) and the tensors and JSON in it, with one clear error per way a
+file can be damaged or crafted, and within the caps of ember/limits.py: what a member inflates to, what
+all of an archive builds, and how many objects a JSON or pickle member expands to."""
 
 from __future__ import annotations
 
