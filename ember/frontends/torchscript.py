@@ -2,11 +2,10 @@
 
 A TorchScript archive is a zip holding the module tree as a pickle (`data.pkl`), the raw tensor
 storages (`data/<key>`, and `constants/<key>` for `constants.pkl`) and the module's code as
-Python-syntax source (`code/__torch__/...`).  Unpickling a user's file
-with `pickle.load` would run whatever callables it names, so the restricted unpickler (torch_pickle.py)
-accepts only the handful of globals such an archive uses, refuses everything else by name, and caps
-what the pickle may build.  The code is never
-executed either: it is parsed with `ast` and the traced `forward` is walked symbolically, inlining
+Python-syntax source (`code/__torch__/...`).  Unpickling a user's file with `pickle.load` would run
+whatever callables it names, so the restricted unpickler (torch_pickle.py) accepts only the handful of
+globals such an archive uses, refuses everything else by name, and caps what the pickle may build.  The
+code is never executed either: it is parsed with `ast` and the traced `forward` is walked symbolically, inlining
 submodule calls, and each `torch.<op>(...)` call goes to `AtenLowering` (ember/frontends/aten/),
 shared with the `.pt2` frontend (which sees the same aten operators with named arguments):
 `embedding` becomes emb.gather, `embedding_bag` becomes emb.bag with PyTorch's semantics, and the

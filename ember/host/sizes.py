@@ -5,12 +5,13 @@ ConstantOfShape, Expand, Tile, Range, Resize, Pad or OneHot fill gigabytes, and 
 and Gather multiply extents.  A model (or a run's input data) that asks for more than HOST_MAX_BYTES
 in one tensor is refused, naming the node, before any executor allocates it:
 
-- at import, from the result types the frontend declared and from ONNX's type inference of the node
-  with its operands' types;
+- at import, from the result types the frontend declared and, where those leave extents open, ONNX's
+  type inference of the node from its operands' types and the values of small initializers;
 - at run time, from ONNX's inference of the nodes about to run, given the actual input shapes and, for
   small inputs (shapes, repeats, pads, scales, range bounds), their values, with data propagation, so
-  that sizes computed from data are known too.  A run whose sizes inference cannot tell before it
-  starts is run one operator at a time, each checked once its own inputs are known.
+  that sizes computed from data are known too.  A run in which a size depends on a value computed
+  inside it, and inference cannot tell it in advance, is run one operator at a time, each checked
+  once its own inputs exist.
 """
 
 from __future__ import annotations
