@@ -338,6 +338,39 @@ A0.1:
     assert out["y"].tolist() == [range(lb, ub, step)[-1]]
 
 
+@pytest.mark.slow
+def test_a_token_far_behind_a_silent_traversal() -> None:
+    """1.1 million stream elements, one a cycle, before the first token: the callback's pop issues over 2^20
+    cycles past the core's last dispatch.  The fast engine books it beyond its ring of per-cycle port counts
+    (which used to grow to the whole gap, two bytes a cycle, and crash when that failed), with the reference's
+    timing."""
+    p = program("""
+.sym @0 output "y" i64 [1]
+.access A0 0
+  tu t0, 0, 1100000, 1
+  alu s0, add, t0, 1
+  tu t1, 0, 2, 1
+  on t1, ite, [t1], 1
+.end
+.code
+  alloc @0, [1]
+  run A0
+  halt
+A0.1:
+  pop r0
+  add r1, r1, r0
+  st r1, @0[0]
+  ret
+.end
+""")
+    machine = MACHINE.with_overrides(("access.lanes=1",))
+    want_out, want = reference.simulate(p, {}, machine)
+    got_out, got = fast.simulate(p, {}, machine, None, False)
+    assert not fast.notes
+    assert_same(want, got)
+    assert got_out["y"].tolist() == want_out["y"].tolist() == [1] and got["cycles"] > 1_100_000
+
+
 # --- 6. integer constants pushed by a rule -------------------------------------------------------------
 
 def test_rules_push_integer_constants() -> None:

@@ -13,10 +13,9 @@ import math
 
 from ..ir.diagnostics import EmberError
 
-# The limit when none is given (ember-sim, ember-bench and the Python API alike). The largest run of
-# `ember-bench --suite paper --timing-only` takes about 4.6e7 cycles; this is over 2,000 times that, and a
-# fast-engine run that reaches it takes minutes (docs/architecture.md, "Two engines, one definition").
-DEFAULT_MAX_CYCLES = 1e11
+# The limit when none is given (ember-sim, ember-bench and the Python API alike). The longest benchmark run
+# (RM3 at -O0, paper and huge suites) takes 1.07e8 cycles; this is about 190 times that (docs/isa.md).
+DEFAULT_MAX_CYCLES = 2e10
 
 
 def cycle_limit(max_cycles: float | None) -> float:

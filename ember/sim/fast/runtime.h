@@ -284,7 +284,52 @@ enum { CAT_COMPUTE, CAT_LOAD, CAT_POP, CAT_TOKEN, CAT_STORE, CAT_MISPREDICT, NCA
 typedef struct {             /* one pipe group's bookings: a ring of per-cycle counts from cycle `base` */
     int64_t per_cycle, hold, base, size, count;
     uint16_t *used;
+    int64_t nfar, capfar, *far_c, *far_n;  /* bookings past the ring's reach, by cycle (see port_book) */
 } Ports;
+
+/* The ring grows to reach a booking up to RING_MAX cycles past the last dispatch; one further ahead (an
+ * instruction waiting for a token the access unit sends after a long silent traversal) goes into the sorted
+ * `far` list until the ring's window reaches its cycle: the counts are the same either way. */
+#define RING_MAX ((int64_t)1 << 20)
+
+static int64_t far_find(const Ports *q, int64_t c) {  /* the first far entry at or after cycle c */
+    int64_t lo = 0, hi = q->nfar;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (q->far_c[mid] < c) lo = mid + 1; else hi = mid; }
+    return lo;
+}
+static inline int64_t port_used(const Ports *q, int64_t c) {
+    if (c < q->base + q->size) return q->used[c & (q->size - 1)];
+    int64_t i = far_find(q, c);
+    return i < q->nfar && q->far_c[i] == c ? q->far_n[i] : 0;
+}
+static inline void port_book(Ports *q, int64_t c) {
+    if (c < q->base + q->size) { q->used[c & (q->size - 1)] += 1; return; }
+    int64_t i = far_find(q, c);
+    if (i < q->nfar && q->far_c[i] == c) { q->far_n[i] += 1; return; }
+    if (q->nfar == q->capfar) {
+        int64_t cap = q->capfar ? 2 * q->capfar : 64;
+        int64_t *fc = (int64_t *)realloc(q->far_c, (size_t)cap * sizeof(int64_t));
+        if (fc) q->far_c = fc;
+        int64_t *fn = (int64_t *)realloc(q->far_n, (size_t)cap * sizeof(int64_t));
+        if (fn) q->far_n = fn;
+        if (!fc || !fn) abort();  /* out of memory for a handful of integers */
+        q->capfar = cap;
+    }
+    memmove(q->far_c + i + 1, q->far_c + i, (size_t)(q->nfar - i) * sizeof(int64_t));
+    memmove(q->far_n + i + 1, q->far_n + i, (size_t)(q->nfar - i) * sizeof(int64_t));
+    q->far_c[i] = c; q->far_n[i] = 1; q->nfar += 1;
+}
+static void far_settle(Ports *q) {  /* far entries the ring now reaches move into it */
+    int64_t j = 0;
+    while (j < q->nfar && q->far_c[j] < q->base + q->size) {
+        if (q->far_c[j] >= q->base) q->used[q->far_c[j] & (q->size - 1)] += (uint16_t)q->far_n[j];
+        j++;
+    }
+    if (j == 0) return;
+    memmove(q->far_c, q->far_c + j, (size_t)(q->nfar - j) * sizeof(int64_t));
+    memmove(q->far_n, q->far_n + j, (size_t)(q->nfar - j) * sizeof(int64_t));
+    q->nfar -= j;
+}
 
 typedef struct { int64_t lo, hi; double data, commit; } Store;
 
@@ -328,20 +373,23 @@ static double pipe_issue(Pipe *p, int64_t g, double t) {
         if (floor_d - q->base >= q->size) memset(q->used, 0, (size_t)q->size * sizeof(uint16_t));
         else for (int64_t c = q->base; c < floor_d; c++) q->used[c & (q->size - 1)] = 0;
         q->base = floor_d;
+        if (q->nfar) far_settle(q);
     }
     for (;;) {
-        while (k + q->hold > q->base + q->size) {  /* grow the ring to reach cycle k + hold */
+        while (k + q->hold > q->base + q->size && q->size < RING_MAX) {  /* grow the ring to reach k + hold */
             int64_t size = q->size * 2;
             uint16_t *used = (uint16_t *)calloc((size_t)size, sizeof(uint16_t));
+            if (!used) break;  /* the far list takes what the ring cannot reach */
             for (int64_t c = q->base; c < q->base + q->size; c++) used[c & (size - 1)] = q->used[c & (q->size - 1)];
             free(q->used); q->used = used; q->size = size;
+            if (q->nfar) far_settle(q);
         }
         int64_t j = 0;
-        while (j < q->hold && q->used[(k + j) & (q->size - 1)] < q->per_cycle) j++;
+        while (j < q->hold && port_used(q, k + j) < q->per_cycle) j++;
         if (j == q->hold) break;
         k += 1;
     }
-    for (int64_t j = 0; j < q->hold; j++) q->used[(k + j) & (q->size - 1)] += 1;
+    for (int64_t j = 0; j < q->hold; j++) port_book(q, k + j);
     q->count += 1;
     return k == k0 ? t : (double)k;
 }
