@@ -189,6 +189,22 @@ def test_stores_into_narrow_integers_wrap() -> None:
     assert out["b"].tolist() == [True]
 
 
+@pytest.mark.parametrize("extents", [[2**62, 4], [400_000_000_000]])
+def test_an_allocation_too_large_is_one_error_on_both_engines(extents: list[int]) -> None:
+    """Element counts past int64 (the generated C multiplied them unchecked) and sizes no host can give."""
+    regs = "\n".join(f"  li r{d}, {x}" for d, x in enumerate(extents))
+    shape = ", ".join("?" for _ in extents)
+    err = both_fail(program(f"""
+.sym @0 output "y" f32 [{shape}]
+.code
+{regs}
+  alloc @0, [{", ".join(f"r{d}" for d in range(len(extents)))}]
+  halt
+.end
+"""))
+    assert "cannot be allocated" in err and f"{int(np.prod(extents, dtype=object)) * 4:,} bytes" in err
+
+
 # --- 2. registers start at 0 --------------------------------------------------------------------------
 
 def test_registers_start_at_zero() -> None:

@@ -247,7 +247,14 @@ class Core:
             shape = tuple(int(self.val(d)) for d in a[1])
             if any(x < 0 for x in shape):
                 raise EmberError(f"{self.t.describe(a[0].n)} would get a negative extent {list(shape)}")
-            self.t.set(a[0].n, np.zeros(shape, dtype=self.t.get_dtype(a[0].n)), self.t.describe(a[0].n))
+            dt = self.t.get_dtype(a[0].n)
+            try:
+                value = np.zeros(shape, dtype=dt)
+            except (ValueError, MemoryError):
+                nbytes = int(np.prod(shape, dtype=object)) * dt.itemsize
+                raise EmberError(f"{self.t.describe(a[0].n)} of shape {list(shape)} ({nbytes:,} bytes) cannot be "
+                                 "allocated") from None
+            self.t.set(a[0].n, value, self.t.describe(a[0].n))
         elif op in VFLOAT:
             with np.errstate(all="ignore"):
                 ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else regs[a[1]].dtype

@@ -553,13 +553,20 @@ class Generator(AccessCode):
         checks += [f"y{k}_{d} != {want}" for d, want in enumerate(s.shape) if want is not None]
         if checks:
             self(f"if ({' || '.join(checks)}) {self.fail()}")
-        size = " * ".join(f"y{k}_{d}" for d in range(len(dims))) or "1"
+        size, nbytes = self.var(f"z{k}", "int64_t"), self.var(f"zb{k}", "int64_t")
+        ov = self.var(f"ov{k}", "int")
+        self(f"{size} = 1; {ov} = 0;")
+        for d in range(len(dims)):  # an element count or byte size past int64 is an error, not an overflow
+            self(f"{ov} |= __builtin_mul_overflow({size}, y{k}_{d}, &{size});")
+        self(f"{ov} |= __builtin_mul_overflow({size}, (int64_t){elem_bytes(s.dtype)}, &{nbytes});")
+        self(f"if ({ov}) {self.fail()}")
         ct = CTYPE[s.dtype]
         self(f"if (OWN[{n}]) free(T[{n}]);")
-        self(f"a{n} = ({ct} *)calloc((size_t)({size}) + 1, sizeof({ct})); T[{n}] = a{n}; OWN[{n}] = 1; OK[{n}] = 1;")
+        self(f"a{n} = ({ct} *)calloc((size_t){size} + 1, sizeof({ct})); T[{n}] = a{n}; OWN[{n}] = 1; OK[{n}] = 1;")
+        self(f"if (!a{n}) {self.fail()}")
         for d in range(len(dims)):
             self(f"d{n}_{d} = y{k}_{d}; SH[{n} * shw + {d}] = d{n}_{d};")
-        self.place(n, f"({size}) * {elem_bytes(s.dtype)}")
+        self.place(n, nbytes)
 
     def load(self, ins: Instr) -> None:
         a = ins.args
