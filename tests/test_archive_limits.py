@@ -16,10 +16,12 @@ import zipfile
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import MODELS, ROOT, run_tool
 from test_frontend_torch import _BUILD, _MARK, _NEWOBJ, _REDUCE, _STOP, _TUPLE, _global, _small, _str
 
+from ember.cli.sim import load_inputs
 from ember.frontends import import_model
 from ember.frontends.aten.archive import open_zip, read_member
 from ember.frontends.torchscript import _Archive
@@ -119,6 +121,7 @@ def _laughs(levels: int, fanout: int = 10, tuples: bool = False) -> bytes:
 
 _PEAK = """
 import re, resource, sys
+from ember.cli.sim import load_inputs
 from ember.frontends import import_model
 from ember.ir.diagnostics import EmberError
 try:
@@ -227,6 +230,17 @@ def test_a_scripted_archive_is_checked_whole_before_torch_reads_it(tmp_path: Pat
     r = run_tool("import", str(bomb), "-o", str(tmp_path / "out.eir"))
     assert r.returncode == 1 and r.stderr.decode().count("\n") == 1
     assert f"{debug}' would inflate to {64 * MiB:,} bytes" in r.stderr.decode()
+
+
+def test_an_npz_input_is_checked_before_numpy_inflates_it(tmp_path: Path) -> None:
+    """ember-sim's --inputs: numpy allocates and fills the array a member's header declares."""
+    bomb = tmp_path / "in.npz"
+    np.savez_compressed(bomb, x=np.zeros(64 * MiB, np.uint8))
+    with pytest.raises(EmberError, match=f"archive member 'x.npy' would inflate to {64 * MiB + 128:,} bytes"):
+        load_inputs(str(bomb))
+    fine = tmp_path / "fine.npz"
+    np.savez_compressed(fine, x=np.arange(1000))
+    np.testing.assert_array_equal(load_inputs(str(fine))["x"], np.arange(1000))
 
 
 def test_bzip2_and_lzma_members_are_refused(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import zipfile
 import click
 import numpy as np
 
+from ..bounded_zip import check_declared
 from ..ir.diagnostics import EmberError
 from ..sim.limits import DEFAULT_MAX_CYCLES
 from .common import display_name, guarded, host_runtime_option, read_bytes, write_outputs
@@ -22,6 +23,7 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
     data = read_bytes(path)
     if data[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):  # np.load would take a .npy or a pickle instead
         raise EmberError("not an .npz file (not a zip archive)", display_name(path))
+    check_declared(display_name(path), io.BytesIO(data))  # numpy allocates and inflates what members declare
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             return {k: z[k] for k in z.files}

@@ -1,56 +1,22 @@
-"""Reading either torch archive (a zip) and the tensors and JSON in it, with one clear error per way a
-file can be damaged or crafted, and within the caps of ember/limits.py: what a member inflates to, what
-all of an archive builds, and how many objects a JSON or pickle member expands to."""
+"""Reading either torch archive (a zip, read through ember/bounded_zip.py) and the tensors and JSON in it,
+with one clear error per way a file can be damaged or crafted, and within the caps of ember/limits.py:
+what all of an archive builds, and how many objects a JSON or pickle member expands to."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import zipfile
-import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
+from ...bounded_zip import Archive, check_declared, has_member, open_zip, read_member
 from ...ir.diagnostics import EmberError
-from ...limits import ARCHIVE_DEPTH, ARCHIVE_MEMBER_BYTES, ARCHIVE_OBJECTS, ARCHIVE_RATIO
+from ...limits import ARCHIVE_DEPTH, ARCHIVE_OBJECTS
 
 __all__ = ["Archive", "check_declared", "check_structure", "has_member", "open_zip", "plain_children", "read_json",
            "read_member", "strided_tensor"]
-
-SMALL = 1 << 24
-"""What a file may make Ember build however small it is: 16 MiB, below which ratios say nothing."""
-_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
-"""What torch's zip reader reads too.  zipfile inflates bzip2 and LZMA data a whole read at a time, so a
-member under either could fill memory before its inflated size is counted."""
-
-
-class Archive(zipfile.ZipFile):
-    """A torch archive that counts the bytes Ember builds from it: members inflated and tensors copied out
-    of their storages.  All of them together stay within ARCHIVE_RATIO times the file's size (or SMALL),
-    so many members that each compress well, or many views of one storage, cannot add up to a bomb."""
-
-    def __init__(self, path: str):
-        super().__init__(path)
-        self.path = path
-        self.size = os.fstat(self.fp.fileno()).st_size if self.fp is not None else 0
-        self.built = 0
-
-    def room(self) -> tuple[int, str]:
-        """The bytes Ember may still build from this archive, and the limit worded for an error."""
-        ratio = ARCHIVE_RATIO.get()
-        why = (f"{ratio} times the archive's size of {self.size:,} bytes for all Ember builds from it "
-               f"({ARCHIVE_RATIO.env})")
-        return max(SMALL, ratio * self.size) - self.built, why
-
-    def charge(self, nbytes: int, what: str) -> None:
-        """Count `nbytes` more built from the archive, refusing `what` if they do not fit."""
-        room, why = self.room()
-        if nbytes > room:
-            raise EmberError(f"{what} would take {nbytes:,} bytes, over {why}", self.path)
-        self.built += nbytes
 
 
 def strided_tensor(storage: np.ndarray, offset: int, size: list[int], stride: list[int], what: str,
@@ -81,80 +47,6 @@ def strided_tensor(storage: np.ndarray, offset: int, size: list[int], stride: li
         return np.array(view)
     except (ValueError, OverflowError, MemoryError) as e:  # e.g. a huge broadcast (stride 0) tensor
         raise EmberError(f"{what}: cannot materialize a tensor of size {size} ({type(e).__name__})", path) from None
-
-
-def open_zip(path: str) -> Archive:
-    """Open an archive, turning every way a file can fail to be a zip into one clear error."""
-    try:
-        return Archive(path)
-    except FileNotFoundError:
-        raise EmberError("no such file", path) from None
-    except OSError as e:
-        raise EmberError(f"cannot read the file: {e.strerror or e}", path) from None
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as e:
-        raise EmberError(f"not a zip archive, or a truncated one ({e})", path) from None
-
-
-def has_member(zf: zipfile.ZipFile, name: str) -> bool:
-    try:
-        zf.getinfo(name)
-    except KeyError:
-        return False
-    return True
-
-
-def _declared(zf: Archive, info: zipfile.ZipInfo, path: str) -> tuple[int, str]:
-    """The most bytes member `info` may inflate to, and that limit worded; refuses a member whose method
-    or declared size already breaks it."""
-    name = info.filename
-    if info.compress_type not in _METHODS:
-        method = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "LZMA"}.get(info.compress_type, "an unknown method")
-        raise EmberError(f"archive member '{name}' is compressed with {method}; Ember, like torch, reads only "
-                         "stored and deflated members", path)
-    cap, ratio = ARCHIVE_MEMBER_BYTES.get(), ARCHIVE_RATIO.get()
-    allowed, why = min((cap, f"the limit of {cap:,} bytes for one member ({ARCHIVE_MEMBER_BYTES.env})"),
-                       (max(SMALL, ratio * info.compress_size),
-                        f"{ratio} times its stored size ({ARCHIVE_RATIO.env}, for members over {SMALL >> 20} MiB)"),
-                       zf.room())
-    if info.file_size > allowed:
-        raise EmberError(f"archive member '{name}' would inflate to {info.file_size:,} bytes from "
-                         f"{info.compress_size:,}, over {why}", path)
-    return allowed, why
-
-
-def check_declared(path: str) -> None:
-    """Refuse an archive any of whose members, or all of them together, declare more than read_member would
-    inflate: for a reader that trusts the declared sizes (torch.jit.load allocates them and stops there)."""
-    with open_zip(path) as zf:
-        for info in zf.infolist():
-            _declared(zf, info, path)
-            zf.built += info.file_size
-
-
-def read_member(zf: Archive, name: str, path: str) -> bytes:
-    """A member's bytes, refusing one that would inflate past ARCHIVE_MEMBER_BYTES, past ARCHIVE_RATIO
-    times its stored size, or past what the archive may still build (Archive), before inflating it.
-
-    The sizes in the zip's directory may lie: zipfile stops inflating at the declared size (and then
-    fails the CRC if the data went on), and inflates deflated data at most one read's worth at a time,
-    so the loop counting what actually arrives bounds both the memory and the work."""
-    try:
-        info = zf.getinfo(name)
-    except KeyError:
-        raise EmberError(f"the archive has no '{name}'", path) from None
-    allowed, why = _declared(zf, info, path)
-    try:
-        parts, total = [], 0
-        with zf.open(info) as f:
-            while chunk := f.read(1 << 20):
-                total += len(chunk)
-                if total > allowed:
-                    raise EmberError(f"archive member '{name}' inflates past {why}", path)
-                parts.append(chunk)
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as e:
-        raise EmberError(f"cannot read archive member '{name}' ({e})", path) from None  # RuntimeError: encrypted
-    zf.built += total
-    return b"".join(parts)
 
 
 def read_json(zf: Archive, name: str, path: str) -> Any:
