@@ -9,6 +9,7 @@ int64 arithmetic, or Python integers reduced to 64 bits by hand.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -203,6 +204,61 @@ def test_an_allocation_too_large_is_one_error_on_both_engines(extents: list[int]
 .end
 """))
     assert "cannot be allocated" in err and f"{int(np.prod(extents, dtype=object)) * 4:,} bytes" in err
+
+
+def expected_conversion(x: float, bits: int) -> int:
+    """Truncation toward zero; NaN, infinities and values out of range give the type's minimum."""
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1)
+    return int(x) if math.isfinite(x) and lo <= math.trunc(x) < hi else lo
+
+
+@pytest.mark.parametrize("ty", ["i8", "i32", "i64"])
+@pytest.mark.parametrize("x", [2.9, -2.9, 127.9, -128.9, 3e9, -2147483648.5, 1e19, -9.3e18, math.inf, math.nan])
+def test_vector_float_to_integer_conversion_is_defined(ty: str, x: float) -> None:
+    """vcvt of floats out of the target's range or NaN was undefined behaviour in C (the engines disagreed)."""
+    bits = int(ty[1:])
+    out, _ = both(program(f"""
+.sym @0 output "y" {ty} [4]
+.code
+  alloc @0, [4]
+  li f0, {x!r}
+  vsplat.f64 v0, f0, 4
+  vcvt.{ty} v1, v0
+  vmask v2, 0, 4, 4
+  vst v1, @0[0], v2
+  halt
+.end
+"""))
+    assert out["y"].tolist() == [expected_conversion(x, bits)] * 4
+
+
+def test_a_float_stream_used_as_an_integer_is_one_error() -> None:
+    """A loop bound read from a float tensor: NaN was an internal error, 1e30 a bound past int64."""
+    p = program("""
+.sym @0 input "x" f32 [1]
+.sym @1 output "y" i64 [1]
+.access A0 0
+  tu t0, 0, 1, 1
+  mem s0, @0[t0]
+  tu t1, 0, s0, 1, t0
+  on t1, ite, [t1], 1
+.end
+.code
+  alloc @1, [1]
+  run A0
+  halt
+A0.1:
+  pop r0
+  ret
+.end
+""")
+    for x in (2.5, math.nan):
+        errs = []
+        for run in (lambda i: reference.simulate(p, i, MACHINE), lambda i: fast.simulate(p, i, MACHINE, None, False)):
+            with pytest.raises(EmberError) as e:
+                run({"x": np.array([x], dtype=np.float32)})
+            errs.append(str(e.value))
+        assert errs[0] == errs[1] and "s0 holds a float" in errs[0] and "t1" in errs[0]
 
 
 # --- 2. registers start at 0 --------------------------------------------------------------------------

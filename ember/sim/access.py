@@ -35,6 +35,7 @@ import numpy as np
 
 from ..backend.dae import Access, Instr, Mem, Program, Reg
 from ..ir.diagnostics import EmberError
+from ..ir.types import ScalarType
 from . import integers, limits
 from .cache import MemorySystem
 from .machine import Machine
@@ -116,6 +117,7 @@ class AccessUnit:
             self.declare(ins)
         for n in inert_tus(acc):
             self.tus[n].inert = True
+        self.check_integers(acc)
 
     def owner(self, a: Any) -> int | None:
         if isinstance(a, Reg):
@@ -148,7 +150,8 @@ class AccessUnit:
             self.tus[a[1].n].streams.append(ins)
             self.blank[a[0]] = np.zeros(self.tus[a[1].n].vl, dtype=np.bool_)
         elif ins.op == "buf":
-            self.blank[a[0]] = np.zeros(0, dtype=self.blank[a[1]].dtype)
+            source = self.blank[a[1]]  # a buffer of a scalar stream never fills (issue_vector feeds buffers)
+            self.blank[a[0]] = np.zeros(0, dtype=source.dtype if isinstance(source, np.ndarray) else np.float32)
             home = self.stream_of[a[1].n]
             self.stream_of[a[0].n] = self.tus[home].parent if home is not None else None
             self.watchers.setdefault(a[1], []).append(a[0])
@@ -166,10 +169,25 @@ class AccessUnit:
                 if isinstance(last, Reg) and last.cls == "t" and self.tus[last.n].vl:
                     self.blank[a[0]] = np.zeros(self.tus[last.n].vl, dtype=dt)
                 else:
-                    self.blank[a[0]] = 0.0 if dt.kind == "f" else 0
+                    self.blank[a[0]] = 0.0 if ScalarType(self.t.syms[a[1].sym].dtype).is_float else 0
                     self.nbytes[a[0]] = dt.itemsize
         elif ins.op == "on":
             self.tus[a[0].n].rules.setdefault(a[1], []).append(ins)
+
+    def check_integers(self, acc: Access) -> None:
+        """Bounds, steps, indices and ALU operands are integers: a float or vector stream there is refused before
+        the unit runs (the ISA converts no float to an integer; the fast engine leaves such programs to this one)."""
+        for ins in acc.body:
+            a = ins.args
+            uses = a[1:4] if ins.op in ("tu", "vtu") else a[1].index if ins.op == "mem" else \
+                a[2:4] if ins.op == "alu" else ()
+            for r in uses:
+                blank = self.blank.get(r) if isinstance(r, Reg) and r.cls == "s" else None
+                if isinstance(blank, (float, np.ndarray)):
+                    what = "a float" if isinstance(blank, float) else "a vector"
+                    role = {"tu": "a bound or step", "vtu": "a bound", "mem": "an index"}.get(ins.op, "an ALU operand")
+                    raise EmberError(f"access program {acc.name}: {r} holds {what} but is used as {role} of "
+                                     f"{ins.args[0]}, which takes an integer")
 
     # --- values ------------------------------------------------------------------------------
     def value(self, a: Any) -> tuple[Any, float]:

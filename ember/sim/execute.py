@@ -260,7 +260,9 @@ class Core:
                 ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else regs[a[1]].dtype
                 regs[a[0]] = VFLOAT[op](regs[a[1]], regs[a[2]]).astype(ty, copy=False)
         elif op == "vcvt":
-            regs[a[0]] = regs[a[1]].astype(dtype_of(ins.op.split(".")[1]))
+            ty, src = dtype_of(ins.op.split(".")[1]), regs[a[1]]
+            floats = src.dtype.kind == "f" or src.dtype == dtype_of("bf16")
+            regs[a[0]] = integers.to_integer(src, ty) if floats and ty.kind == "i" else src.astype(ty)
         elif op == "vsplat":
             ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else np.dtype(np.float32)
             v = self.val(a[1])  # an integer converts as C converts an int64_t (see `st`)

@@ -8,6 +8,8 @@ INT64_MIN div -1 wraps to INT64_MIN.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir.diagnostics import EmberError
 
 INT64_MIN = -(1 << 63)
@@ -54,3 +56,13 @@ def tu_overflows(ub: int, step: int) -> bool:
 def tu_last(lb: int, ub: int, step: int) -> int:
     """The last value of lb, lb + step, ... below ub (which must be above lb)."""
     return lb + (ub - lb - 1) // step * step
+
+
+def to_integer(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Floats converted to a signed integer type: truncated toward zero; NaN, infinities and values out of the
+    type's range give its minimum (x86's "integer indefinite"), where C would have undefined behaviour."""
+    info = np.iinfo(dtype)
+    x = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = (np.trunc(x) >= float(info.min)) & (x < -float(info.min))
+        return np.where(ok, np.where(ok, x, 0.0).astype(dtype), np.array(info.min, dtype=dtype))

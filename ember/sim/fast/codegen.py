@@ -499,7 +499,12 @@ class Generator(AccessCode):
             if src is None or dst.lanes != src.lanes or a[0].n == a[1].n:
                 raise Unsupported("vcvt changing the lane count or in place")
             lane = f"V{a[1].n}[l]"
-            if {src.dtype, dst.dtype} & {"f16", "bf16"}:  # through double, which widens either exactly
+            if dst.dtype in ("i1", "bool"):  # nonzero, as numpy converts to bool
+                lane = from_double(dst.dtype, to_double(src.dtype, lane) if is_float(src.dtype) else lane)
+            elif is_float(src.dtype) and not is_float(dst.dtype):  # integers.to_integer: no C undefined behaviour
+                half = 1 << (8 * elem_bytes(dst.dtype) - 1)
+                lane = f"({CTYPE[dst.dtype]})f2i({to_double(src.dtype, lane)}, -{half}.0, {half}.0, {c_int(-half)})"
+            elif {src.dtype, dst.dtype} & {"f16", "bf16"}:  # through double, which widens either exactly
                 lane = from_double(dst.dtype, to_double(src.dtype, lane))
             else:
                 lane = f"({CTYPE[dst.dtype]}){lane}"

@@ -228,6 +228,11 @@ static inline int64_t floormod(int64_t x, int64_t y) {
     int64_t r = x % y;
     return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
 }
+/* A float converted to an integer type whose values are [lo, hi): truncated toward zero, and NaN or a value
+ * out of range gives `bad` (the type's minimum, as x86's cvtt instructions do), never undefined behaviour. */
+static inline int64_t f2i(double x, double lo, double hi, int64_t bad) {
+    return (trunc(x) >= lo && x < hi) ? (int64_t)x : bad;
+}
 /* A traversal unit's counter can pass INT64_MAX: ub - 1 + step > INT64_MAX (step >= 1), without overflowing. */
 static inline int tu_overflows(int64_t ub, int64_t step) { return ub > 0 && step - 1 > INT64_MAX - ub; }
 /* The last of lb, lb + step, ... below ub > lb (integers.tu_last); the distance ub - lb fits in uint64_t. */
