@@ -472,6 +472,8 @@ class Core:
         flat = arr.reshape(-1)
         prefix = tuple(self.val(i) for i in m.index[:-1])
         lanes = self.regs[m.index[-1]]
+        if lanes.dtype.kind not in "iu":
+            raise EmberError(f"'{ins.op}' indexes with {m.index[-1]}, a vector of {lanes.dtype}: indices are integers")
         on = np.flatnonzero(mask)
         t = self.begin(ins, len(on) if store else 0)
         out = np.zeros(len(mask), dtype=arr.dtype)

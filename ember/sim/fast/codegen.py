@@ -683,6 +683,9 @@ class Generator(AccessCode):
         lanes = m.index[-1]
         if mt is None or vt is None or not isinstance(lanes, Reg) or lanes.cls != "v" or vt.lanes != mt.lanes:
             raise Unsupported("a gather without matching mask and index vectors")
+        it = self.vtypes.get(lanes.n)
+        if it is None or is_float(it.dtype) or it.dtype in ("i1", "bool"):
+            raise Unsupported("a gather whose index vector is not of integers")
         if vt.dtype != self.p.symbols[m.sym].dtype:
             raise Unsupported("a gather converting types")
         k = self.new_site()
