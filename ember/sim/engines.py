@@ -31,7 +31,8 @@ def needs_fast(engine: str, timing_only: bool) -> None:
 
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None = None,
              engine: str = DEFAULT_ENGINE, timing_only: bool = False) -> tuple[dict[str, np.ndarray], Stats]:
-    """Run `program` on `inputs` with the named engine; returns (outputs by name, statistics)."""
+    """Run `program` on `inputs` with the named engine; returns (outputs by name, statistics).  A run past
+    `max_cycles` simulated cycles (None: limits.DEFAULT_MAX_CYCLES; inf: no limit) stops with an EmberError."""
     check_engine(engine)
     if machine.cores > 1:
         raise EmberError(f"the machine has {machine.cores} cores: a multi-core run splits a batch across them, which "
