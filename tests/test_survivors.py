@@ -613,3 +613,28 @@ void book_all(const double *now, int64_t n, double x, double *out) {
     lib.book_all(now.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(len(now)), ctypes.c_double(4.0),
                  out.ctypes.data_as(ctypes.c_void_p))
     np.testing.assert_array_equal(out, [s for _, s in ABUTTING])
+
+
+def test_align_queues_counts_in_a_callback_the_loop_already_has() -> None:
+    """Kills align-queues mutants that still compute right but count in a new callback (one more token per
+    iteration): where the only reader is the end callback of the inner loop (bags) or a one-head ite callback
+    (message rows), the pass must drop the index operands and add no token."""
+    from ember.frontends import import_model, load_weights_any
+
+    pipeline = "lower-emb,decouple,vectorize,unroll,hoist,simplify-mem,promote-accumulators,{}to-dlc,codegen"
+    for model, dropped in (("bag_sum.ts", 6), ("mp_sum.ts", None)):
+        feeds = dict(np.load(MODELS / f"{model.split('.')[0]}.in.npz"))
+        weights = load_weights_any(str(MODELS / f"{model}.onnx"))
+        st = {}
+        for aq in ("", "align-queues,"):
+            module = import_model(str(MODELS / f"{model}.onnx"), "m")
+            passes = parse_pipeline(pipeline.format(aq))
+            run_passes(module, passes)
+            program = passes[-1].program  # type: ignore[attr-defined]
+            for n, s in enumerate(program.symbols):
+                if s.kind == "param":
+                    program.data[n] = weights[s.name]
+            _, _, _, st[aq] = both(program, feeds)
+        assert st["align-queues,"]["tokens"] == st[""]["tokens"], model
+        drop = st[""]["operands"] - st["align-queues,"]["operands"]
+        assert drop == dropped if dropped is not None else drop > 0, model
