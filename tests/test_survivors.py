@@ -638,3 +638,61 @@ def test_align_queues_counts_in_a_callback_the_loop_already_has() -> None:
         assert st["align-queues,"]["tokens"] == st[""]["tokens"], model
         drop = st[""]["operands"] - st["align-queues,"]["operands"]
         assert drop == dropped if dropped is not None else drop > 0, model
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The reference engine's pop waits for its operand (execute.Core.pop_entry's `e.ready`): inert whenever operands
+# travel with their token (the dispatch has already waited for the token, ready only once its operands are), so
+# only operands pushed without a token reach it.
+
+TOKENLESS = """.dae 2
+.sym @0 input "x" f32 [?]
+.sym @1 output "y" f32 [?]
+.access A0 1
+  tu t0, 0, p0, 64
+  mem s0, @0[t0]
+  on t0, ite, [s0]
+  on t0, end, [], 1
+.end
+.code
+  dim r1, @0, 0
+  alloc @1, [1]
+  run A0, r1
+  halt
+A0.1:
+  li r3, 64
+L0:
+  bge r2, r1, L1
+  pop f1
+  fadd.f32 f2, f2, f1
+  add r2, r2, r3
+  jmp L0
+L1:
+  st f2, @1[0]
+  ret
+.end
+"""
+
+
+def test_a_pop_waits_for_an_operand_pushed_without_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Operands of one element per line of x (each a DRAM miss), read by the callback of a later token that is
+    ready at once: every pop must issue no earlier than its operand arrived."""
+    from ember.backend.dae_text import parse_dae
+    from ember.sim import engine as reference
+    from ember.sim import execute
+    from ember.sim.machine import load_machine
+
+    popped = []
+    pop_entry = execute.Core.pop_entry
+
+    def spy(self: execute.Core, ins: object) -> object:
+        e = pop_entry(self, ins)  # type: ignore[arg-type]
+        popped.append(e)
+        return e
+
+    monkeypatch.setattr(execute.Core, "pop_entry", spy)
+    x = np.arange(64 * 64, dtype=np.float32)
+    out, _ = reference.simulate(parse_dae(TOKENLESS, "t.dae"), {"x": x}, load_machine("default"))
+    assert out["y"][0] == x[::64].sum()
+    assert len(popped) == 64 and all(e.pop >= e.ready for e in popped)
+    assert any(e.ready > popped[0].ready for e in popped)  # the operands did arrive at different times
