@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 MODEL  ?= dlrm.dynamo
 OUT    := out
 
-.PHONY: demo test test-all lint bench levels clean
+.PHONY: demo test test-all lint bench levels fuzz mutate clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,12 @@ bench: $(STAMP)
 	$(BIN)/ember-bench --suite quick
 	$(BIN)/ember-bench --suite huge --timing-only --speed
 
+# The differential fuzzer's long run (docs/testing.md): 10,000 generated and mutated programs through the tools
+# and both engines; failures are saved, minimized, under fuzz-failures/. `make test` runs a bounded share of it.
+FUZZ_RUNS ?= 10000
+fuzz: $(STAMP)
+	$(BIN)/ember-fuzz --runs $(FUZZ_RUNS) --seed 0 --out fuzz-failures
+
 # Regenerate samples/levels: each sample model at every level (tests check they stay in sync).
 LEVEL_MODELS := embedding.ts bag_sum.ts bag_mean.dynamo dlrm.dynamo
 levels: $(STAMP)
@@ -53,6 +59,41 @@ levels: $(STAMP)
 	  $(BIN)/ember-opt --pass=to-dlc $$d/$$m.slc.eir -o $$d/$$m.dlc.eir && \
 	  $(BIN)/ember-opt --pass=codegen $$d/$$m.dlc.eir -o $$d/$$m.dae && \
 	  for o in 1 2 3; do $(BIN)/ember-opt -O$$o $$d/$$m.emb.eir -o $$d/$$m.O$$o.dae || exit 1; done || exit 1; \
+	done
+
+# Mutation testing (docs/testing.md): mutmut over each package in turn, or one with `make mutate PKG=passes`,
+# or some of its mutants with MUTANTS='ember.passes.vectorize*'; MUTATE_JOBS workers, niced (cores are shared).
+# Each package runs in mutants/<package>/ with a config made from pyproject.toml's [tool.mutmut]: that
+# package's mutants, the test files listed for it.  A second run only tries mutants with no result yet.
+MUTATE_PKGS := ir passes backend sim frontends
+PKG         ?= $(MUTATE_PKGS)
+MUTATE_JOBS ?= 1
+MUTANTS     ?=
+define MUTATE_CONFIG
+import json, sys, tomllib
+cfg = tomllib.load(open("pyproject.toml", "rb"))["tool"]["mutmut"]
+pkg = sys.argv[1]
+if pkg not in cfg["packages"]:
+    sys.exit(f"make mutate: unknown PKG '{pkg}' (one of: {' '.join(cfg['packages'])})")
+cfg |= {"only_mutate": [f"ember/{pkg}/*"], "pytest_add_cli_args_test_selection": cfg["packages"][pkg]}
+print("[tool.mutmut]")
+print("\n".join(f"{k} = {json.dumps(v)}" for k, v in cfg.items() if k != "packages"))
+endef
+export MUTATE_CONFIG
+
+mutate: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev]'
+	@for p in $(PKG); do \
+	  d=mutants/$$p; mkdir -p $$d || exit 1; \
+	  $(BIN)/python -c "$$MUTATE_CONFIG" $$p > $$d/pyproject.toml || exit 1; \
+	  for x in ember tests samples; do ln -sfn ../../$$x $$d/$$x; done; \
+	  echo "== mutate $$p"; \
+	  start=$$(date +%s); \
+	  (cd $$d && nice -n 19 ../../$(BIN)/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS) | tail -3 && \
+	   ../../$(BIN)/mutmut results --all true > results.txt; \
+	   echo "$$p: $$(grep -c ': killed' results.txt) killed, $$(grep -c ': survived' results.txt) survived," \
+	        "$$(grep -c ': no tests' results.txt) not reached by its tests, $$(grep -c ': timeout' results.txt)" \
+	        "timed out in $$(( $$(date +%s) - start )) s; survivors: $$d/results.txt") || exit 1; \
 	done
 
 clean:

@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 
-from .cases import BIN_OPTIONS, EIR_OPTIONS
+from .cases import BIN_OPTIONS, EIR_OPTIONS, case_files
 from .mutate import Mutated, mutated, samples
 from .oracle import FAILURES, Verdict
 from .programs import Generated, programs
@@ -87,7 +87,8 @@ def cases(names: list[str]) -> st.SearchStrategy[Generated | Mutated]:
     if dae:
         kinds["dae"] = mutated("dae", dae, ("",))
         kinds["bin"] = mutated("bin", dae, BIN_OPTIONS)
-    return st.sampled_from(MIX).flatmap(lambda k: kinds.get(k, kinds["gen"]))
+    pick = st.integers(0, 2**16 - 1).map(lambda i: MIX[i % len(MIX)])  # sampled_from would favour the first
+    return pick.flatmap(lambda k: kinds.get(k, kinds["gen"]))
 
 
 class _Found(Exception):
@@ -142,8 +143,14 @@ class Lane:
 
         return test
 
-    def step(self, case: Any) -> None:
+    def verdict(self, case: Any) -> Verdict:
         v = self.worker.run(case)
+        if v.failed and not v.files:  # the worker hung or died: the files come from the case itself
+            v.files, v.command = case_files(case, self.worker.max_cycles)
+        return v
+
+    def step(self, case: Any) -> None:
+        v = self.verdict(case)
         s = self.summary
         s.runs += 1
         s.both += v.ran
@@ -168,7 +175,7 @@ class Lane:
     def shrink_step(self, case: Any) -> None:
         if time.monotonic() > self.deadline:
             return
-        v = self.worker.run(case)
+        v = self.verdict(case)
         if v.signature() == self.target:
             self.best = (case, v)
             raise _Found

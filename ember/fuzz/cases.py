@@ -34,6 +34,23 @@ def run_case(case: Generated | Mutated, max_cycles: float, stage: Stage, workdir
     return _mutated(case, max_cycles, stage, workdir)
 
 
+def case_files(case: Generated | Mutated, max_cycles: float) -> tuple[dict[str, bytes], str]:
+    """The input files of a case and the command that reruns it, for a case whose worker hung or died."""
+    if isinstance(case, Generated):
+        files = {"case.dae": case.text.encode()}
+        try:
+            files["case.in.npz"] = npz(synthesize(parse_dae(case.text, "case.dae"), case.input_seed))
+        except EmberError:
+            pass
+        return files, _repro("case", max_cycles, case.machine, "case.in.npz")
+    source = samples()[case.base]
+    if case.kind == "bin":
+        name = source.name.rsplit(".", 1)[0] + ".bin"
+        return {name: apply(base_binary(source), case)}, f"ember-sim {name} --engine {case.option}"
+    tool = {"eir": f"ember-opt {case.option}", "dae": "ember-asm"}[case.kind]
+    return {source.name: apply(source.read_bytes(), case)}, f"{tool} {source.name}"
+
+
 def npz(inputs: dict[str, np.ndarray]) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, **inputs)
@@ -94,7 +111,7 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
     stem = source.name.rsplit(".", 1)[0]
     given = _model_inputs(source)
     if case.kind == "bin":
-        data = apply(_base_binary(source, workdir), case)
+        data = apply(base_binary(source), case)
         path = levels / f"{stem}.bin"
         path.write_bytes(data)
         inputs_path = levels / f"{stem}.in.npz"
@@ -168,7 +185,7 @@ def _model_inputs(source: Path) -> dict[str, np.ndarray]:
 _binaries: dict[str, bytes] = {}
 
 
-def _base_binary(source: Path, workdir: Path) -> bytes:
+def base_binary(source: Path) -> bytes:
     """The sample `.dae` assembled (with its weights), once per process."""
     key = str(source)
     if key not in _binaries:

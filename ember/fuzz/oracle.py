@@ -198,7 +198,7 @@ def stats_differ(a: Stats, b: Stats) -> str | None:
 def describe(r: tuple) -> str:
     """An engine's result as report text."""
     if r[0] != "ok":
-        return f"{r[0]}: {r[1]}"
+        return r[1] if r[0] == "error" else f"{r[0]}: {r[1]}"
     lines = ["finished"]
     for name, a in r[1].items():
         with np.printoptions(threshold=64, precision=9):

@@ -1,15 +1,16 @@
 """Hypothesis strategies for `.dae` programs: valid ones in the main, with a few deliberate mistakes.
 
-A generated program has a fixed symbol table (inputs x, k and table; outputs y, z and w; a scratch buffer
-and a host-op result), a prologue that gives every register it uses a value, then blocks of integer,
-float and vector code (straight-line, counted loops, forward branches), optionally one access program
-(traversal units, memory, ALU, mask and buffer streams, rules on beg/ite/end) whose callbacks pop what
-their rule pushes, rarely a host op, and an epilogue that stores the registers, so the outputs show
-every value the program computed.  Indices are reduced into range with `rem` (floor modulo), so most
-programs run to the end; edge values (0, -1, 2**63 - 1, -2**63, nan, inf, 1e308) come in often.  About
-one program in twenty-five carries a mistake the assembler or the engines must report cleanly: a lane
-count out of range, a float immediate for an r register, a register no path writes, a divide by zero
-or an index out of range.
+A generated program has a fixed symbol table (inputs x, k and table; outputs y, z and w; a scratch
+buffer; a host-op result; outputs ri, rf and rv with a slot for each register), a prologue that gives
+every register it uses a value, then blocks of integer, float and vector code (straight-line, counted
+loops, forward branches), optionally one access program (traversal units, memory, ALU, mask and buffer
+streams, rules on beg/ite/end) whose callbacks pop what their rule pushes, rarely a host op, and an
+epilogue that stores every register in its own slot, so the outputs show the final value of each.
+Indices are reduced into range with `rem` (floor modulo), so most programs run to the end; edge values
+(0, -1, 2**63 - 1, -2**63, nan, inf, 1e308) come in often.  About one program in twenty-five carries a
+mistake the assembler or the engines must report cleanly: a lane count out of range, a float immediate
+for an r register, a register no path writes, a divide by zero, an index out of range, or a loop that
+never ends (in the main code, a callback or the access unit), which --max-cycles must stop.
 """
 
 from __future__ import annotations
@@ -30,10 +31,14 @@ ALU_OPS = ("add", "sub", "mul", "div", "min", "max")
 FLOAT_TYPES = ("f32", "f64", "f32", "f64", "f16", "bf16")
 
 # registers: r0-r7 values, r8-r10 loop counters, r12/r13 index temporaries, r14 dim results;
-# f0-f5 values; v0-v4 float vectors (the program's type), v5 the mask, v6 lane indices (viota), v7 converted
+# f0-f5 values; v0-v4 float vectors (the program's type), v5 the mask, v6 lane indices (viota), v7 converted,
+# v8 the mask of every lane (for the trace)
 VALUE_R, VALUE_F, VALUE_V = 8, 6, 5
 COUNTERS = (8, 9, 10)
-X, K, TABLE, Y, Z, W, BUF, H = range(8)  # symbol numbers
+X, K, TABLE, Y, Z, W, BUF, H, RI, RF, RV, TI, TF, TV = range(14)  # symbol numbers
+# ops whose result a trace may record: scalar ones in ti/tf, vector ones in tv (through v8, a mask of every lane)
+TRACED = frozenset(INT_OPS + FLOAT_OPS + VEC_OPS + ("fcvt", "sel", "mov", "ld", "pop", "vsel", "vld", "vgather",
+                                                     "vsplat"))
 
 
 @dataclass
@@ -65,20 +70,36 @@ class _Gen:
         self.draw = draw
         self.lines: list[str] = []
         self.labels = 0
-        self.ty = draw(st.sampled_from(FLOAT_TYPES))
-        self.n = draw(st.integers(1, 12))  # length of x, k, y, z
-        self.rows = draw(st.integers(1, 6))
-        self.cols = draw(st.integers(1, 12))
-        self.lanes = draw(st.sampled_from((1, 2, 3, 4, 8, 8, 16, 5, 13, 32)))
-        self.other_ty = draw(st.sampled_from(tuple(t for t in ("f32", "f64", "f16", "bf16") if t != self.ty)))
+        self.traces = [0, 0, 0]  # slots of ti, tf and tv used
+        self.ty = self.pick(FLOAT_TYPES)
+        self.n = self.pick(range(1, 13))  # length of x, k, y, z
+        self.rows = self.pick(range(1, 7))
+        self.cols = self.pick(range(1, 13))
+        self.lanes = self.pick((1, 2, 3, 4, 8, 8, 16, 5, 13, 32))
+        self.other_ty = self.pick([t for t in ("f32", "f64", "f16", "bf16") if t != self.ty])
 
     # --- small pieces -----------------------------------------------------------------
     def emit(self, line: str) -> None:
         self.lines.append("  " + line)
+        op, _, rest = line.partition(" ")
+        dst = rest.split(",")[0]
+        if op.split(".")[0] in TRACED and dst[:1] in "rfv" and int(dst[1:]) < VALUE_R and self.chance(0.4):
+            # the value in a slot of its own, so an op whose result is overwritten later is still seen
+            k = "rfv".index(dst[0])
+            if k == 2 and int(dst[1:]) >= VALUE_V:
+                return
+            self.lines.append(f"  st {dst}, @{TI}[{self.traces[0]}]" if k == 0 else
+                              f"  st {dst}, @{TF}[{self.traces[1]}]" if k == 1 else
+                              f"  vst {dst}, @{TV}[{self.traces[2]}, 0], v8")
+            self.traces[k] += 1
 
     def label(self) -> str:
         self.labels += 1
         return f"L{self.labels - 1}"
+
+    def pick(self, options: tuple | list | range) -> Any:
+        """One of `options`, about uniformly (hypothesis's own sampled_from favours the first few)."""
+        return options[self.draw(st.integers(0, 2**16 - 1)) % len(options)]
 
     def chance(self, p: float) -> bool:
         """True with probability about p.  Hypothesis favours the ends of a range, so the window sits in its
@@ -94,13 +115,13 @@ class _Gen:
                                    st.floats(allow_nan=True, allow_infinity=True)))
 
     def r(self) -> str:
-        return f"r{self.draw(st.integers(0, VALUE_R - 1))}"
+        return f"r{self.pick(range(VALUE_R))}"
 
     def f(self) -> str:
-        return f"f{self.draw(st.integers(0, VALUE_F - 1))}"
+        return f"f{self.pick(range(VALUE_F))}"
 
     def v(self) -> str:
-        return f"v{self.draw(st.integers(0, VALUE_V - 1))}"
+        return f"v{self.pick(range(VALUE_V))}"
 
     def int_operand(self) -> str:
         return self.r() if self.chance(0.7) else str(self.int_imm())
@@ -114,19 +135,20 @@ class _Gen:
 
     # --- instructions -----------------------------------------------------------------
     def int_op(self) -> None:
-        op = self.draw(st.sampled_from(INT_OPS))
-        a, b = self.int_operand(), self.int_operand()
+        op = self.pick(INT_OPS)
+        a = self.int_operand()
+        b = a if self.chance(0.2) else self.int_operand()  # equal operands: where slt and sle differ
         if op in ("div", "rem") and not self.chance(0.03):  # a zero divisor is rare: it ends the run
-            b = str(self.draw(st.sampled_from((1, -1, 2, 3, -7, 64, 2**63 - 1, -2**63))))
+            b = str(self.pick((1, -1, 2, 3, -7, 64, 2**63 - 1, -2**63)))
         self.emit(f"{op} {self.r()}, {a}, {b}")
 
     def float_op(self) -> None:
-        op = self.draw(st.sampled_from(FLOAT_OPS))
-        ty = self.draw(st.sampled_from((self.ty, self.ty, "f64", "f32")))
+        op = self.pick(FLOAT_OPS)
+        ty = self.pick((self.ty, self.ty, "f64", "f32"))
         self.emit(f"{op}.{ty} {self.f()}, {self.f()}, {self.f()}")
 
     def scalar_op(self) -> None:
-        kind = self.draw(st.integers(0, 13))
+        kind = self.pick(range(14))
         if kind <= 3:
             self.int_op()
         elif kind <= 6:
@@ -137,7 +159,7 @@ class _Gen:
             self.emit(f"li {self.f()}, {fmt_float(self.float_imm())}")
         elif kind == 9:
             src = self.r() if self.chance(0.5) else self.f()
-            self.emit(f"fcvt.{self.draw(st.sampled_from((self.ty, 'f32', 'f64')))} {self.f()}, {src}")
+            self.emit(f"fcvt.{self.pick((self.ty, 'f32', 'f64'))} {self.f()}, {src}")
         elif kind == 10:
             if self.chance(0.5):
                 self.emit(f"sel {self.r()}, {self.r()}, {self.r()}, {self.r()}")
@@ -148,11 +170,11 @@ class _Gen:
         elif kind == 12:
             self.memory_op()
         else:
-            self.emit(f"dim r14, @{self.draw(st.sampled_from((X, TABLE, W)))}, 0")
+            self.emit(f"dim r14, @{self.pick((X, TABLE, W))}, 0")
             self.emit(f"add {self.r()}, {self.r()}, r14")
 
     def memory_op(self) -> None:
-        kind = self.draw(st.integers(0, 5))
+        kind = self.pick(range(6))
         if kind == 0:
             i = self.index_into(self.n)
             self.emit(f"ld {self.f()}, @{X}[{i}]")
@@ -175,10 +197,10 @@ class _Gen:
             self.emit(f"st {self.f()}, @{W}[{i}, {j}]")
 
     def vector_op(self) -> None:
-        kind = self.draw(st.integers(0, 9))
+        kind = self.pick(range(10))
         ty, lanes = self.ty, self.lanes
         if kind <= 2:
-            op = self.draw(st.sampled_from(VEC_OPS))
+            op = self.pick(VEC_OPS)
             self.emit(f"{op}.{ty} {self.v()}, {self.v()}, {self.v()}")
         elif kind == 3:
             self.emit(f"vsplat.{ty} {self.v()}, {self.f()}, {lanes}")
@@ -193,21 +215,21 @@ class _Gen:
                 i = self.index_into(self.rows)
                 j = self.index_into(self.cols, "r13")
                 self.emit(f"vmask v5, {j}, {self.cols}, {lanes}")
-                sym = self.draw(st.sampled_from((TABLE, W)))
+                sym = self.pick((TABLE, W))
                 self.emit(f"{'vld' if sym == TABLE else 'vst'} {self.v()}, @{sym}[{i}, {j}], v5")
         elif kind == 5:  # gather or scatter through lane indices
             if self.chance(0.5):
                 i = self.index_into(self.n)
                 self.emit(f"viota v6, {i}, {lanes}")
                 self.emit(f"vmask v5, {i}, {self.n}, {lanes}")
-                op = self.draw(st.sampled_from(("vgather", "vscatter")))
+                op = self.pick(("vgather", "vscatter"))
                 self.emit(f"{op} {self.v()}, @{X if op == 'vgather' else Y}[v6], v5")
             else:
                 i = self.index_into(self.rows)
                 j = self.index_into(self.cols, "r13")
                 self.emit(f"viota v6, {j}, {lanes}")
                 self.emit(f"vmask v5, {j}, {self.cols}, {lanes}")
-                op = self.draw(st.sampled_from(("vgather", "vscatter")))
+                op = self.pick(("vgather", "vscatter"))
                 self.emit(f"{op} {self.v()}, @{TABLE if op == 'vgather' else W}[{i}, v6], v5")
         elif kind == 6:
             cond = "v5" if self.chance(0.5) else self.r()
@@ -229,7 +251,7 @@ class _Gen:
 
     def block(self, depth: int) -> None:
         """Straight-line code, a counted loop (nesting up to three) or a forward branch around code."""
-        kind = self.draw(st.integers(0, 5))
+        kind = self.pick(range(6))
         if kind <= 2 or depth >= len(COUNTERS):
             self.straight(self.draw(st.integers(1, 6)))
         elif kind <= 4:
@@ -243,7 +265,7 @@ class _Gen:
             self.emit(f"blt {counter}, {self.draw(st.integers(1, 5))}, {top}")
         else:
             skip = self.label()
-            op = self.draw(st.sampled_from(("blt", "bge", "beq")))
+            op = self.pick(("blt", "bge", "beq"))
             self.emit(f"{op} {self.int_operand()}, {self.int_operand()}, {skip}")
             self.block(depth + 1)
             self.lines.append(f"{skip}:")
@@ -260,12 +282,25 @@ class _Gen:
                 f'.sym @{W} output "w" {ty} [{self.rows}, {self.cols}]',
                 f'.sym @{BUF} temp "buf" {ty} [?]',
                 f'.sym @{H} {"output" if host else "temp"} "h" {ty} [{n}]',
+                f'.sym @{RI} output "ri" i64 [{VALUE_R}]',  # every register's final value, one slot each
+                f'.sym @{RF} output "rf" f64 [{VALUE_F}]',
+                f'.sym @{RV} output "rv" {ty} [{VALUE_V}, {self.lanes}]',
+                f'.sym @{TI} output "ti" i64 [{self.traces[0] + 1}]',
+                f'.sym @{TF} output "tf" f64 [{self.traces[1] + 1}]',
+                f'.sym @{TV} output "tv" {ty} [{self.traces[2] + 1}, {self.lanes}]',
                 f".work gather table=@{TABLE} indices=@{K} output=@{W}"]  # so k's values are rows of the table
 
     def prologue(self) -> None:
         self.emit(f"alloc @{Y}, [{self.n}]")
         self.emit(f"alloc @{Z}, [{self.n}]")
         self.emit(f"alloc @{W}, [{self.rows}, {self.cols}]")
+        self.emit(f"alloc @{RI}, [{VALUE_R}]")
+        self.emit(f"alloc @{RF}, [{VALUE_F}]")
+        self.emit(f"alloc @{RV}, [{VALUE_V}, {self.lanes}]")
+        self.emit(f"alloc @{TI}, [TRACE_I]")  # sizes known at the end (program() fills them in)
+        self.emit(f"alloc @{TF}, [TRACE_F]")
+        self.emit(f"alloc @{TV}, [TRACE_V, {self.lanes}]")
+        self.emit(f"vmask v8, 0, {self.lanes}, {self.lanes}")
         for k in range(VALUE_R):
             self.emit(f"li r{k}, {self.int_imm()}")
         for k in (12, 13, 14):
@@ -280,15 +315,15 @@ class _Gen:
 
     def epilogue(self) -> None:
         for k in range(VALUE_F):
-            self.emit(f"st f{k}, @{Y}[{k % self.n}]")
+            self.emit(f"st f{k}, @{RF}[{k}]")
         for k in range(VALUE_R):
-            self.emit(f"st r{k}, @{Z}[{k % self.n}]")
-        self.emit(f"vmask v5, 0, {self.cols}, {self.lanes}")
-        for k in range(min(VALUE_V, self.rows)):
-            self.emit(f"vst v{k}, @{W}[{k}, 0], v5")
+            self.emit(f"st r{k}, @{RI}[{k}]")
+        self.emit(f"vmask v5, 0, {self.lanes}, {self.lanes}")
+        for k in range(VALUE_V):
+            self.emit(f"vst v{k}, @{RV}[{k}, 0], v5")
 
     def host_op(self) -> None:
-        op = self.draw(st.sampled_from(("Add", "Mul", "Relu", "Neg", "Abs")))
+        op = self.pick(("Add", "Mul", "Relu", "Neg", "Abs"))
         srcs = f"[@{X}, @{X}]" if op in ("Add", "Mul") else f"[@{X}]"
         self.emit(f'host "{op}", {srcs}, [@{H}], {{}}')
         i = self.index_into(self.n)
@@ -296,21 +331,26 @@ class _Gen:
 
     def mistake(self) -> None:
         """One deliberate error, for the clean-error paths: the assembler's checks and the engines' traps."""
-        kind = self.draw(st.integers(0, 6))
+        kind = self.pick(range(8))
         if kind == 0:
-            self.emit(f"vsplat.{self.ty} v0, f0, {self.draw(st.sampled_from((0, -3, 4097, 10**11, 3_000_000)))}")
+            self.emit(f"vsplat.{self.ty} v0, f0, {self.pick((0, -3, 4097, 10**11, 3_000_000))}")
         elif kind == 1:
-            self.emit(f"li r0, {fmt_float(self.draw(st.sampled_from((1.5, math.nan, 1e308))))}")
+            self.emit(f"li r0, {fmt_float(self.pick((1.5, math.nan, 1e308)))}")
         elif kind == 2:
             self.emit(f"add r0, r0, r{self.draw(st.integers(20, 30))}")  # a register no path writes
         elif kind == 3:
-            self.emit(f"div r0, r0, {self.draw(st.sampled_from(('0', 'r12')))}")
+            self.emit(f"div r0, r0, {self.pick(('0', 'r12'))}")
         elif kind == 4:
-            self.emit(f"ld f0, @{X}[{self.draw(st.sampled_from((-1, self.n, 2**63 - 1, -2**63)))}]")
+            self.emit(f"ld f0, @{X}[{self.pick((-1, self.n, 2**63 - 1, -2**63))}]")
         elif kind == 5:
             self.emit(f"vsplat.{self.ty} v0, f0, r0")
-        else:
-            self.emit(f"li r0, {self.draw(st.sampled_from((2**63, -2**63 - 1, 2**64)))}")
+        elif kind == 6:
+            self.emit(f"li r0, {self.pick((2**63, -2**63 - 1, 2**64))}")
+        else:  # a loop that never ends: --max-cycles must stop it, at the same cycle on both engines
+            top = self.label()
+            self.lines.append(f"{top}:")
+            self.straight(self.draw(st.integers(0, 2)))
+            self.emit(f"jmp {top}")
 
     def program(self) -> str:
         access = self.chance(0.45)
@@ -337,7 +377,10 @@ class _Gen:
             acc.callbacks()
         callbacks = self.lines
         lines = self.header(host) + (acc.text if acc is not None else []) + [".code"] + body + callbacks + [".end"]
-        return "\n".join(lines) + "\n"
+        text = "\n".join(lines) + "\n"
+        for k, name in enumerate(("TRACE_I", "TRACE_F", "TRACE_V")):
+            text = text.replace(name, str(self.traces[k] + 1))
+        return text
 
 
 class _Access:
@@ -360,22 +403,25 @@ class _Access:
         self.body(f"mem s1, @{X}[t0]")
         level0 += [("s0", "r"), ("s1", "f")]
         if g.chance(0.6):
-            op = draw(st.sampled_from(ALU_OPS))
-            other = draw(st.sampled_from(("p0", "t0", "s0", str(g.int_imm()) if g.chance(0.3) else "1")))
+            op = g.pick(ALU_OPS)
+            other = g.pick(("p0", "t0", "s0", str(g.int_imm()) if g.chance(0.3) else "1"))
             if op == "div" and other not in ("p0",) and not g.chance(0.1):
-                other = str(draw(st.sampled_from((1, 2, -3, 2**63 - 1))))
+                other = str(g.pick((1, 2, -3, 2**63 - 1)))
             self.body(f"alu s2, {op}, s0, {other}")
             level0.append(("s2", "r"))
         if g.chance(0.15):
             level0.append(("p0", "r"))
         if g.chance(0.05):
-            level0.append((str(draw(st.sampled_from((0, 7, -1, 2**63 - 1)))), "r"))  # a constant push
+            level0.append((str(g.pick((0, 7, -1, 2**63 - 1))), "r"))  # a constant push
         self.token = 0
         self.rule("t0", "ite", level0)
         if g.chance(0.4):
-            self.rule("t0", draw(st.sampled_from(("beg", "end"))), [("p0", "r")] + ([("t0", "r")] if g.chance(0.3)
+            self.rule("t0", g.pick(("beg", "end")), [("p0", "r")] + ([("t0", "r")] if g.chance(0.3)
                                                                                   else []))
-        kind = draw(st.integers(0, 2))
+        if g.chance(0.01):  # a long walk that pushes nothing: --max-cycles must stop the access unit too
+            self.body("tu t7, 0, 1000000000000, 1, t0")
+            self.body("alu s9, add, t7, 1")
+        kind = g.pick(range(3))
         if kind == 1:  # a scalar row walk: one table element per iteration
             self.body(f"tu t1, 0, {draw(st.integers(0, cols))}, {draw(st.integers(1, 2))}, t0")
             self.body(f"mem s3, @{TABLE}[s0, t1]")
@@ -413,7 +459,7 @@ class _Access:
 
     def run(self) -> None:
         g = self.g
-        arg = g.draw(st.sampled_from((str(g.n), "r0", f"{g.n}")))
+        arg = g.pick((str(g.n), "r0", f"{g.n}"))
         if arg == "r0":
             g.emit(f"rem r12, r0, {g.n + 1}")
             arg = "r12"
@@ -431,6 +477,10 @@ class _Access:
                 self.pop(kind)
             pending = []
             g.straight(g.draw(st.integers(0, 4)))
+            if g.chance(0.005):  # a callback that never returns
+                top = g.label()
+                g.lines.append(f"{top}:")
+                g.emit(f"jmp {top}")
             g.emit("ret")
 
     def pop(self, kind: str) -> None:
