@@ -696,3 +696,39 @@ def test_a_pop_waits_for_an_operand_pushed_without_a_token(monkeypatch: pytest.M
     assert out["y"][0] == x[::64].sum()
     assert len(popped) == 64 and all(e.pop >= e.ready for e in popped)
     assert any(e.ready > popped[0].ready for e in popped)  # the operands did arrive at different times
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The IR parser's errors, in process (mutmut maps tests to functions by what runs in the test's own process, so
+# the command-line tests of test_bad_input do not count for ember/ir).
+
+FUNC = "module {{\n  func @main() -> () {{\n{body}"
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    (FUNC.format(body="    return ]\n  }\n}\n"),
+     "s.eir:3:12: error: unexpected ']' (expected COLON, LBRACE, LPAR, VALUE)\n    return ]\n           ^"),
+    (FUNC.format(body="    return $\n  }\n}\n"), "s.eir:3:12: error: unexpected character '$'\n    return $\n"),
+    (FUNC.format(body=""), "s.eir:2:23: error: unexpected end of input"),
+])
+def test_ir_syntax_errors_name_the_position_and_what_was_expected(text: str, want: str) -> None:
+    from ember.ir.diagnostics import EmberError
+
+    with pytest.raises(EmberError) as e:
+        parse_module(text, "s.eir")
+    assert str(e.value).startswith(want)
+
+
+@pytest.mark.parametrize(("value", "col", "got"), [
+    ("inf", 28, "inf"), ("-1", 28, "-1"), ('"17"', 28, '"17"'), ("9223372036854775808", 28, "9223372036854775808"),
+    ("true", 20, "true"), ("[1]", 29, "a list")])
+def test_ir_opset_must_be_an_int64_version(value: str, col: int, got: str) -> None:
+    from ember.ir.diagnostics import EmberError
+
+    text = f"module attributes {{opset = {value}}} {{\n}}\n"
+    with pytest.raises(EmberError) as e:
+        parse_module(text, "s.eir")
+    assert str(e.value) == (f"s.eir:1:{col}: error: module attribute 'opset' must be an ONNX opset version (an "
+                            f"integer from 0 to 2^63 - 1), got {got}\n{text.splitlines()[0]}\n{' ' * (col - 1)}^")
+    for ok in (0, 17, (1 << 63) - 1):
+        assert parse_module(f"module attributes {{opset = {ok}}} {{\n}}\n", "s.eir").attrs["opset"] == ok
