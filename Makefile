@@ -89,7 +89,7 @@ mutate: $(STAMP)
 	  for x in ember tests samples; do ln -sfn ../../$$x $$d/$$x; done; \
 	  echo "== mutate $$p"; \
 	  start=$$(date +%s); \
-	  (cd $$d && nice -n 19 ../../$(BIN)/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS) | tail -3 && \
+	  (cd $$d && nice -n 19 ../../$(BIN)/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS) | tr '\r' '\n' | tail -4 && \
 	   ../../$(BIN)/mutmut results --all true > results.txt; \
 	   echo "$$p: $$(grep -c ': killed' results.txt) killed, $$(grep -c ': survived' results.txt) survived," \
 	        "$$(grep -c ': no tests' results.txt) not reached by its tests, $$(grep -c ': timeout' results.txt)" \
