@@ -153,6 +153,8 @@ class Lane:
         v = self.verdict(case)
         s = self.summary
         s.runs += 1
+        if s.runs % 250 == 0:
+            self.log(f"progress: lane {self.seed}: {s.runs} of {self.runs} programs, {s.failed} failures")
         s.both += v.ran
         s.compiled += v.ran and v.compiled
         s.refused += v.status == "rejected" or (not v.ran and v.status == "ok" and isinstance(case, Mutated))

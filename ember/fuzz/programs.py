@@ -59,8 +59,7 @@ def fmt_float(v: float) -> str:
         return "nan"
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
-    s = repr(float(v))
-    return s
+    return repr(float(v))
 
 
 class _Gen:
@@ -137,7 +136,8 @@ class _Gen:
     def int_op(self) -> None:
         op = self.pick(INT_OPS)
         a = self.int_operand()
-        b = a if self.chance(0.2) else self.int_operand()  # equal operands: where slt and sle differ
+        same = 0.35 if op in ("slt", "sle", "seq", "sne", "min", "max") else 0.1
+        b = a if self.chance(same) else self.int_operand()  # equal operands: where slt and sle differ
         if op in ("div", "rem") and not self.chance(0.03):  # a zero divisor is rare: it ends the run
             b = str(self.pick((1, -1, 2, 3, -7, 64, 2**63 - 1, -2**63)))
         self.emit(f"{op} {self.r()}, {a}, {b}")
