@@ -732,3 +732,18 @@ def test_ir_opset_must_be_an_int64_version(value: str, col: int, got: str) -> No
                             f"integer from 0 to 2^63 - 1), got {got}\n{text.splitlines()[0]}\n{' ' * (col - 1)}^")
     for ok in (0, 17, (1 << 63) - 1):
         assert parse_module(f"module attributes {{opset = {ok}}} {{\n}}\n", "s.eir").attrs["opset"] == ok
+
+
+def test_ember_error_renders_its_position_and_survives_pickling() -> None:
+    """How every error reaches the user (file:line:col, a caret under the column) and crosses a process
+    boundary (the fuzzer's workers, the sweep's scheduler): a pickled error keeps its message."""
+    import pickle
+
+    from ember.ir.diagnostics import EmberError, Loc
+
+    assert str(EmberError("no position")) == "error: no position"
+    assert str(EmberError("bad member", "m.pt")) == "m.pt: error: bad member"
+    assert str(EmberError("bad", Loc("f.eir", 2, 5), "  x = y  \n")) == "f.eir:2:5: error: bad\n  x = y\n    ^"
+    assert str(EmberError("bad", "f.eir", "text")) == "f.eir: error: bad"  # a caret needs a Loc
+    again = pickle.loads(pickle.dumps(EmberError("lost?")))
+    assert isinstance(again, EmberError) and str(again) == "error: lost?" and again.args == ("lost?",)
