@@ -106,6 +106,8 @@ def test_outputs_compare_bitwise_with_nan_equal_to_nan() -> None:
     assert not same_array(a, np.array([-0.0, np.nan, 1.5], dtype=np.float32))
     assert not same_array(a, a.astype(np.float64))
     assert same_array(np.float64(math.nan) * np.ones(()), np.full((), np.nan))
+    assert same_array(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32))
+    assert not same_array(np.zeros((0, 3), np.float32), np.zeros((3, 0), np.float32))
 
 
 def test_a_resealed_binary_mutation_gets_past_the_checksum() -> None:

@@ -157,7 +157,7 @@ class Lane:
             self.log(f"progress: lane {self.seed}: {s.runs} of {self.runs} programs, {s.failed} failures")
         s.both += v.ran
         s.compiled += v.ran and v.compiled
-        s.refused += v.status == "rejected" or (not v.ran and v.status == "ok" and isinstance(case, Mutated))
+        s.refused += v.status == "rejected"
         if not v.failed:
             return
         s.counts[v.status] = s.counts.get(v.status, 0) + 1

@@ -8,7 +8,9 @@ a case costs no interpreter start; the worker process around it (worker.py) catc
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import shlex
 from pathlib import Path
 
@@ -123,9 +125,10 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
         inputs_path.write_bytes(npz(inputs))
         args = [str(path), "--inputs", str(inputs_path), "--engine", case.option, "--max-cycles",
                 f"{max_cycles:g}", "-q", "--outputs", str(levels / "out.npz"), "--stats", str(levels / "stats.txt")]
-        verdict = _tool(sim, "ember-sim", args, stage, {f"{stem}.bin": data, f"{stem}.in.npz": npz(inputs)})
-        if verdict is not None or program is None:
-            return verdict or Verdict("ok", "ember-sim refused it cleanly")
+        verdict = _tool(sim, "ember-sim", args, stage, {f"{stem}.bin": data, f"{stem}.in.npz": npz(inputs)},
+                        workdir)
+        if program is None or (verdict is not None and verdict.failed):
+            return verdict or Verdict("ok", "ember-sim ran it")
         return _both(program, inputs, (), max_cycles, stage, {f"{stem}.bin": data},
                      f"ember-sim {stem}.bin --inputs {stem}.in.npz --engine reference|fast -q")
     data = apply(source.read_bytes(), case)
@@ -137,22 +140,22 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
         level = source.name.split(".")[-2]
         option = {"next": f"--pass={NEXT_PASS.get(level, 'codegen')}", "none": ""}.get(case.option, case.option)
         args = [a for a in (option, str(path), "-o", str(out)) if a]
-        verdict = _tool(opt, "ember-opt", args, stage, {source.name: data})
+        verdict = _tool(opt, "ember-opt", args, stage, {source.name: data}, workdir)
         if verdict is not None or not out.exists() or not out.read_text(errors="replace").startswith(".dae"):
-            return verdict or Verdict("ok", "ember-opt ran or refused it cleanly")
+            return verdict or Verdict("ok", "ember-opt ran it (its output is .eir)")
         dae_text = out.read_bytes()
         dae = levels / f"{stem}.dae"
         dae.write_bytes(dae_text)
         path, data = dae, dae_text
     binary = levels / "out.bin"
     binary.unlink(missing_ok=True)
-    verdict = _tool(asm, "ember-asm", [str(path), "-o", str(binary)], stage, {path.name: data})
-    if verdict is not None:
+    verdict = _tool(asm, "ember-asm", [str(path), "-o", str(binary)], stage, {path.name: data}, workdir)
+    if verdict is not None and verdict.failed:
         return verdict
     try:  # ember-asm may refuse a valid program for want of its weights (the hand-written kernels have none)
         program = parse_dae(data.decode(), path.name)
     except (EmberError, UnicodeDecodeError):
-        return Verdict("ok", "ember-asm refused it cleanly")
+        return verdict or Verdict("rejected", "the assembler refused it")
     if binary.exists():
         try:
             program = disassemble(binary.read_bytes(), str(binary))
@@ -163,14 +166,19 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
                  f"ember-asm {path.name} -o case.bin (then both engines on case.in.npz)")
 
 
-def _tool(main: object, prog: str, args: list[str], stage: Stage, files: dict[str, bytes]) -> Verdict | None:
-    """Run a tool; a Verdict when it failed uncleanly, else None."""
+def _tool(main: object, prog: str, args: list[str], stage: Stage, files: dict[str, bytes],
+          workdir: Path) -> Verdict | None:
+    """Run a tool; a failure Verdict when it failed uncleanly, a "rejected" one when it refused the input
+    with a clean error, None when it succeeded.  It runs in the work directory on relative paths, so its
+    messages (and the failure signatures made from them) do not name the worker's temporary directory."""
     stage(prog)
-    status, stderr, escaped = run_tool(main, prog, args)
+    args = [os.path.relpath(a, workdir) if a.startswith(str(workdir)) else a for a in args]
+    with contextlib.chdir(workdir):
+        status, stderr, escaped = run_tool(main, prog, args)
     problem = judge_tool(prog, status, stderr, escaped)
     if problem is None:
-        return None
-    shown = [a if not a.startswith("/") else Path(a).name for a in args]
+        return Verdict("rejected", stderr.splitlines()[0][:200]) if status == 1 else None
+    shown = [Path(a).name if a.startswith("levels/") else a for a in args]
     return Verdict(*problem, files=files, command=" ".join([prog, *shown]), report=stderr)
 
 

@@ -156,6 +156,8 @@ def same_array(a: np.ndarray, b: np.ndarray) -> bool:
     """Bitwise equal, except that any NaN equals any NaN."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
+    if a.size == 0:
+        return True
     if a.dtype.kind in "fc" or a.dtype.name == "bfloat16":
         wide = a.astype(np.float64) if a.dtype.name == "bfloat16" else a
         other = b.astype(np.float64) if b.dtype.name == "bfloat16" else b
