@@ -19,15 +19,11 @@ from ember.ir.parser import parse_module
 from ember.passes import PRESETS, parse_pipeline, run_passes
 
 
-def compile_text(text: str, pipeline: str, params: dict[str, np.ndarray] | None = None) -> Program:
-    """An `.eir` text through `pipeline` and the binary, with its params' data attached."""
+def compile_text(text: str, pipeline: str) -> Program:
+    """An `.eir` text (without params) through `pipeline` and the binary, as ember-opt | ember-asm would."""
     passes = parse_pipeline(pipeline)
     run_passes(parse_module(text, "t.eir"), passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    for n, s in enumerate(program.symbols):
-        if s.kind == "param":
-            program.data[n] = (params or {})[s.name]
-    return disassemble(assemble(program), "t.bin")
+    return disassemble(assemble(passes[-1].program), "t.bin")  # type: ignore[attr-defined]
 
 
 def on_both_engines(program: Program, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -359,8 +355,8 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.parametrize("pipeline", ALIGNED)
-@pytest.mark.parametrize("model", ALIGN_MODELS)
+@pytest.mark.parametrize(("model", "pipeline"), [(m, p) for m in ALIGN_MODELS for p in ALIGNED
+                                                 if m != "bag_mean.dynamo" or p == ALIGNED[0]])  # mean: once
 def test_align_queues_in_user_pipelines_matches_numpy(imported: dict[str, Path], tmp_path: Path, model: str,
                                                       pipeline: str) -> None:
     """Kills align-queues counting in the wrong callback (a new ite callback, the end callback of the inner
