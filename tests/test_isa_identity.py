@@ -308,6 +308,11 @@ def vector_case() -> tuple[str, dict[str, np.ndarray]]:
   vsel v7, r5, v6, v5
   vcvt.f64 v8, v7
   vst v8, @4[8], v2
+  vcvt.f64 v13, v9
+  vfdiv.f64 v12, v8, v13
+  vfsub.f64 v14, v13, v8
+  vst v12, @4[16], v2
+  vst v14, @4[24], v2
   vgather v10, @7[v1], v2
   vscatter v10, @2[v1], v2
   vst v1, @3[8], v2"""
@@ -321,6 +326,8 @@ def vector_case() -> tuple[str, dict[str, np.ndarray]]:
     g = np.zeros(32)
     g[0:5] = np.where(np.arange(5) < 2, mx, mn)  # vmask 3, 5: lanes 0 and 1 on
     g[8:13] = mn  # a nonzero r register selects the first vector whole
+    g[16:21] = mn.astype(np.float64) / y.astype(np.float64)  # in f64: not rounded to f32
+    g[24:29] = y.astype(np.float64) - mn.astype(np.float64)
     i = np.zeros(64, np.int64)
     i[8:13] = np.arange(3, 8)
     return body, {"f": f, "i": i, "g": g}
@@ -371,4 +378,4 @@ def test_every_opcode_has_a_case() -> None:
     assert set(OPCODES) <= used, f"opcodes without a case: {sorted(set(OPCODES) - used)}"
     for op in ("fadd", "fsub", "fmul", "fdiv", "fmax", "fmin"):
         assert {f"{op}.f32", f"{op}.f64"} <= used, op
-    assert {"fcvt.f16", "fcvt.bf16", "fcvt.f32", "fcvt.f64"} <= used
+    assert {"fcvt.f16", "fcvt.bf16", "fcvt.f32", "fcvt.f64", "vfdiv.f32", "vfdiv.f64", "vcvt.f64"} <= used
