@@ -743,3 +743,27 @@ def test_ember_error_renders_its_position_and_survives_pickling() -> None:
     assert str(EmberError("bad", "f.eir", "text")) == "f.eir: error: bad"  # a caret needs a Loc
     again = pickle.loads(pickle.dumps(EmberError("lost?")))
     assert isinstance(again, EmberError) and str(again) == "error: lost?" and again.args == ("lost?",)
+
+
+# A row copy per bag, and an inner loop that only loads (a prefetch): it fires no callback.
+NO_CALLBACK = """module {
+  func @main(%x: memref<?xf32>) -> (memref<?xf32>) {
+""" + PROLOGUE + """    %out = loop.alloc %n : memref<?xf32>
+    loop.for %c0, %n, %c1 (%b: index) {
+      %w = loop.load %x, %b : f32
+      loop.store %w, %out, %b
+      loop.for %c0, %n, %c1 (%j: index) {
+        %v = loop.load %x, %j : f32
+      }
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_bufferize_says_why_a_loop_without_callback_is_left_alone() -> None:
+    x = np.arange(1, 10, dtype=np.float32)
+    got, remarks = run_loop(NO_CALLBACK, "decouple,vectorize{vl=4},bufferize,to-dlc,codegen", {"x": x})
+    np.testing.assert_array_equal(got, x)
+    assert declined(remarks, "bufferize: loop not bufferized: it has no per-iteration callback")
