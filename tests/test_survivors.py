@@ -767,3 +767,17 @@ def test_bufferize_says_why_a_loop_without_callback_is_left_alone() -> None:
     got, remarks = run_loop(NO_CALLBACK, "decouple,vectorize{vl=4},bufferize,to-dlc,codegen", {"x": x})
     np.testing.assert_array_equal(got, x)
     assert declined(remarks, "bufferize: loop not bufferized: it has no per-iteration callback")
+
+
+def test_init_ahead_declines_a_counter_set_again_in_the_loop() -> None:
+    """Kills the removal of init-ahead's check that nothing else sets the counter: here the callback puts it
+    back, so every iteration updates row 0; moving the initialisation would leave rows 3.. uninitialised."""
+    from test_optimizations import SCALAR_UPDATE, SLC_LEVEL
+
+    update = SCALAR_UPDATE.replace("%row", "%now") + "\n        loop.setvar %g {var = 0}"
+    text = SLC_LEVEL.format(cols="x1", zero=", %c0", start="loop.subi %c0, %c1 : index", update=update)
+    got, remarks = run_loop(text, "init-ahead{rows=2},to-dlc,codegen", {"off": np.zeros(9, np.int64)})
+    want = np.full(9, 1.5, np.float32)
+    want[0] += 9
+    np.testing.assert_array_equal(got[:, 0], want)
+    assert declined(remarks, "init-ahead: output rows still initialised up front")
