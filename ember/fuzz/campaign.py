@@ -167,7 +167,8 @@ class Lane:
             known.count += 1
             return
         s.failures[sig] = Failure(v, case.describe())
-        self.log(f"found: {v.status}: {v.detail} ({case.describe()}); shrinking")
+        shrinking = "; shrinking" if self.shrink_seconds > 0 else ""
+        self.log(f"found: {v.status}: {v.detail} ({case.describe()}){shrinking}")
         if self.shrink_seconds <= 0:
             return
         self.target, self.best = sig, (case, v)
@@ -194,7 +195,7 @@ def _lane_process(conn: Any, args: tuple) -> None:
     conn.send(("done", summary))
 
 
-def campaign(runs: int, seed: int = 0, max_cycles: float = 1e6, timeout: float = 30.0, jobs: int = 1,
+def campaign(runs: int, seed: int = 0, max_cycles: float = 1e5, timeout: float = 30.0, jobs: int = 1,
              shrink_seconds: float = 60.0, log: Log | None = None) -> Summary:
     """Run `runs` cases (split over `jobs` lanes); returns the merged counts and distinct failures."""
     log = log or (lambda _line: None)
