@@ -14,6 +14,7 @@ import multiprocessing
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -214,21 +215,25 @@ def campaign(runs: int, seed: int = 0, max_cycles: float = 1e5, timeout: float =
             child.close()
             lanes.append((p, parent))
         total = Summary()
-        for p, conn in lanes:
-            while True:
+        open_lanes = {conn: p for p, conn in lanes}
+        while open_lanes:  # every lane's log lines as they come, not one lane after the other
+            for conn in wait(list(open_lanes)):
+                p = open_lanes[conn]
                 try:
                     kind, value = conn.recv()
                 except EOFError:
+                    p.join()
                     total.counts["fuzzer-error"] += 1
                     total.failures[f"fuzzer-error: lane {p.pid} died"] = Failure(
                         Verdict("fuzzer-error", f"a lane process died (exit {p.exitcode})"), "a whole lane")
-                    break
+                    del open_lanes[conn]
+                    continue
                 if kind == "log":
                     log(value)
                 else:
                     total.merge(value)
-                    break
-            p.join()
+                    p.join()
+                    del open_lanes[conn]
     total.seconds = time.monotonic() - t0
     return total
 
