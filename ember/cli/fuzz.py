@@ -14,7 +14,8 @@ from .common import guarded
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--runs", default=1000, show_default=True, help="programs to run (generated and mutated)")
-@click.option("--seed", default=0, show_default=True, help="seed of the run: the same seed draws the same programs")
+@click.option("--seed", default=0, show_default=True,
+              help="seed of the run: the same seed (and --jobs) draws the same programs")
 @click.option("--max-cycles", default=1e5, show_default=True, help="--max-cycles of every simulation")
 @click.option("--timeout", default=30.0, show_default=True, help="wall-clock seconds one program may take; past "
               "it the program is reported as a hang and its worker is replaced")
