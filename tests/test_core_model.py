@@ -147,3 +147,24 @@ def test_roofline_stays_below_one_when_a_held_pipe_outlasts_its_latency(engine: 
     m = DEFAULT.with_overrides(["execute.fp_div_latency=1", "execute.fp_div_throughput=16"])
     _, st = simulate(parse_dae(loop, "d.dae"), {}, m, engine=engine)
     assert st["roofline.execute_cycles"] == 7 * 16 and st["roofline_fraction"] <= 1.0
+
+
+@pytest.mark.parametrize("per_cycle,hold", [(1, 1), (2, 1), (4, 1), (1, 3), (1, 8)])
+def test_port_booking_equals_the_first_cycle_with_room(per_cycle: int, hold: int) -> None:
+    """Ports.book skips full cycles it has seen before; its answers must be the definition's: the first
+    whole cycle k >= floor(t) where cycles k .. k+hold-1 each have fewer than per_cycle bookings."""
+    from ember.sim.pipeline import Ports
+
+    rng = np.random.default_rng(per_cycle * 10 + hold)
+    ports, used = Ports(per_cycle, hold), {}
+    ports.prune_at = 256  # so that pruning runs often in a short test
+    front = 0.0
+    for step, ahead in zip(rng.choice([0.0, 0.5, 2.0], 2000), rng.choice([0.0, 0.5, 3.0, 40.0], 2000)):
+        front += step * hold / per_cycle  # a little slower than the pipes on average: the backlog stays bounded
+        t = front + ahead  # ready now, soon or much later: bookings interleave
+        k = int(t)
+        while any(used.get(k + j, 0) >= per_cycle for j in range(hold)):
+            k += 1
+        for j in range(hold):
+            used[k + j] = used.get(k + j, 0) + 1
+        assert ports.book(float(t), int(front)) == (t if k == int(t) else float(k))

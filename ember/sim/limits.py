@@ -14,8 +14,9 @@ import math
 from ..ir.diagnostics import EmberError
 
 # The limit when none is given (ember-sim, ember-bench and the Python API alike). The longest benchmark run
-# (RM3 at -O0, paper and huge suites) takes 1.07e8 cycles; this is about 190 times that (docs/isa.md).
-DEFAULT_MAX_CYCLES = 2e10
+# (RM3 at -O0, paper and huge suites) takes 1.07e8 cycles; this is about 9 times that, and a runaway loop
+# reaches it in minutes on the fast engine (docs/isa.md).
+DEFAULT_MAX_CYCLES = 1e9
 
 
 def cycle_limit(max_cycles: float | None) -> float:
