@@ -55,10 +55,10 @@ def scatter_reference(data: np.ndarray, idx: np.ndarray, upd: np.ndarray, reduct
 
 
 @pytest.mark.parametrize("level", ["O0", "O1", "O3", "core"])
-@pytest.mark.parametrize("reduction", ["min", "max"])
+@pytest.mark.parametrize("reduction", ["min", "max", "add", "mul"])
 def test_min_max_scatter_is_identical_on_both_engines(reduction: str, level: str) -> None:
     """Kills fmin-as-fmax (and fmax-as-fmin, vfmin/vfmax swapped) in either engine: rows hit several times,
-    updates on both sides of the row they meet."""
+    updates on both sides of the row they meet; add and mul too (lower-emb's table of combining ops)."""
     rng = np.random.default_rng(11)
     d = 8
     data = rng.standard_normal((6, d)).astype(np.float32)
@@ -67,8 +67,28 @@ def test_min_max_scatter_is_identical_on_both_engines(reduction: str, level: str
     got = on_both_engines(compile_text(SCATTER.format(d=d, r=reduction), PRESETS[level]),
                           {"data": data, "idx": idx, "upd": upd})
     want = scatter_reference(data, idx, upd, reduction)
-    assert not np.array_equal(want, scatter_reference(data, idx, upd, "max" if reduction == "min" else "min"))
+    other = {"min": "max", "max": "min", "add": "mul", "mul": "add"}[reduction]
+    assert not np.array_equal(want, scatter_reference(data, idx, upd, other))
     np.testing.assert_array_equal(next(iter(got.values())), want)
+
+
+GATHER_WRAP = """module {
+  func @main(%t: tensor<?x4xf32>, %i: tensor<?xi64>) -> (tensor<?x4xf32>) {
+    %y = emb.gather %t, %i {negative = "wrap"} : tensor<?x4xf32>
+    return %y
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("level", ["O0", "O3"])
+def test_gather_wraps_negative_indices_by_a_table_size_known_at_run_time(level: str) -> None:
+    """lower-emb's wrap of negative indices reads the row count of a table given as an input (a dynamic
+    extent), not a constant."""
+    t = np.arange(28, dtype=np.float32).reshape(7, 4)
+    i = np.array([0, -1, 3, -7, 6, -2], dtype=np.int64)
+    got = on_both_engines(compile_text(GATHER_WRAP, PRESETS[level]), {"t": t, "i": i})
+    np.testing.assert_array_equal(next(iter(got.values())), t[i])
 
 
 @pytest.mark.parametrize("level", ["O0", "O2", "O3"])
