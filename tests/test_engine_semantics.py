@@ -594,3 +594,39 @@ def test_cli_documents_the_default_and_reports_the_stop(tmp_path) -> None:  # ty
         stopped_at(err[len("ember-sim: "):] if err.startswith("ember-sim: ") else err, 500)
     r = run_tool("sim", str(binary), "--inputs", str(inputs), "--max-cycles", "0", "-q")
     assert r.returncode == 1 and "positive" in r.stderr.decode()
+
+
+POP_KINDS = """
+.sym @0 input "x" f32 [8]
+.sym @1 output "y" f32 [8]
+.access A0 0
+  tu t0, 0, 1, 1
+  vtu t1, 0, 8, 4, t0
+  mem s1, @0[t1]
+  tu t2, 0, 1, 1, t0
+  mem s2, @0[t2]
+  on t1, ite, [{push}], 1
+.end
+.code
+  alloc @1, [8]
+  run A0
+  halt
+A0.1:
+  pop {dst}
+  ret
+.end
+"""
+
+
+@pytest.mark.parametrize("push,dst,words", [
+    ("t1", "r1", "found a vector operand: a pop into an r register takes an integer"),
+    ("s1", "r1", "found a vector operand: a pop into an r register takes an integer"),
+    ("s1", "f1", "found a vector operand: a pop into an f register takes a scalar"),
+    ("s2", "r1", "found a float operand: a pop into an r register takes an integer"),
+    ("t0", "v1", "found a scalar operand: a pop into a v register takes a vector"),
+])
+def test_a_pop_into_a_register_of_the_wrong_kind_is_one_error(push: str, dst: str, words: str) -> None:
+    """The assembler cannot pair pops with the rules' pushes; a vector popped into r1 was an internal error."""
+    p = program(POP_KINDS.format(push=push, dst=dst))
+    err = both_fail(p, inputs={"x": np.arange(8, dtype=np.float32)}, compiled=False)
+    assert err == f"error: 'pop {dst}' {words}"

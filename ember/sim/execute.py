@@ -108,6 +108,20 @@ def queue_latency(machine: Machine) -> float:
     return total
 
 
+def _popped(dst: Reg, v: Any) -> Any:
+    """The value `pop dst` leaves: the register class must fit what the rule pushed (the assembler cannot
+    pair pops with pushes, so a mismatch is a run-time error, the same on both engines)."""
+    vector = isinstance(v, np.ndarray)
+    if dst.cls == "v" and not vector:
+        raise EmberError(f"'pop {dst}' found a scalar operand: a pop into a v register takes a vector")
+    if dst.cls == "r" and (vector or not isinstance(v, int | np.integer)):
+        raise EmberError(f"'pop {dst}' found a {'vector' if vector else 'float'} operand: a pop into an r "
+                         "register takes an integer")
+    if dst.cls == "f" and vector:
+        raise EmberError(f"'pop {dst}' found a vector operand: a pop into an f register takes a scalar")
+    return float(v) if dst.cls == "f" else v
+
+
 class Registers(dict):
     """Register values: r and f registers start at 0 (docs/isa.md); a vector has no value until written."""
 
@@ -324,7 +338,7 @@ class Core:
             self.vector_indexed(ins, op == "vscatter")
         elif op == "pop":
             v = self.pop_entry(ins).value
-            self.regs[a[0]] = float(v) if a[0].cls == "f" and not isinstance(v, np.ndarray) else v
+            self.regs[a[0]] = _popped(a[0], v)
         elif op == "popb":
             entry = self.pop_entry(ins)
             t = self.last_pop
