@@ -630,3 +630,38 @@ def test_a_pop_into_a_register_of_the_wrong_kind_is_one_error(push: str, dst: st
     p = program(POP_KINDS.format(push=push, dst=dst))
     err = both_fail(p, inputs={"x": np.arange(8, dtype=np.float32)}, compiled=False)
     assert err == f"error: 'pop {dst}' {words}"
+
+
+SIGNED_ZEROS = """
+.sym @0 output "y" {ty} [8]
+.code
+  alloc @0, [8]
+  li f0, {a}
+  li f1, {b}
+  {op}.{ty} f2, f0, f1
+  li r0, 0
+  st f2, @0[r0]
+  vsplat.{ty} v0, f0, 4
+  vsplat.{ty} v1, f1, 4
+  v{op}.{ty} v2, v0, v1
+  vmask v3, 0, 4, 4
+  vst v2, @0[4], v3
+  halt
+.end
+"""
+
+
+@pytest.mark.parametrize("ty", ["f32", "f64"])
+@pytest.mark.parametrize("op", ["fmin", "fmax"])
+@pytest.mark.parametrize("a,b", [("-0.0", "0.0"), ("0.0", "-0.0"), ("-0.0", "-0.0"), ("nan", "-0.0"), ("0.0", "nan")])
+def test_min_and_max_order_signed_zeros_and_propagate_nan(ty: str, op: str, a: str, b: str) -> None:
+    """IEEE 754-2019 minimum/maximum: -0 < +0 whatever the operands' order (the engines' vector forms returned
+    different zeros: found by ember-fuzz), NaN if either operand is NaN."""
+    out, _ = both(program(SIGNED_ZEROS.format(ty=ty, op=op, a=a, b=b)))
+    x, y = float(a), float(b)
+    if math.isnan(x) or math.isnan(y):
+        assert np.isnan(out["y"][[0, 4, 5, 6, 7]]).all()
+        return
+    want = (x if math.copysign(1, x) < 0 else y) if op == "fmin" else (y if math.copysign(1, x) < 0 else x)
+    got = out["y"][[0, 4, 5, 6, 7]]
+    assert (got == 0).all() and (np.signbit(got) == (math.copysign(1, want) < 0)).all()

@@ -8,6 +8,7 @@ to the instruction's type (`fadd.f32` rounds to float32), so results match float
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -48,16 +49,34 @@ UOPS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 # ops whose first operand is a register they write (the others only read their register operands)
 WRITES = frozenset(TIMING) - {"st", "vst", "vscatter", "blt", "bge", "beq", "jmp", "popb", "alloc"}
-VFLOAT = {"vfadd": np.add, "vfsub": np.subtract, "vfmul": np.multiply, "vfdiv": np.divide,
-          "vfmax": np.maximum, "vfmin": np.minimum}  # maximum/minimum propagate NaN, like fmax/fmin
 
 
 def _fmax(a: float, b: float) -> float:
-    return a if a != a else b if b != b else max(a, b)
+    """IEEE 754-2019 maximum: NaN if either is (the first NaN), and +0 above -0 (docs/isa.md)."""
+    if a != a or b != b:
+        return a if a != a else b
+    return (b if math.copysign(1.0, a) < 0 else a) if a == b else max(a, b)
 
 
 def _fmin(a: float, b: float) -> float:
-    return a if a != a else b if b != b else min(a, b)
+    """IEEE 754-2019 minimum: NaN if either is (the first NaN), and -0 below +0 (docs/isa.md)."""
+    if a != a or b != b:
+        return a if a != a else b
+    return (a if math.copysign(1.0, a) < 0 else b) if a == b else min(a, b)
+
+
+def _vmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """_fmax lane by lane (np.maximum alone keeps the second operand's zero of a tie)."""
+    return np.where(a == b, np.where(np.signbit(a), b, a), np.where(np.isnan(a), a, np.maximum(a, b)))
+
+
+def _vmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """_fmin lane by lane."""
+    return np.where(a == b, np.where(np.signbit(a), a, b), np.where(np.isnan(a), a, np.minimum(a, b)))
+
+
+VFLOAT = {"vfadd": np.add, "vfsub": np.subtract, "vfmul": np.multiply, "vfdiv": np.divide,
+          "vfmax": _vmax, "vfmin": _vmin}
 
 
 def _fdiv(a: float, b: float) -> float:

@@ -245,12 +245,18 @@ static inline int64_t lanes_left(int64_t vl, int64_t ub, int64_t i) {
     uint64_t d = (uint64_t)ub - (uint64_t)i;
     return d < (uint64_t)vl ? (int64_t)d : vl;
 }
-static inline double fmax_py(double a, double b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
-static inline double fmin_py(double a, double b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
-static inline float vmax_np(float a, float b) { return (a >= b || a != a) ? a : b; }
-static inline float vmin_np(float a, float b) { return (a <= b || a != a) ? a : b; }
-static inline double vmax_npd(double a, double b) { return (a >= b || a != a) ? a : b; }
-static inline double vmin_npd(double a, double b) { return (a <= b || a != a) ? a : b; }
+/* IEEE 754-2019 maximum and minimum (execute.py's _fmax/_fmin): the first NaN if either is one, and -0 below
+   +0 whatever the operands' order. */
+static inline double fmax_py(double a, double b) {
+    return a != a ? a : (b != b ? b : (a == b ? (signbit(a) ? b : a) : (b > a ? b : a)));
+}
+static inline double fmin_py(double a, double b) {
+    return a != a ? a : (b != b ? b : (a == b ? (signbit(a) ? a : b) : (b < a ? b : a)));
+}
+static inline float vmax_np(float a, float b) { return (float)fmax_py(a, b); }
+static inline float vmin_np(float a, float b) { return (float)fmin_py(a, b); }
+static inline double vmax_npd(double a, double b) { return fmax_py(a, b); }
+static inline double vmin_npd(double a, double b) { return fmin_py(a, b); }
 
 /* 16-bit floats are stored as their bits.  h2d/b2d widen exactly; d2h rounds a double to the nearest
  * f16 (ties to even), as numpy converts float64 to float16; d2b rounds through float32 first, as
