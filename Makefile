@@ -25,7 +25,7 @@ demo: $(STAMP)
 	    --check samples/models/$(MODEL).out.npz
 
 test: $(STAMP)
-	$(BIN)/ruff check ember tests samples
+	$(BIN)/ruff check ember tests samples tools
 	$(BIN)/python -m pytest -q
 
 # The optional groups too: tests that need torch (the scripted-TorchScript route, torch references),
@@ -34,7 +34,7 @@ test: $(STAMP)
 # $(BIN)/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 test-all: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch,plot,corpus]'
-	$(BIN)/ruff check ember tests samples
+	$(BIN)/ruff check ember tests samples tools
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -61,40 +61,19 @@ levels: $(STAMP)
 	  for o in 1 2 3; do $(BIN)/ember-opt -O$$o $$d/$$m.emb.eir -o $$d/$$m.O$$o.dae || exit 1; done || exit 1; \
 	done
 
-# Mutation testing (docs/testing.md): mutmut over each package in turn, or one with `make mutate PKG=passes`,
-# or some of its mutants with MUTANTS='ember.passes.vectorize*'; MUTATE_JOBS workers, niced (cores are shared).
-# Each package runs in mutants/<package>/ with a config made from pyproject.toml's [tool.mutmut]: that
-# package's mutants, the test files listed for it.  A second run only tries mutants with no result yet.
+# Mutation testing (docs/testing.md): mutmut over each package with the tests listed for it in pyproject.toml.
+# By default a seeded sample of SAMPLE mutants per package (an estimate of the full score, with its 95%
+# interval, in bounded time); SAMPLE=all tries every mutant (hours).  PKG=passes: one package;
+# MUTANTS='ember.passes.vectorize*': only mutants matching a pattern; MUTATE_JOBS workers, niced.
 MUTATE_PKGS := ir passes backend sim frontends
 PKG         ?= $(MUTATE_PKGS)
+SAMPLE      ?= 300
 MUTATE_JOBS ?= 1
 MUTANTS     ?=
-define MUTATE_CONFIG
-import json, sys, tomllib
-cfg = tomllib.load(open("pyproject.toml", "rb"))["tool"]["mutmut"]
-pkg = sys.argv[1]
-if pkg not in cfg["packages"]:
-    sys.exit(f"make mutate: unknown PKG '{pkg}' (one of: {' '.join(cfg['packages'])})")
-cfg |= {"only_mutate": [f"ember/{pkg}/*"], "pytest_add_cli_args_test_selection": cfg["packages"][pkg]}
-print("[tool.mutmut]")
-print("\n".join(f"{k} = {json.dumps(v)}" for k, v in cfg.items() if k != "packages"))
-endef
-export MUTATE_CONFIG
 
 mutate: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev]'
-	@for p in $(PKG); do \
-	  d=mutants/$$p; mkdir -p $$d || exit 1; \
-	  $(BIN)/python -c "$$MUTATE_CONFIG" $$p > $$d/pyproject.toml || exit 1; \
-	  for x in ember tests samples; do ln -sfn ../../$$x $$d/$$x; done; \
-	  echo "== mutate $$p"; \
-	  start=$$(date +%s); \
-	  (cd $$d && nice -n 19 ../../$(BIN)/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS) | tr '\r' '\n' | tail -4 && \
-	   ../../$(BIN)/mutmut results --all true > results.txt; \
-	   echo "$$p: $$(grep -c ': killed' results.txt) killed, $$(grep -c ': survived' results.txt) survived," \
-	        "$$(grep -c ': no tests' results.txt) not reached by its tests, $$(grep -c ': timeout' results.txt)" \
-	        "timed out in $$(( $$(date +%s) - start )) s; survivors: $$d/results.txt") || exit 1; \
-	done
+	$(BIN)/python tools/mutate.py $(PKG) --sample $(SAMPLE) --jobs $(MUTATE_JOBS) --mutants '$(MUTANTS)'
 
 clean:
 	rm -rf $(OUT) .pytest_cache

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import os
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,8 +34,50 @@ def tool(name: str) -> list[str]:
 def run_tool(name: str, *args: str, stdin: bytes | None = None, cwd: Path | None = None,
              path: list[Path] | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run a tool; `path` puts directories before Ember on PYTHONPATH (e.g. a stand-in package)."""
+    if tools_in_process() and path is None:
+        return run_in_process(name, list(args), stdin, cwd)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*(str(p) for p in path or []), str(ROOT)]))
     return subprocess.run([*tool(name), *args], input=stdin, capture_output=True, cwd=cwd, env=env, timeout=300)
+
+
+def tools_in_process() -> bool:
+    """Under mutmut (which sets MUTANT_UNDER_TEST) tools run in this process, one at a time."""
+    return "MUTANT_UNDER_TEST" in os.environ
+
+
+def run_in_process(name: str, args: list[str], stdin: bytes | None,
+                   cwd: Path | None) -> subprocess.CompletedProcess[bytes]:
+    """`run_tool` inside this process, as mutmut needs: it maps each test to the functions the test calls
+    by tracing this process, so a tool run in a subprocess would leave those functions with no tests."""
+    command = importlib.import_module(f"ember.cli.{ {'import': 'import_'}.get(name, name)}").main
+    out, err = io.BytesIO(), io.BytesIO()
+    with IN_PROCESS, _std_streams(stdin or b"", out, err), contextlib.chdir(cwd or os.getcwd()):
+        try:
+            command.main(args=args, prog_name=f"ember-{name}", standalone_mode=True)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    return subprocess.CompletedProcess([*tool(name), *args], code, out.getvalue(), err.getvalue())
+
+
+IN_PROCESS = threading.Lock()  # the standard streams and the working directory belong to the process
+
+
+@contextlib.contextmanager
+def _std_streams(stdin: bytes, out: io.BytesIO, err: io.BytesIO) -> Iterator[None]:
+    def text(buffer: io.BytesIO) -> io.TextIOWrapper:
+        return io.TextIOWrapper(buffer, encoding="utf-8", write_through=True)
+
+    saved = sys.stdin, sys.stdout, sys.stderr
+    streams = text(io.BytesIO(stdin)), text(out), text(err)
+    sys.stdin, sys.stdout, sys.stderr = streams
+    try:
+        yield
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+        for s in streams:
+            s.flush()
+            s.detach()  # the buffers outlive their wrappers, which would close them
 
 
 @pytest.fixture

@@ -17,14 +17,14 @@ import struct
 import subprocess
 import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from conftest import MODELS, run_tool
+from conftest import MODELS, run_tool, tools_in_process
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
@@ -561,9 +561,14 @@ def runs(request: pytest.FixtureRequest, good: Good,
     """Every selected case, prepared in its own directory and run in the background, a few at a time."""
     selected = {item.callspec.id for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec")}
-    with ThreadPoolExecutor(WORKERS) as pool:
-        yield {case.id: pool.submit(_prepare_and_run, *case.values[:2], tmp_path_factory.mktemp(case.id), good)
-               for case in CASES if case.id in selected}
+    # In process (under mutmut) the tools swap the standard streams, which pytest's capture swaps too
+    # between tests: only a run on pytest's own thread, before any test, is safe.
+    with ThreadPoolExecutor(1 if tools_in_process() else WORKERS) as pool:
+        futures = {case.id: pool.submit(_prepare_and_run, *case.values[:2], tmp_path_factory.mktemp(case.id), good)
+                   for case in CASES if case.id in selected}
+        if tools_in_process():
+            wait(futures.values())
+        yield futures
 
 
 @pytest.mark.parametrize(("tool", "make", "message"), CASES)
