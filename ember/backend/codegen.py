@@ -29,15 +29,15 @@ def codegen(module: Op) -> Program:
     return _Gen(module).func(funcs[0])
 
 
-def _set_while_live(get: Op) -> bool:
-    """Whether a `setvar` of the variable `get` reads can run between it and a use of its value: one
-    placed after the setvar, or sharing a loop with it that runs after `get`."""
-    block = get.parent
+def _set_while_live(at: Op, value: Value) -> bool:
+    """Whether a `setvar` of the variable `at` reads or sets can run between `at` and a later use of `value`:
+    one placed after the setvar, or sharing a loop with it that runs after `at`."""
+    block = at.parent
     assert block is not None
-    order = [o for a in block.ops[block.ops.index(get) + 1:] for o in a.walk()]
+    order = [o for a in block.ops[block.ops.index(at) + 1:] for o in a.walk()]
     pos = {id(o): i for i, o in enumerate(order)}
-    sets = [o for o in order if o.name == "loop.setvar" and o.attrs["var"] == get.attrs["var"]]
-    uses = [o for o in order if get.result in o.operands]
+    sets = [o for o in order if o.name == "loop.setvar" and o.attrs["var"] == at.attrs["var"]]
+    uses = [o for o in order if value in o.operands]
 
     def loops(o: Op) -> set[int]:
         out = set()
@@ -96,13 +96,13 @@ class _Gen:
         for i, a in enumerate(f.body.args):
             self.symbol(a, "input", self.in_names[i] if i < len(self.in_names) else a.name or f"in{i}")
         ret = f.body.ops[-1]
-        outputs = {v: (self.out_names[i] if i < len(self.out_names) else f"output{i}")
-                   for i, v in enumerate(ret.operands)}
-        self.outputs = outputs
+        names = [self.out_names[i] if i < len(self.out_names) else f"output{i}" for i in range(len(ret.operands))]
+        self.outputs: dict[Value, str] = {}
+        for v, name in zip(ret.operands, names):  # a value returned twice is computed into its first output
+            self.outputs.setdefault(v, name)
         for op in f.body.ops[:-1]:
             self.op(op, self.code)
-        for v in ret.operands:  # outputs that are not computed here: copy them
-            name = outputs[v]
+        for v, name in zip(ret.operands, names):  # outputs that are not computed here: copy them
             sym = self.syms[v]
             if self.p.symbols[sym].kind != "output" or self.p.symbols[sym].name != name:
                 out = self.symbol(v, "output", name)
@@ -173,7 +173,7 @@ class _Gen:
             self.offload(op, out)
         elif n == "loop.getvar":  # the variable's register itself, or a copy when it changes while read
             var = self.var(op.attrs["var"], op.result)
-            if _set_while_live(op):
+            if _set_while_live(op, op.result):
                 if var.cls == "v":
                     raise op.error("reads a vector variable that changes while the value is live (no vector mov)")
                 out.append(Instr("mov", [self.reg(op.result), var]))
@@ -183,7 +183,9 @@ class _Gen:
             var, src = self.var(op.attrs["var"], op.operands[0]), self.reg(op.operands[0])
             last = out[-1] if out else None
             mine = self.uses.get(op.operands[0], 0) == 1  # the setvar is the value's only reader
-            if isinstance(last, Instr) and last.args and last.args[0] == src and (var in last.args[1:] or mine):
+            # In place the value lives in the variable's register, so no later setvar may change it while read.
+            if isinstance(last, Instr) and last.args and last.args[0] == src and (
+                    mine or (var in last.args[1:] and not _set_while_live(op, op.operands[0]))):
                 last.args[0] = var  # `add rV, rV, step` (or a vector made for the variable) in place
                 self.regs[op.operands[0]] = var
             elif var.cls == "v":
