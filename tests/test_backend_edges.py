@@ -641,3 +641,114 @@ def test_a_vector_variable_updated_in_place() -> None:
     loop.vstore %h, %out, %c0, %m"""
     p = compile_loop(body, args="", results="memref<4xf32>")
     np.testing.assert_array_equal(run(p)["output0"], np.full(4, 3.0, np.float32))
+
+
+GATHER_DLC = """module {
+  func @main(%idx: memref<?xi64>) -> (memref<?x4xf32>) {
+    %t = param {name = "t"} : memref<5x4xf32>
+    %0 = loop.const {value = 0} : index
+    %1 = loop.const {value = 1} : index
+    %2 = loop.dim %idx {axis = 0} : index
+    %3 = loop.const {value = 4} : index
+    %out = loop.alloc %2 : memref<?x4xf32>
+    dlc.offload () {
+      %4 = dlc.tu %0, %2, %1 : stream<index>
+      %5 = dlc.mem %idx, %4 : stream<i64>
+      %6 = dlc.tu %0, %3, %1, %4 : stream<index>
+      %7 = dlc.mem %t, %5, %6 : stream<f32>
+      dlc.on %6, %7, %4, %6 {event = "ite", token = 1}
+      dlc.on %4 {event = "end"}
+    } () {
+      dlc.case {id = 1} () {
+        %8 = dlc.pop : f32
+        %9 = dlc.pop : index
+        %10 = dlc.pop : index
+        loop.store %8, %out, %9, %10
+      }
+    }
+    work %t, %idx, %out {op = "emb.gather"}
+    return %out
+  }
+}
+"""
+
+
+def test_a_rule_without_a_token_pushes_and_dispatches_nothing() -> None:
+    """`dlc.on` without a token becomes an `on` with none; the gather still computes table[idx]."""
+    p = codegen(parse_module(GATHER_DLC, "g.eir"))
+    assert p.access[0].body[-2:] == [Instr("on", [Reg("t", 1), "ite", [Reg("s", 1), Reg("t", 0), Reg("t", 1)], 1]),
+                                     Instr("on", [Reg("t", 0), "end", []])]
+    table = np.arange(20, dtype=np.float32).reshape(5, 4)
+    p.data[[s.name for s in p.symbols].index("t")] = table
+    idx = np.array([4, 0, 0, 2], dtype=np.int64)
+    np.testing.assert_array_equal(run(disassemble(assemble(p), "g.bin"), idx=idx)["output0"], table[idx])
+
+
+EMB = """module {{
+  func @main({args}) -> (tensor<{shape}xf32>) {{
+    {body}
+    return %out
+  }}
+}}
+"""
+
+
+def records(args: str, body: str, shape: str = "?x4") -> tuple[list[Work], dict[str, int]]:
+    """The work records of an emb-level function compiled at -O0, and its symbols' numbers by name."""
+    from ember.passes import PRESETS, parse_pipeline, run_passes
+
+    passes = parse_pipeline(PRESETS["O0"])
+    run_passes(parse_module(EMB.format(args=args, body=body, shape=shape), "w.eir"), passes)
+    p: Program = passes[-1].program  # type: ignore[attr-defined]
+    validate(p)
+    return p.work, {s.name: n for n, s in enumerate(p.symbols)}
+
+
+def test_work_records_of_gathers() -> None:
+    body = '%t = param {name = "t"} : tensor<5x4xf32>\n    %out = emb.gather %t, %i ATTRS: tensor<?x4xf32>'
+    work, n = records("%i: tensor<?xi64>", body.replace("ATTRS", ""))
+    assert work == [Work("gather", table=n["t"], indices=n["i"], output=n["output0"])]
+    assert work[0].negative == ""
+    work, n = records("%i: tensor<?xi64>", body.replace("ATTRS", '{negative = "wrap"} '))
+    assert work == [Work("gather", table=n["t"], indices=n["i"], output=n["output0"], negative="wrap")]
+
+
+def test_work_records_of_bags_and_scatters() -> None:
+    body = ('%t = param {name = "t"} : tensor<5x4xf32>\n    %out = emb.bag %t, %i, %o, %w '
+            '{mode = "sum", empty = "identity", padding_idx = 2} : tensor<?x4xf32>')
+    work, n = records("%i: tensor<?xi64>, %o: tensor<?xi64>, %w: tensor<?xf32>", body)
+    assert work == [Work("bag", "sum", table=n["t"], indices=n["i"], offsets=n["o"], weights=n["w"],
+                         output=n["output0"], padding_idx=2, empty="identity")]
+    body = '%out = emb.scatter_rows %d, %k, %u {reduction = "max"} : tensor<6x4xf32>'
+    work, n = records("%d: tensor<6x4xf32>, %k: tensor<?xi64>, %u: tensor<?x4xf32>", body, shape="6x4")
+    assert work == [Work("scatter_rows", "max", table=n["u"], targets=n["k"], data=n["d"], output=n["output0"])]
+
+
+def test_a_work_op_must_name_stored_values() -> None:
+    text = GATHER_DLC.replace("work %t, %idx, %out", "work %t, %2, %out")
+    with pytest.raises(EmberError) as info:
+        codegen(parse_module(text, "g.eir"))
+    assert str(info.value).splitlines()[0].endswith("error: 'work' names %2, which has no symbol")
+
+
+def test_a_counter_is_bumped_in_its_own_register() -> None:
+    """`%s = %g + 1; setvar %s` with %s read again afterwards (and the variable not set again first): the add
+    writes the variable's register itself, no copy; the values stored are still 1, 2, 3."""
+    body = """    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c3 = loop.const {value = 3} : index
+    %out = loop.alloc %c3 : memref<?xi64>
+    loop.setvar %c0 {var = 0}
+    loop.for %c0, %c3, %c1 (%i: index) {
+      %g = loop.getvar {var = 0} : index
+      %s = loop.addi %g, %c1 : index
+      loop.setvar %s {var = 0}
+      %w = loop.cast %s : i64
+      loop.store %w, %out, %i
+    }"""
+    p = compile_loop(body, args="", results="memref<?xi64>")
+    one = next(i.args[0] for i in p.code if isinstance(i, Instr) and i.op == "li" and i.args[1] == 1)
+    var = next(i.args[0] for i in p.code if isinstance(i, Instr) and i.op == "mov")  # setvar %c0
+    assert Instr("add", [var, var, one]) in p.code
+    assert sum(1 for i in p.code if isinstance(i, Instr) and i.op == "add") == 2  # the counter and the loop's own
+    np.testing.assert_array_equal(run(p)["output0"], [1, 2, 3])
