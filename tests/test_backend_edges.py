@@ -752,3 +752,31 @@ def test_a_counter_is_bumped_in_its_own_register() -> None:
     assert Instr("add", [var, var, one]) in p.code
     assert sum(1 for i in p.code if isinstance(i, Instr) and i.op == "add") == 2  # the counter and the loop's own
     np.testing.assert_array_equal(run(p)["output0"], [1, 2, 3])
+
+
+def data_file(*entries: tuple[int, int, tuple[int, ...], bytes]) -> bytes:
+    """A file with one symbol @0: param "w" f32 [2] and `data` entries (symbol, dtype string, shape, bytes); the
+    strings are 1 "w", 2 "f32", 3 "<f4", 4 "<U4", 5 "<i4"."""
+    syms = leb(0) + leb(0) + leb(1) + b"\x00" + leb(1) + leb(2) + leb(1) + leb(3)
+    data = leb(len(entries)) + b"".join(leb(k) + leb(dt) + leb(len(shape)) + b"".join(leb(d) for d in shape) +
+                                        leb(len(raw)) + raw for k, dt, shape, raw in entries)
+    return file_of(strs=strs("", "w", "f32", "<f4", "<U4", "<i4"), syms=syms, data=data)
+
+
+def test_data_entries_decode_little_endian() -> None:
+    p = disassemble(data_file((0, 5, (2,), struct.pack("<ii", -3, 70000))), "m.bin")
+    assert p.data[0].dtype == np.int32 and p.data[0].tolist() == [-3, 70000]
+    empty = disassemble(data_file((0, 3, (0, 2), b"")), "m.bin").data[0]
+    assert empty.shape == (0, 2) and empty.dtype == np.float32
+
+
+@pytest.mark.parametrize("entries, message", [
+    ([(0, 3, (2,), bytes(8)), (0, 3, (2,), bytes(8))], "malformed 'data' section: data for @0 given twice"),
+    ([(0, 4, (2,), bytes(32))], "malformed 'data' section: unsupported dtype '<U4'"),
+    ([(0, 3, (2,), bytes(4))], "malformed 'data' section: data of @0 has 4 bytes, its shape (2,) needs 8"),
+    ([(0, 3, (3, 2), bytes(28))], "malformed 'data' section: data of @0 has 28 bytes, its shape (3, 2) needs 24"),
+    ([(0, 9, (2,), bytes(8))], "malformed 'data' section: string index 9 out of range"),
+    ([(5, 3, (2,), bytes(8))], "data of symbol 5: data for a symbol that is not declared"),
+])
+def test_data_damage_is_named(entries: list[tuple[int, int, tuple[int, ...], bytes]], message: str) -> None:
+    assert bin_error(data_file(*entries)) == f"m.bin: error: {message}"
