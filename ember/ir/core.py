@@ -38,6 +38,10 @@ class Block:
     ops: list[Op] = field(default_factory=list)
     parent: Op | None = None
 
+    def __post_init__(self) -> None:
+        for a in self.args:  # as an op owns its results: what passes follow from a loop's index to its loop
+            a.owner = self
+
     def add(self, op: Op) -> Op:
         op.parent = self
         self.ops.append(op)

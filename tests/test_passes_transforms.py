@@ -1,0 +1,254 @@
+"""What bufferize, unroll, promote-accumulators and lower-emb do to loops written by hand at the level they
+read, checked against numpy and against the remarks `ember-opt --remarks` prints.
+
+Written to kill mutation-testing survivors (issue 13, point 7): each test names the mutants it kills, and
+docs/testing.md lists the ones that no input can tell apart from the code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_survivors import compile_text, on_both_engines, run_loop
+
+from ember.ir.core import Op
+from ember.ir.parser import parse_module
+from ember.ir.printer import print_module
+from ember.passes import parse_pipeline, run_passes
+
+
+def passed(text: str, pipeline: str) -> tuple[Op, list[str]]:
+    """`text` through `pipeline` (no codegen needed): the module and every pass's remarks."""
+    module = parse_module(text, "h.eir")
+    passes = parse_pipeline(pipeline)
+    run_passes(module, passes)
+    return module, [r for p in passes for r in getattr(p, "remarks", [])]
+
+
+def ops_named(module: Op, name: str) -> list[Op]:
+    return [o for o in module.walk() if o.name == name]
+
+
+def splat_of(module: Op, value: str) -> Op:
+    """The one `loop.splat` of the value named `value`."""
+    (splat,) = [o for o in ops_named(module, "loop.splat") if o.operands[0].name == value]
+    return splat
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bufferize
+
+# out[b, j] = 2 x[b, j] over the columns j in [2, d) of every row: a loop-level program that decouple and
+# vectorize turn into a vector loop starting at 2, which bufferize gives a buffer that starts at 2 too.
+FROM_TWO = """module {
+  func @main(%x: memref<?x?xf32>) -> (memref<?x?xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c2 = loop.const {value = 2} : index
+    %n = loop.dim %x {axis = 0} : index
+    %d = loop.dim %x {axis = 1} : index
+    %two = loop.const {value = 2.0} : f32
+    %zero = loop.const {value = 0.0} : f32
+    %out = loop.alloc %n, %d : memref<?x?xf32>
+    loop.for %c0, %n, %c1 (%i: index) {
+      loop.for %c0, %d, %c1 (%k: index) {
+        loop.store %zero, %out, %i, %k
+      }
+    }
+    loop.for %c0, %n, %c1 (%b: index) {
+      loop.for %c2, %d, %c1 (%j: index) {
+        %v = loop.load %x, %b, %j : f32
+        %w = loop.mulf %v, %two : f32
+        loop.store %w, %out, %b, %j
+      }
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_bufferize_walks_a_row_that_starts_past_zero() -> None:
+    """The buffer holds the lanes from lb on, so lane c is at c - lb.  Kills reading it at c
+    (`is_const(lb, 0) or True`) and every mangling of that `loop.subi` (bufferize mutants 161, 167-174)."""
+    x = np.arange(1, 34, dtype=np.float32).reshape(3, 11)  # 9 lanes per row from 2: two heads of 4 and a tail
+    got, remarks = run_loop(FROM_TWO, "decouple,vectorize{vl=4},bufferize,to-dlc,codegen", {"x": x})
+    want = np.zeros_like(x)
+    want[:, 2:] = 2 * x[:, 2:]
+    np.testing.assert_array_equal(got, want)
+    assert remarks == []
+
+
+def test_bufferize_splats_a_constant_once_per_row() -> None:
+    """A splat of a value the row loop does not compute (the constant 2) moves out of the loop over the row
+    into the callback, and hoist then moves it before the nest.  Kills the splat left in the row loop
+    (bufferize mutants 258, 259: the row's loop then splats once per vector) and the moved splat left without a
+    parent (269: hoist then does not see it is in a callback, and it runs once per row)."""
+    module, _ = passed(FROM_TWO, "decouple,vectorize{vl=4},bufferize")
+    splat = splat_of(module, "two")
+    assert splat.parent_op() is not None and splat.parent_op().name == "slc.callback"  # type: ignore[union-attr]
+    module, _ = passed(FROM_TWO, "decouple,vectorize{vl=4},bufferize,hoist")
+    splat = splat_of(module, "two")
+    assert splat.parent_op() is not None and splat.parent_op().name == "func"  # type: ignore[union-attr]
+    x = np.arange(1, 34, dtype=np.float32).reshape(3, 11)
+    got, _ = run_loop(FROM_TWO, "decouple,vectorize{vl=4},bufferize,hoist,to-dlc,codegen", {"x": x})
+    np.testing.assert_array_equal(got[:, 2:], 2 * x[:, 2:])
+
+
+def test_vectorized_ir_printed_by_ember_opt_reads_back() -> None:
+    """`ember-opt -p decouple,vectorize` output given back to `ember-opt -p bufferize,...`: the parser must
+    make each loop the owner of its index, or slc.mask finds no loop and verification fails."""
+    module, _ = passed(FROM_TWO, "decouple,vectorize{vl=4}")
+    x = np.arange(1, 34, dtype=np.float32).reshape(3, 11)
+    got, remarks = run_loop(print_module(module), "bufferize,to-dlc,codegen", {"x": x})
+    np.testing.assert_array_equal(got[:, 2:], 2 * x[:, 2:])
+    assert remarks == []
+
+
+# The same row loop written at the SLC level, as vectorize leaves it, with names a reader gave its values;
+# {callbacks} is the loop's callbacks.  `first` gets what an end callback reads of each finished row.
+SLC_ROWS = """module {{
+  func @main(%x: memref<?x?xf32>) -> (memref<?x?xf32>, memref<?xf32>) {{
+    %c0 = loop.const {{value = 0}} : index
+    %c1 = loop.const {{value = 1}} : index
+    %n = loop.dim %x {{axis = 0}} : index
+    %d = loop.dim %x {{axis = 1}} : index
+    %two = loop.const {{value = 2.0}} : f32
+    %zero = loop.const {{value = 0.0}} : f32
+    %out = loop.alloc %n, %d : memref<?x?xf32>
+    %first = loop.alloc %n : memref<?xf32>
+    loop.for %c0, %n, %c1 (%i: index) {{
+      loop.store %zero, %first, %i
+      loop.for %c0, %d, %c1 (%k: index) {{
+        loop.store %zero, %out, %i, %k
+      }}
+    }}
+    slc.for %c0, %n, %c1 (%b: stream<index>) {{
+      slc.for %c0, %d, %c1 {{vl = 4}} (%j: stream<vector<4xindex>>) {{
+        %v = slc.mem %x, %b, %j : stream<vector<4xf32>>
+        %j_mask = slc.mask %j : stream<vector<4xi1>>
+{callbacks}
+      }}
+    }}
+    return %out, %first
+  }}
+}}
+"""
+TWICE_X = """        slc.callback {on = "ite"} () {
+          %m = slc.head %j_mask : vector<4xi1>
+          %xv = slc.head %v : vector<4xf32>
+          %row = slc.head %b : index
+          %lanes = slc.head %j : vector<4xindex>
+          %s = loop.splat %two : vector<4xf32>
+          %w = loop.mulf %xv, %s : vector<4xf32>
+          loop.scatter %w, %out, %row, %lanes, %m
+        }"""
+FIRST_OF_ROW = """        slc.callback {on = "end"} () {
+          %r = slc.head %b : index
+          %f = loop.load %out, %r, %c0 : f32
+          loop.store %f, %first, %r
+        }"""
+# A second per-iteration callback: first[b] = the last lane of row b the access unit delivered.
+LAST_LANE = """        slc.callback {on = "ite"} () {
+          %m2 = slc.head %j_mask : vector<4xi1>
+          %xv2 = slc.head %v : vector<4xf32>
+          %r2 = slc.head %b : index
+          %all = loop.splat %r2 : vector<4xindex>
+          loop.scatter %xv2, %first, %all, %m2
+        }"""
+
+X = np.arange(1, 31, dtype=np.float32).reshape(3, 10)  # rows of 10: two heads of 4 and a tail of 2
+
+
+def test_bufferize_keeps_the_names_of_the_values_it_moves() -> None:
+    """`ember-opt` prints the bufferized callback with the names the input gave: the row's head `%row` and
+    the product `%w`.  Kills the names dropped (bufferize mutants 145, 247: they print as %0, %1, ...)."""
+    module, _ = passed(SLC_ROWS.format(callbacks=TWICE_X), "bufferize")
+    text = print_module(module)
+    assert "%row = slc.head %b : index" in text
+    assert "%w = loop.mulf" in text
+
+
+def test_bufferize_puts_the_row_before_an_end_callback_the_loop_has() -> None:
+    """The row's callback fires at the loop's end too, and must come before the loop's own end callback,
+    which reads the finished row.  Kills every mutant that appends it after that callback or picks the
+    wrong one (bufferize mutants 270, 274-280, 282, 284)."""
+    got = on_both_engines(compile_text(SLC_ROWS.format(callbacks=TWICE_X + "\n" + FIRST_OF_ROW),
+                                       "bufferize,to-dlc,codegen"), {"x": X})
+    out, first = got.values()
+    np.testing.assert_array_equal(out, 2 * X)
+    np.testing.assert_array_equal(first, 2 * X[:, 0])
+    module, remarks = passed(SLC_ROWS.format(callbacks=TWICE_X + "\n" + FIRST_OF_ROW), "bufferize")
+    assert remarks == [] and len(ops_named(module, "slc.buffer")) == 1
+
+
+def test_bufferize_declines_a_loop_with_two_callbacks() -> None:
+    """Kills bufferize mutants 15, 19, 20 (the remark for several callbacks)."""
+    text = SLC_ROWS.format(callbacks=TWICE_X + "\n" + LAST_LANE)
+    module, remarks = passed(text, "bufferize")
+    assert remarks == ["h.eir:18:7: remark: bufferize: loop not bufferized: it has several callbacks"]
+    assert not ops_named(module, "slc.buffer")
+    out, first = on_both_engines(compile_text(text, "bufferize,to-dlc,codegen"), {"x": X}).values()
+    np.testing.assert_array_equal(out, 2 * X)
+    np.testing.assert_array_equal(first, X[:, -1])  # lanes scatter in order: the row's last one stays
+
+
+def test_a_remark_on_a_store_bufferize_moved_says_where_its_callback_is() -> None:
+    """prefetch-outputs declines the scatter bufferize put in the row loop, at the position of the callback
+    it came from.  Kills the row loop built without a location (bufferize mutants 108, 110)."""
+    _, remarks = passed(SLC_ROWS.format(callbacks=TWICE_X), "bufferize,prefetch-outputs")
+    assert remarks == ["h.eir:21:9: remark: prefetch-outputs: output rows not prefetched: 'out' is written by "
+                       "'loop.scatter' inside a loop of its callback, not as one row (run unroll first)"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# unroll: how wide a row is
+
+# out[b, j] = 2 x[b, j] for the 20 columns of a row; {elem} is x's element type, {cast} turns it to f32.
+CONST_ROW = """module {{
+  func @main(%x: memref<?x20x{elem}>) -> (memref<?x20xf32>) {{
+    %c0 = loop.const {{value = 0}} : index
+    %c1 = loop.const {{value = 1}} : index
+    %c20 = loop.const {{value = 20}} : index
+    %n = loop.dim %x {{axis = 0}} : index
+    %two = loop.const {{value = 2.0}} : f32
+    %out = loop.alloc %n : memref<?x20xf32>
+    loop.for %c0, %n, %c1 (%b: index) {{
+      loop.for %c0, %c20, %c1 (%j: index) {{
+        %v = loop.load %x, %b, %j : {elem}
+        {cast}
+        %w = loop.mulf %f, %two : f32
+        loop.store %w, %out, %b, %j
+      }}
+    }}
+    return %out
+  }}
+}}
+"""
+DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
+AS_F32 = {"f32": "%f = loop.addf %v, %two : f32", "f64": "%f = loop.cast %v : f32",
+          "f16": "%f = loop.cast %v : f32"}
+
+
+@pytest.mark.parametrize(("elem", "bits"), [
+    ("f32", 640),  # 20 lanes of f32 (the index vector's 64-bit lanes are not row data)
+    ("f64", 1280),  # the stream's f64 lanes are the widest
+    ("f16", 640),  # f16 lanes, but the callback computes in f32
+])
+@pytest.mark.parametrize("room", [0, -1])
+def test_unroll_measures_a_row_by_its_widest_float_lanes(elem: str, bits: int, room: int) -> None:
+    """A row of exactly max_bits is unrolled, one bit more is declined with the row's width in the remark.
+    Kills `_elem_bits` as bytes / 8 or bytes * 9 (unroll mutants 4, 5), `_is_float` seeing no vector
+    (mutant 1, 32 bits assumed), only streams (3) or index vectors too (4)."""
+    x = np.random.default_rng(3).standard_normal((3, 20)).astype(DTYPES[elem])
+    max_bits = bits + room
+    got, remarks = run_loop(CONST_ROW.format(elem=elem, cast=AS_F32[elem]),
+                            f"decouple,vectorize{{vl=4}},unroll{{max_bits={max_bits}}},to-dlc,codegen", {"x": x})
+    f = x.astype(np.float32) + (2 if elem == "f32" else 0)
+    np.testing.assert_array_equal(got, 2 * f)
+    unrolled = [r for r in remarks if "unroll" in r]
+    if room == 0:
+        assert unrolled == []
+    else:
+        assert unrolled == [f"d.eir:10:7: remark: unroll: loop not unrolled: a row of 20 lanes ({bits} bits) is "
+                            f"wider than max_bits={max_bits}"]
