@@ -14,7 +14,7 @@ from test_survivors import compile_text, on_both_engines, run_loop
 from ember.ir.core import Op
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
-from ember.passes import parse_pipeline, run_passes
+from ember.passes import PRESETS, parse_pipeline, run_passes
 
 
 def passed(text: str, pipeline: str) -> tuple[Op, list[str]]:
@@ -252,3 +252,117 @@ def test_unroll_measures_a_row_by_its_widest_float_lanes(elem: str, bits: int, r
     else:
         assert unrolled == [f"d.eir:10:7: remark: unroll: loop not unrolled: a row of 20 lanes ({bits} bits) is "
                             f"wider than max_bits={max_bits}"]
+
+
+def test_unroll_counts_a_float_stream_the_callback_does_not_read() -> None:
+    """The width is that of every float vector the loop has, its streams included: here an f64 stream no
+    callback reads makes a row of 20 lanes 1280 bits wide.  Kills `_is_float` looking past streams
+    (unroll mutant 2, which sees only the callback's f32 vectors: 640 bits)."""
+    text = """module {
+  func @main(%x: memref<?x20xf32>, %y: memref<?x20xf64>) -> (memref<?x20xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c20 = loop.const {value = 20} : index
+    %n = loop.dim %x {axis = 0} : index
+    %out = loop.alloc %n : memref<?x20xf32>
+    slc.for %c0, %n, %c1 (%b: stream<index>) {
+      slc.for %c0, %c20, %c1 {vl = 4} (%j: stream<vector<4xindex>>) {
+        %v = slc.mem %x, %b, %j : stream<vector<4xf32>>
+        %u = slc.mem %y, %b, %j : stream<vector<4xf64>>
+        slc.callback {on = "ite"} () {
+          %xv = slc.head %v : vector<4xf32>
+          %row = slc.head %b : index
+          %lanes = slc.head %j : vector<4xindex>
+          %m = loop.tailmask %c0, %c20 : vector<4xi1>
+          loop.scatter %xv, %out, %row, %lanes, %m
+        }
+      }
+    }
+    return %out
+  }
+}
+"""
+    _, remarks = passed(text, "unroll{max_bits=1279}")
+    assert remarks == ["h.eir:9:7: remark: unroll: loop not unrolled: a row of 20 lanes (1280 bits) is wider "
+                       "than max_bits=1279"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# promote-accumulators
+
+# out[b, :] += x[b, :] in the outer loop's own callback, as one 8-lane vector, and an inner loop that
+# only streams y: the one inner loop is not the one around the row's updates.
+OWN_CALLBACK = """module {
+  func @main(%x: memref<?x8xf32>, %y: memref<?xf32>) -> (memref<?x8xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c8 = loop.const {value = 8} : index
+    %n = loop.dim %x {axis = 0} : index
+    %k = loop.dim %y {axis = 0} : index
+    %half = loop.const {value = 0.5} : f32
+    %all = loop.tailmask %c0, %c8 : vector<8xi1>
+    %out = loop.alloc %n : memref<?x8xf32>
+    loop.for %c0, %n, %c1 (%i: index) {
+      %z = loop.splat %half : vector<8xf32>
+      loop.vstore %z, %out, %i, %c0, %all
+    }
+    slc.for %c0, %n, %c1 (%b: stream<index>) {
+      slc.callback {on = "ite"} () {
+        %row = slc.head %b : index
+        %xv = loop.vload %x, %row, %c0, %all : vector<8xf32>
+        %acc = loop.vload %out, %row, %c0, %all : vector<8xf32>
+        %s = loop.addf %acc, %xv : vector<8xf32>
+        loop.vstore %s, %out, %row, %c0, %all
+      }
+      slc.for %c0, %k, %c1 (%j: stream<index>) {
+        %yv = slc.mem %y, %j : stream<f32>
+      }
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_promote_declines_a_row_updated_outside_the_inner_loop() -> None:
+    """Kills `_contains` true for any op (promote mutant 2), which would promote the row anyway."""
+    x = np.arange(1, 33, dtype=np.float32).reshape(4, 8)
+    got = on_both_engines(compile_text(OWN_CALLBACK, "promote-accumulators,to-dlc,codegen"),
+                          {"x": x, "y": np.ones(3, np.float32)})
+    np.testing.assert_array_equal(next(iter(got.values())), x + 0.5)
+    _, remarks = passed(OWN_CALLBACK, "promote-accumulators")
+    assert remarks == ["h.eir:15:5: remark: promote-accumulators: output row kept in memory: the outer loop does "
+                       "not have exactly one inner loop around the lookups"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# lower-emb
+
+SCATTER_ROWS = """module {{
+  func @main(%data: tensor<?x8xf32>, %idx: tensor<?xi64>, %upd: tensor<?x{width}xf32>) -> (tensor<?x8xf32>) {{
+    %y = emb.scatter_rows %data, %idx, %upd {{reduction = "add"}} : tensor<?x8xf32>
+    return %y
+  }}
+}}
+"""
+
+
+def test_scatter_rows_reads_no_width_of_the_updates() -> None:
+    """The data's type fixes the rows' width, so updates typed `?` wide compile to the same code and run in
+    the same time as updates typed 8 wide.  Kills lowering that also reads the updates' width (lower-emb
+    `lower_scatter_rows` mutant 68: a `dim` instruction more)."""
+    from test_fast_engine import assert_same, both
+
+    rng = np.random.default_rng(5)
+    feeds = {"data": rng.standard_normal((5, 8)).astype(np.float32), "idx": np.array([4, 0, 4, 2], np.int64),
+             "upd": rng.standard_normal((4, 8)).astype(np.float32)}
+    want = feeds["data"].copy()
+    np.add.at(want, feeds["idx"], feeds["upd"])
+    runs = []
+    for width in ("8", "?"):
+        program = compile_text(SCATTER_ROWS.format(width=width), PRESETS["O0"])
+        ref_out, ref_st, _, _ = both(program, feeds)
+        np.testing.assert_array_equal(next(iter(ref_out.values())), want)
+        runs.append((program.code, ref_st))
+    assert [str(i) for i in runs[0][0]] == [str(i) for i in runs[1][0]]
+    assert_same(runs[0][1], runs[1][1])
