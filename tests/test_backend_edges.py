@@ -314,6 +314,8 @@ def test_memory_indices_that_parse() -> None:
     ("pop @0", "@0\n", "'pop' operand 1 must be an r, f or v register, got @0"),
     ('host "Op", @0, [], {}', "@0, [", "'host' operand 2 must be a list [...], each item a symbol (@n), got @0"),
     ('host "Op", [@0, 1], [], {}', "@0, 1", "'host' operand 2 must be a list [...], each item a symbol (@n), got 1"),
+    ('host "Op", [[@0]], [], {}', "@0]]", "'host' operand 2 must be a list [...], each item a symbol (@n), got "
+     "a list"),
     ('host "Op", [@0], [@5], {}', "@5", "symbol @5 is not declared"),
     ("ld r0, @7[0]", "@7", "symbol @7 is not declared"),
     ("dim r0, @9, 0", "@9", "symbol @9 is not declared"),
@@ -737,8 +739,8 @@ def test_a_counter_is_bumped_in_its_own_register() -> None:
     body = """    %c0 = loop.const {value = 0} : index
     %c1 = loop.const {value = 1} : index
     %c3 = loop.const {value = 3} : index
-    %out = loop.alloc %c3 : memref<?xi64>
     loop.setvar %c0 {var = 0}
+    %out = loop.alloc %c3 : memref<?xi64>
     loop.for %c0, %c3, %c1 (%i: index) {
       %g = loop.getvar {var = 0} : index
       %s = loop.addi %g, %c1 : index
