@@ -25,7 +25,7 @@ CMP = {"eq": "seq", "ne": "sne", "lt": "slt", "le": "sle"}
 def codegen(module: Op) -> Program:
     funcs = [f for f in module.body.ops if f.attrs.get("sym_name") == "main"] or module.body.ops
     if not funcs:
-        raise EmberError("codegen: the module has no function")
+        raise EmberError("codegen: the module has no function", module.loc)
     return _Gen(module).func(funcs[0])
 
 

@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Any
 
 from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from .core import Block, Op, Value
 from .diagnostics import EmberError, Loc
@@ -22,20 +22,21 @@ def grammar(name: str) -> Lark:
     return Lark(text, parser="lalr", maybe_placeholders=True, propagate_positions=False, cache=True)
 
 
+END = {"$END", "<END-OF-FILE>"}  # lark's names for the end of the input (the second since lark 1.3)
+
+
 def syntax_error(e: UnexpectedInput, text: str, filename: str) -> EmberError:
     line, col = max(e.line, 1), max(e.column, 1)
     src = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else None
     if isinstance(e, UnexpectedToken):
-        got = "end of input" if e.token.type == "$END" else repr(str(e.token))
+        got = "end of input" if e.token.type in END else repr(str(e.token))
         msg = f"unexpected {got}"
-        names = sorted(x for x in e.expected if not x.startswith("_") and x != "$END")
+        names = sorted("end of input" if x in END else x for x in e.expected if not x.startswith("_"))
         if names and len(names) <= 6:
             msg += f" (expected {', '.join(names)})"
-    elif isinstance(e, UnexpectedCharacters):
-        msg = f"unexpected character {text[e.pos_in_stream]!r}" if e.pos_in_stream < len(text) else "bad input"
-    elif isinstance(e, UnexpectedEOF):
-        msg = "unexpected end of input"
-    else:
+    elif isinstance(e, UnexpectedCharacters) and e.pos_in_stream < len(text):
+        msg = f"unexpected character {text[e.pos_in_stream]!r}"
+    else:  # not seen: the LALR parser reports the end of the input as an UnexpectedToken
         msg = "syntax error"
     return EmberError(msg, Loc(filename, line, col), src)
 
