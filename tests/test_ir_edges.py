@@ -38,6 +38,9 @@ def func(body: str, results: str = "") -> str:
     (func("", "f32").replace("{\n  }", "{\n    return\n  }"),
      "s.eir:3:5: error: 'return' returns () but the function declares (f32)"),
     ("module {\n  func @main() -> () {\n  }\n}\n", "s.eir:2:8: error: 'func' must end with 'return'"),
+    ("module attributes {opset = dense<[1]> : tensor<1xi64>} {\n}\n",
+     "s.eir:1:35: error: module attribute 'opset' must be an ONNX opset version (an integer from 0 to 2^63 - 1), "
+     "got a dense attribute\nmodule attributes {opset = dense<[1]> : tensor<1xi64>} {\n" + " " * 34 + "^"),
     (func("    %a = loop.addi : index\n    return\n"), "s.eir:3:10: error: 'loop.addi' expects 2 operands, got 0"),
 ])
 def test_parse_and_verify_errors_are_positioned_and_exact(text: str, want: str) -> None:
