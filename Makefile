@@ -67,7 +67,7 @@ levels: $(STAMP)
 # MUTANTS='ember.passes.vectorize*': only mutants matching a pattern; MUTATE_JOBS workers, niced.
 MUTATE_PKGS := ir passes backend sim frontends
 PKG         ?= $(MUTATE_PKGS)
-SAMPLE      ?= 300
+SAMPLE      ?= 200
 MUTATE_JOBS ?= 1
 MUTANTS     ?=
 

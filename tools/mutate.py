@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTMUT = Path(sys.executable).with_name("mutmut")
-LINKED = ("ember", "tests", "samples")
+LINKED = ("ember", "tests", "samples", "docs")  # docs: tests check that tables in docs/ are current
 
 # mutmut's exit codes (mutmut/stats.py, 3.8.1) folded into the four outcomes this report counts.
 KILLED = {1, 3, 36, -24, 24, 152, 255, -11, -9}  # a failing test, a timeout or a crash all detect the mutant
@@ -124,7 +124,8 @@ def mutate(package: str, sample: int | None, seed: int, jobs: int, pattern: str 
         run = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
         if run.returncode != 0:
             sys.stderr.write(run.stdout[-3000:] + run.stderr[-3000:])
-            sys.exit(f"make mutate: mutmut failed on {package} (exit {run.returncode})")
+            print(f"make mutate: mutmut failed on {package} (exit {run.returncode}); its tally counts what it tried",
+                  file=sys.stderr)
     tally = Tally(package, len(every), names, outcomes(workdir, package))
     report = workdir / "results.txt"
     report.write_text("".join(f"{n}: {describe(tally.outcome[n])}\n" for n in names))
@@ -146,7 +147,7 @@ def describe(code: int | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("packages", nargs="+")
-    parser.add_argument("--sample", default="300", help="mutants drawn per package, or 'all'")
+    parser.add_argument("--sample", default="200", help="mutants drawn per package, or 'all'")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--mutants", default="", help="only mutants whose name matches this pattern")
