@@ -105,6 +105,14 @@ def test_vectorized_ir_printed_by_ember_opt_reads_back() -> None:
     assert remarks == []
 
 
+def test_a_remark_on_a_store_bufferize_moved_names_a_line_of_the_program() -> None:
+    """decouple gives each callback the position of its first op, which bufferize's row loop inherits, so
+    prefetch-outputs can say where the scatter it leaves alone comes from (it said `None:`)."""
+    _, remarks = passed(FROM_TWO, "decouple,vectorize{vl=4},bufferize,prefetch-outputs")
+    assert remarks == ["h.eir:19:14: remark: prefetch-outputs: output rows not prefetched: 'out' is written by "
+                       "'loop.scatter' inside a loop of its callback, not as one row (run unroll first)"]
+
+
 # The same row loop written at the SLC level, as vectorize leaves it, with names a reader gave its values;
 # {callbacks} is the loop's callbacks.  `first` gets what an end callback reads of each finished row.
 SLC_ROWS = """module {{

@@ -80,7 +80,8 @@ class _Nest:
                 streams.append(s)
                 continue
             if group is None:  # core ops after an inner loop fire at that loop's end
-                group = new_op("slc.callback", attrs={"on": "end" if last_inner else "ite"}, regions=[Block()])
+                group = new_op("slc.callback", attrs={"on": "end" if last_inner else "ite"}, regions=[Block()],
+                               loc=op.loc)  # where its first op is: for remarks on what passes build in it
                 group_map = {}
                 if last_inner is None:
                     rest.append(group)
