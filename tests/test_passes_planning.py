@@ -1,0 +1,497 @@
+"""choose-plan's decisions and remarks, the estimate behind them, and the declines of init-ahead and
+promote-accumulators, on small hand-written modules (issue 13, point 7: mutants these kill are in
+docs/testing.md)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from test_survivors import run_loop
+
+import ember.dialects  # noqa: F401
+from ember.ir.core import Op
+from ember.ir.parser import parse_module
+from ember.ir.printer import print_module
+from ember.passes import parse_pipeline, run_passes
+from ember.passes.choose_plan import ChoosePlan
+from ember.passes.cost import DEFAULT, estimate
+
+# ---------------------------------------------------------------------------------------------------------
+# choose-plan: what it says and keeps.
+
+
+def plan(text: str, pipeline: str = "choose-plan") -> tuple[list[str], Op]:
+    """choose-plan's remarks for a loop-level module (run alone, it plans for -O3's passes), and the module."""
+    passes = parse_pipeline(pipeline)
+    module = parse_module(text, "t.eir")
+    run_passes(module, passes)
+    return [r for p in passes if isinstance(p, ChoosePlan) for r in p.remarks], module
+
+
+FOR_O3 = " (for -O3's passes: none decouples after choose-plan in this pipeline)"
+KEEPS_O0 = "and to lose at others; with sizes known only at run time -O3 keeps -O0's code (run-time versioning is " \
+           "not built)"
+
+# A fill whose length is computed from extents known only at run time: the output is allocated with it, so
+# only the loop bound's arithmetic names the inputs whose lengths matter (they are never read).
+FILL = """module {
+  func @main(%x: memref<?xf32>, %y: memref<?xf32>) -> (memref<?xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %nx = loop.dim %x {axis = 0} : index
+    %ny = loop.dim %y {axis = 0} : index
+    LENGTH
+    %out = loop.alloc %n : memref<?xf32>
+    %one = loop.const {value = 1.0} : f32
+    loop.for %c0, %n, %c1 (%i: index) {
+      loop.store %one, %out, %i
+    }
+    work %x, %y, %out {op = "emb.gather"}
+    return %out
+  }
+}
+"""
+
+
+def test_a_length_known_only_at_run_time_is_tried_at_21_sizes() -> None:
+    """n = len(x): one extent, tried at 2**0 .. 2**20.  Optimizing the fill wins from n = 64 on (4 of the 21
+    sizes) and loses below, so -O0's plan is kept; the remark names the extent by the input it measures."""
+    remarks, module = plan(FILL.replace("LENGTH", "%n = loop.addi %nx, %c0 : index"))
+    assert remarks == ["t.eir:13:5: remark: choose-plan: emb.gather kept decoupled as at -O0, not optimized: "
+                       "optimizing is estimated to win at 4 of 21 sizes of x[0] from 1 to 2**20 (the smallest: "
+                       f"x[0] = 64) {KEEPS_O0}{FOR_O3}"]
+    assert [o.attrs.get("plan") for o in module.walk() if o.name == "loop.for"] == ["decoupled"]
+
+
+def test_two_lengths_are_tried_at_14_sizes_each_and_the_smallest_win_is_the_fewest_elements() -> None:
+    """n = len(x)**2 * len(y): two extents, floor(sqrt(200)) = 14 powers of two each from 1 to 2**20 (2**round(20k/13):
+    1, 4, 8, 32, 64, ...), 196 points.  By the test above the fill is won from n = 64: the point with the fewest
+    elements (the product of the sizes) that reaches it is x = 8, y = 1 (64 elements, product 8), not x = 1,
+    y = 64 (product 64), which comes first in the order the points are tried."""
+    length = "%xx = loop.muli %nx, %nx : index\n    %n = loop.muli %xx, %ny : index"
+    remarks, _ = plan(FILL.replace("LENGTH", length))
+    assert remarks == ["t.eir:14:5: remark: choose-plan: emb.gather kept decoupled as at -O0, not optimized: "
+                       "optimizing is estimated to win at 9 of 196 sizes of x[0], y[0] from 1 to 2**20 (the "
+                       f"smallest: x[0] = 8, y[0] = 1) {KEEPS_O0}{FOR_O3}"]
+
+
+def test_every_extent_a_bound_adds_up_counts() -> None:
+    """n = len(x) + len(y): both extents count, so a size is tried for each (only y's would leave x unknown)."""
+    remarks, _ = plan(FILL.replace("LENGTH", "%n = loop.addi %nx, %ny : index"))
+    assert len(remarks) == 1 and "196 sizes of x[0], y[0] from 1 to 2**20" in remarks[0]
+
+
+# A bag whose inner loop is bounded by offsets and walks only a 2-D table: how many lookups a bag has is known
+# only at run time and nothing the estimate can assume (the length of an index array) gives it.
+UNBOUNDED = """module {
+  func @main(%offsets: memref<?xi64>, %table: memref<100x1xf32>) -> (memref<?x1xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %m = loop.dim %offsets {axis = 0} : index
+    %nb = loop.subi %m, %c1 : index
+    %out = loop.alloc %nb : memref<?x1xf32>
+    %zero = loop.const {value = 0.0} : f32
+    loop.for %c0, %nb, %c1 (%i: index) {
+      loop.store %zero, %out, %i, %c0
+    }
+    loop.for %c0, %nb, %c1 (%b: index) {
+      %s = loop.load %offsets, %b : i64
+      %b1 = loop.addi %b, %c1 : index
+      %e = loop.load %offsets, %b1 : i64
+      loop.for %s, %e, %c1 (%j: index) {
+        %v = loop.load %table, %j, %c0 : f32
+        %p = loop.load %out, %b, %c0 : f32
+        %q = loop.addf %p, %v : f32
+        loop.store %q, %out, %b, %c0
+      }
+    }
+    work %table, %offsets, %offsets, %out {op = "emb.bag", mode = "sum", empty = "zero"}
+    return %out
+  }
+}
+"""
+
+
+def test_trip_counts_the_estimate_cannot_follow_keep_o0() -> None:
+    remarks, module = plan(UNBOUNDED)
+    assert remarks == ["t.eir:23:5: remark: choose-plan: emb.bag kept decoupled as at -O0, not optimized: its trip "
+                       "counts are known only at run time and the estimate cannot follow them, so -O3 keeps -O0's "
+                       f"code{FOR_O3}"]
+    assert [o.attrs.get("plan") for o in module.body.ops[0].body.ops if o.name == "loop.for"] == ["decoupled"] * 2
+
+
+BAG = """module {
+  func @main(%indices: tensor<64xi64>, %offsets: tensor<9xi64>) -> (tensor<8x16xf32>) {
+    %table = param {name = "table"} : tensor<1000x16xf32>
+    %output = emb.bag %table, %indices, %offsets {mode = "sum", empty = "zero"} : tensor<8x16xf32>
+    return %output
+  }
+}
+"""
+
+
+def test_static_sizes_name_each_plans_estimate_and_bound() -> None:
+    """With every size known the remark lists the three estimates, in the order the plans are tried."""
+    remarks, _ = plan(BAG, "lower-emb,choose-plan")
+    bound = r"\((?:execute|access|dram)[.a-z]*\)"
+    assert len(remarks) == 1
+    assert re.fullmatch(rf"t\.eir:4:15: remark: choose-plan: emb\.bag [a-z -]+: decoupled [\d,]+ {bound}, optimized "
+                        rf"[\d,]+ {bound}, on the core [\d,]+ {bound} estimated cycles{re.escape(FOR_O3)}",
+                        remarks[0]), remarks[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The estimate (cost.py) on core nests small enough to follow by hand.
+
+
+def estimate_of(text: str, sizes: dict[tuple[int, int], int] | None = None) -> tuple[float, str, float]:
+    """(cycles, bound, the bound's cycles) of the module's top-level loop nests; `sizes` maps (argument number,
+    axis) to an extent assumed for it."""
+    func = parse_module(text, "c.eir").body.ops[0]
+    given = {(func.body.args[a], axis): n for (a, axis), n in (sizes or {}).items()}
+    est = estimate([o for o in func.body.ops if o.name == "loop.for"], sizes=given)
+    return est.cycles, est.bound, est.parts[est.bound]
+
+
+# out[j, k] += 1 for i < N, j < J, k < K: each element is read, incremented and written back N times, and the
+# J * K elements interleave, so the chain is N updates of (fp add + L1 hit) = 9 cycles: 9 N, whatever J and K.
+RECURRENCE = """module {
+  func @main(%out: memref<2x2xf32>) -> (memref<2x2xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %cn = loop.const {value = 1000} : index
+    %cj = loop.const {value = J} : index
+    %ck = loop.const {value = K} : index
+    %one = loop.const {value = 1.0} : f32
+    loop.for %c0, %cn, %c1 (%i: index) {
+      loop.for %c0, %cj, %c1 (%j: index) {
+        loop.for %c0, %ck, %c1 (%k: index) {
+          %p = loop.load %out, %j, %k : f32
+          %q = loop.addf %p, %one : f32
+          loop.store %q, %out, %j, %k
+        }
+      }
+    }
+    return %out
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(("j", "k"), [(2, 2), (2, 1), (1, 2)])
+def test_an_accumulator_chain_is_spread_over_the_elements_that_interleave(j: int, k: int) -> None:
+    add = DEFAULT.fp_alu_latency + DEFAULT.latencies[0]
+    _, bound, cycles = estimate_of(RECURRENCE.replace("J", str(j)).replace("K", str(k)))
+    assert (bound, cycles) == ("execute.recurrence", 1000 * add)
+
+
+# out[i, k] += 1 + 1 + 1 + 1 under a loop.if that always holds: each element is updated once, so there is no
+# chain across iterations (the guard does not hide that the element depends on i).
+GUARDED = """module {
+  func @main(%out: memref<1000x2xf32>) -> (memref<1000x2xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c2 = loop.const {value = 2} : index
+    %cn = loop.const {value = 1000} : index
+    %one = loop.const {value = 1.0} : f32
+    loop.for %c0, %cn, %c1 (%i: index) {
+      loop.if %i, %cn {pred = "lt"} () {
+        loop.for %c0, %c2, %c1 (%k: index) {
+          %p = loop.load %out, %i, %k : f32
+          %q1 = loop.addf %p, %one : f32
+          %q2 = loop.addf %q1, %one : f32
+          %q3 = loop.addf %q2, %one : f32
+          %q4 = loop.addf %q3, %one : f32
+          loop.store %q4, %out, %i, %k
+        }
+      }
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_an_element_updated_once_per_outer_iteration_has_no_chain_even_under_a_guard() -> None:
+    _, bound, _ = estimate_of(GUARDED)
+    assert bound != "execute.recurrence"
+
+
+# out[j + 0 + ... + 0, 0] += 1 + 1 for i < 1000, j < 2, the index computed through 17 additions.
+CHAIN = """module {
+  func @main(%out: memref<2x1xf32>) -> (memref<2x1xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c2 = loop.const {value = 2} : index
+    %cn = loop.const {value = 1000} : index
+    %one = loop.const {value = 1.0} : f32
+    loop.for %c0, %cn, %c1 (%i: index) {
+      loop.for %c0, %c2, %c1 (%j: index) {
+        %a0 = loop.addi %j, %c0 : index
+ADDS        %p = loop.load %out, %a16, %c0 : f32
+        %q0 = loop.addf %p, %one : f32
+        %q = loop.addf %q0, %one : f32
+        loop.store %q, %out, %a16, %c0
+      }
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_an_index_computed_through_17_additions_still_names_its_loop() -> None:
+    """The two elements interleave as in the chain test above, however the index is computed: the chain is
+    1000 updates of (2 fp adds + L1 hit) = 13 cycles."""
+    adds = "".join(f"        %a{k} = loop.addi %a{k - 1}, %c0 : index\n" for k in range(1, 17))
+    _, bound, cycles = estimate_of(CHAIN.replace("ADDS", adds))
+    assert (bound, cycles) == ("execute.recurrence", 1000 * (2 * DEFAULT.fp_alu_latency + DEFAULT.latencies[0]))
+
+
+# out[0] = table[idx[i]] for 4096 indices: a random whole row (16 floats, one line) a lookup.
+GATHER = """module {
+  func @main(%idx: memref<4096xi64>, %table: memref<ROWSx16xf32>) -> (memref<1x16xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c16 = loop.const {value = 16} : index
+    %n = loop.const {value = 4096} : index
+    %out = loop.alloc %c1 : memref<1x16xf32>
+    loop.for %c0, %n, %c1 (%i: index) {
+      %r = loop.load %idx, %i : i64
+      %m = loop.tailmask %c0, %c16 : vector<16xi1>
+      %v = loop.vload %table, %r, %c0, %m : vector<16xf32>
+      loop.vstore %v, %out, %c0, %c0, %m
+    }
+    return %out
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(("rows", "given"), [("1000", None), ("1000000", None), ("?", 1000), ("?", None)])
+def test_a_random_row_fetches_the_next_line_for_nothing_unless_the_rows_cover_the_table(
+        rows: str, given: int | None) -> None:
+    """The core's misses, as cost.py's docstring describes them: each window of 352 uops holding a miss waits one
+    miss, or the fill buffers (12) take every line's fill in turn, less the first miss the latency counts.
+    idx is read in order (512 lines, the prefetcher bringing every other one); the table's rows are picked at
+    random, L distinct lines of its T, and each miss also fetches the line after its row, wasted unless the
+    rows cover the table: (1 - L / T) lines more.  A table of unknown length (and none assumed) is never
+    covered, and every pick is a new line."""
+    t = DEFAULT
+    total = int(rows) if rows != "?" else given
+    lines = total * (1 - (1 - 1 / total) ** 4096) if total else 4096.0  # distinct rows among 4096 uniform picks
+    wasted = 1 - lines / total if total else 1.0
+    windows = 4096 * (3 + 2 + 4 + 2 + 1) / t.rob_entries  # loop, idx load, tailmask, vload, vstore uops
+    waits = 512 / 2 + lines
+    fills = 512 / 2 * t.miss + lines * t.miss * (1 + wasted)
+    want = max(windows * min(1.0, waits / windows) * t.miss, fills / t.miss_slots) - t.miss
+    _, bound, cycles = estimate_of(GATHER.replace("ROWS", rows), {(1, 0): given} if given else None)
+    assert bound == "execute.misses" and cycles == pytest.approx(want, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# init-ahead: which counter it trusts and which nests it moves.
+
+
+def init_ahead(text: str, n: int) -> tuple[np.ndarray, list[str], str]:
+    """The output of an slc-level program after init-ahead{rows=2} (run on both engines), the pass's remarks,
+    and the module right after the pass."""
+    passes = parse_pipeline("init-ahead{rows=2}")
+    module = parse_module(text, "d.eir")  # the name run_loop gives it
+    run_passes(module, passes)
+    got, remarks = run_loop(text, "init-ahead{rows=2},to-dlc,codegen", {"off": np.zeros(n, np.int64)})
+    assert remarks == passes[0].remarks  # type: ignore[attr-defined]
+    return got, remarks, print_module(module)
+
+
+def slc_level(**kw: str) -> str:
+    from test_optimizations import SCALAR_UPDATE, SLC_LEVEL
+
+    args = {"cols": "x1", "zero": ", %c0", "start": "loop.subi %c0, %c1 : index",
+            "update": SCALAR_UPDATE.replace("%row", "%now")} | kw
+    return SLC_LEVEL.format(**args)
+
+
+MOVED = "loop.if"  # the initialisation a few rows ahead, in the ite callback
+
+
+@pytest.mark.parametrize("cols", ["x1", ""])
+def test_init_ahead_moves_the_initialisation_of_rows_updated_by_scalars(cols: str) -> None:
+    """Rows updated one element at a time at the counted row (a 2-D or a 1-D output): each row is 1.5 then
+    gets 1 added, as numpy says, with the initialisation moved into the callback."""
+    update = "%x = loop.load %acc, %now ZERO: f32\n        %y = loop.addf %x, %one : f32\n" \
+             "        loop.store %y, %acc, %now ZERO".replace("ZERO", ", %c0 " if cols else "")
+    got, remarks, after = init_ahead(slc_level(cols=cols, zero=", %c0" if cols else "", update=update), 9)
+    np.testing.assert_array_equal(got.reshape(9), np.full(9, 2.5, np.float32))
+    assert remarks == [] and MOVED in after
+    # issued as soon as the row is counted, before this iteration's update, whose work then overlaps its fill
+    assert after.index(MOVED) < after.index("%x = loop.load")
+
+
+def test_init_ahead_keeps_an_output_the_loop_uses_other_than_by_its_row() -> None:
+    """The callback also reads the output's length: a use init-ahead cannot place at a row."""
+    update = "%d = loop.dim %acc {axis = 0} : index\n        " + slc_level().split("loop.setvar %now {var = 0}")[1]
+    text = slc_level().split("loop.setvar %now {var = 0}")[0] + "loop.setvar %now {var = 0}\n        " + update
+    got, remarks, after = init_ahead(text, 9)
+    np.testing.assert_array_equal(got[:, 0], np.full(9, 2.5, np.float32))
+    assert remarks == ["d.eir:14:5: remark: init-ahead: rows of 'acc' initialised up front: the loop updates a row "
+                       "other than its own"] and MOVED not in after
+
+
+def test_init_ahead_compares_bounds_by_value() -> None:
+    """The initialisation nest's bounds are other constants with the loop's values: still the loop's rows."""
+    text = slc_level().replace("loop.for %c0, %n, %c1 (%i: index)", "loop.for %z, %n, %u (%i: index)").replace(
+        "%init = loop.const", "%z = loop.const {value = 0} : index\n    %u = loop.const {value = 1} : index\n"
+        "    %init = loop.const")
+    got, remarks, after = init_ahead(text, 9)
+    np.testing.assert_array_equal(got[:, 0], np.full(9, 2.5, np.float32))
+    assert remarks == [] and MOVED in after
+
+
+def test_init_ahead_leaves_a_nest_over_other_rows_alone() -> None:
+    """The loop counts rows 1.. while the nest before it initialises rows 0..: shrunk to the loop's first two
+    rows it would initialise rows 0 and 1 up front, and the callback rows 3.., never row 2."""
+    text = slc_level(start="loop.subi %c1, %c1 : index").replace("slc.for %c0, %n", "slc.for %c1, %n")
+    got, remarks, after = init_ahead(text, 9)
+    want = np.full(9, 2.5, np.float32)
+    want[0] = 1.5  # the loop starts at row 1
+    np.testing.assert_array_equal(got[:, 0], want)
+    assert MOVED not in after
+
+
+# Variables the ite callback sets before align-queues' counter (var 0), each like it but for one thing:
+DECOYS = """%g = loop.getvar {var = 0} : index
+        loop.setvar %c0 {var = 3}
+        %g4 = loop.getvar {var = 4} : index
+        %n5 = loop.addi %g4, %c1 : index
+        loop.setvar %n5 {var = 5}
+        %g6 = loop.getvar {var = 6} : index
+        %n6 = loop.addi %g6, %c1 : index
+        loop.setvar %n6 {var = 6}
+        loop.setvar %c0 {var = 6}
+        %g8 = loop.getvar {var = 8} : index
+        %n8 = loop.addi %g8, %c1 : index
+        loop.setvar %n8 {var = 8}
+        %g9 = loop.getvar {var = 9} : index
+        %n9 = loop.addi %g9, %c1 : index
+        loop.setvar %n9 {var = 9}"""
+# ... and how they start: lb - step, but var 5 counts var 4's value, var 6 is set twice in the loop, var 8 is
+# not set before it, and var 9 starts at lb + step.
+STARTS = """loop.subi %c0, %c1 : index
+    loop.setvar %start {var = 4}
+    loop.setvar %start {var = 5}
+    loop.setvar %start {var = 6}
+    %s9 = loop.addi %c0, %c1 : index
+    loop.setvar %s9 {var = 9}
+    loop.setvar %c0 {var = 3}"""
+
+
+def test_init_ahead_finds_align_queues_counter_among_other_variables() -> None:
+    text = slc_level(start=STARTS).replace('%g = loop.getvar {var = 0} : index', DECOYS)
+    got, remarks, after = init_ahead(text, 9)
+    np.testing.assert_array_equal(got[:, 0], np.full(9, 2.5, np.float32))
+    assert remarks == [] and MOVED in after
+
+
+# ---------------------------------------------------------------------------------------------------------
+# promote-accumulators: which initialisation it trusts to be the rows' start.
+
+# A sum of 4 bags of 16-float rows as -O3 leaves it before promote-accumulators, with the rows initialised by
+# INIT (by default: 1.5 into each whole row, a column loop of one vector).
+BAG_SLC = """module {
+  func @main(%table: memref<10x16xf32>, %indices: memref<12xi64>, %offsets: memref<5xi64>) -> (memref<5x16xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c16 = loop.const {value = 16} : index
+    %c4 = loop.const {value = 4} : index
+    %c5 = loop.const {value = 5} : index
+    %output = loop.alloc : memref<5x16xf32>
+    %zero = loop.const {value = 0.0} : f32
+    %zeros = loop.splat %zero : vector<16xf32>
+    %init = loop.const {value = 1.5} : f32
+    %inits = loop.splat %init : vector<16xf32>
+    %mask = loop.tailmask %c0, %c16 : vector<16xi1>
+    loop.for %c0, %c5, %c1 (%r: index) {
+      loop.vstore %zeros, %output, %r, %c0, %mask
+    }
+    INIT
+    slc.for %c0, %c4, %c1 (%b: stream<index>) {
+      %s = slc.mem %offsets, %b : stream<i64>
+      %b1 = slc.alu %b, %c1 {op = "add"} : stream<index>
+      %e = slc.mem %offsets, %b1 : stream<i64>
+      slc.for %s, %e, %c1 (%j: stream<index>) {
+        %i = slc.mem %indices, %j : stream<i64>
+        slc.for %c0, %c16, %c1 {vl = 16, unrolled = true} (%k: stream<vector<16xindex>>) {
+          %row = slc.mem %table, %i, %k : stream<vector<16xf32>>
+          slc.callback {on = "ite"} () {
+            %h = slc.head %b : index
+            %v = slc.head %row : vector<16xf32>
+            %p = loop.vload %output, %h, %c0, %mask : vector<16xf32>
+            %q = loop.addf %p, %v : vector<16xf32>
+            loop.vstore %q, %output, %h, %c0, %mask
+          }
+        }
+      }
+    }
+    return %output
+  }
+}
+"""
+COLUMNS = """loop.for %c0, %c4, %c1 (%r2: index) {
+      loop.for %c0, %c16, %c16 (%col: index) {
+        %m2 = loop.tailmask %col, %c16 : vector<16xi1>
+        loop.vstore %inits, %output, %r2, %col, %m2
+      }
+    }"""
+ROWS_KEPT = "promote-accumulators: output row kept in memory: "
+NOT_THE_START = "the output's rows do not start as one constant stored over the rows the loop counts"
+
+
+TABLE = np.random.default_rng(7).standard_normal((10, 16)).astype(np.float32)
+
+
+def bags(init: str, start: np.ndarray) -> list[str]:
+    """Runs BAG_SLC with `init` through promote-accumulators (both engines), checks its output against numpy's
+    sums of the bags added in order to `start` (the rows as the nests before the loop leave them), and returns
+    the remarks."""
+    indices = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], np.int64)
+    offsets = np.array([0, 3, 3, 8, 12], np.int64)
+    got, remarks = run_loop(BAG_SLC.replace("INIT", init), "promote-accumulators,to-dlc,codegen",
+                            {"table": TABLE, "indices": indices, "offsets": offsets})
+    want = start.copy()
+    for b in range(4):
+        for i in indices[offsets[b]:offsets[b + 1]]:
+            want[b] += TABLE[i]
+    np.testing.assert_array_equal(got, want)
+    return remarks
+
+
+def rows(value: float, count: int = 4, first_column: int = 0) -> np.ndarray:
+    """The output's rows initialised: zeros, then `value` in the first `count` rows from `first_column` on."""
+    start = np.zeros((5, 16), np.float32)
+    start[:count, first_column:] = value
+    return start
+
+
+def test_promote_starts_the_rows_at_the_constant_a_column_loop_stores() -> None:
+    assert bags(COLUMNS, rows(1.5)) == []  # the fifth row is in no bag: the first nest's zeros
+
+
+def test_promote_starts_the_rows_at_the_constant_one_store_writes() -> None:
+    init = "loop.for %c0, %c4, %c1 (%r2: index) {\n      loop.vstore %inits, %output, %r2, %c0, %mask\n    }"
+    assert bags(init, rows(1.5)) == []
+
+
+@pytest.mark.parametrize(("init", "start"), [
+    (COLUMNS.replace("%c0, %c4, %c1 (%r2", "%c0, %c5, %c1 (%r2"), rows(1.5, 5)),  # also a row no bag has
+    (COLUMNS.replace("%c0, %c16, %c16 (%col", "%c1, %c16, %c16 (%col"), rows(1.5, 4, 1)),  # from column 1
+    (COLUMNS.replace("loop.vstore %inits", "loop.vstore %zeros, %output, %r2, %col, %m2\n        loop.vstore %inits"),
+     rows(1.5)),  # two stores
+    (COLUMNS.replace("loop.vstore %inits, %output", "%t = loop.vload %table, %r2, %col, %m2 : vector<16xf32>\n"
+                     "        loop.vstore %t, %output"), np.concatenate([TABLE[:4], rows(0.0)[4:]])),  # not constant
+])
+def test_promote_keeps_rows_whose_start_it_cannot_see_as_one_constant(init: str, start: np.ndarray) -> None:
+    remarks = bags(init, start)
+    assert len(remarks) == 1 and remarks[0].endswith(ROWS_KEPT + NOT_THE_START)
