@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MODELS, ROOT, run_tool
+from conftest import MODELS, ROOT, run_tool, tools_in_process
 from test_frontend_torch import _BUILD, _MARK, _NEWOBJ, _REDUCE, _STOP, _TUPLE, _global, _small, _str
 
 from ember.cli.sim import load_inputs
@@ -144,7 +144,9 @@ def _import_in_child(path: Path) -> tuple[str, float]:
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
     message, kib = r.stdout.strip().splitlines()
-    return message, int(kib) / 1024
+    # Under mutmut the modules imported are its copies, which hold every mutant of each function: the
+    # peak then says nothing about the import's own memory.
+    return message, 0.0 if tools_in_process() else int(kib) / 1024
 
 
 def test_a_3mb_archive_that_inflates_to_3gib_is_refused_in_little_memory(tmp_path: Path) -> None:
