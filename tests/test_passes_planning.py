@@ -5,6 +5,7 @@ docs/testing.md)."""
 from __future__ import annotations
 
 import re
+import signal
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from ember.ir.core import Op
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
 from ember.passes import parse_pipeline, run_passes
-from ember.passes.choose_plan import ChoosePlan
+from ember.passes.choose_plan import PLANS, ChoosePlan, o3_after
 from ember.passes.cost import DEFAULT, estimate
 
 # ---------------------------------------------------------------------------------------------------------
@@ -81,6 +82,72 @@ def test_every_extent_a_bound_adds_up_counts() -> None:
     """n = len(x) + len(y): both extents count, so a size is tried for each (only y's would leave x unknown)."""
     remarks, _ = plan(FILL.replace("LENGTH", "%n = loop.addi %nx, %ny : index"))
     assert len(remarks) == 1 and "196 sizes of x[0], y[0] from 1 to 2**20" in remarks[0]
+
+
+def test_five_lengths_are_tried_at_their_ends_only() -> None:
+    """Five extents: floor(200 ** (1/5)) = 2 sizes each (2**5 = 32 <= 200 < 3**5), 1 and 2**20: 32 points."""
+    inputs = ", ".join(f"%{v}: memref<?xf32>" for v in "abcde")
+    dims = "".join(f"    %n{v} = loop.dim %{v} {{axis = 0}} : index\n" for v in "abcde")
+    length = dims + "    %s1 = loop.addi %na, %nb : index\n    %s2 = loop.addi %s1, %nc : index\n" \
+        "    %s3 = loop.addi %s2, %nd : index\n    %n = loop.addi %s3, %ne : index"
+    text = FILL.replace("%x: memref<?xf32>, %y: memref<?xf32>", inputs).replace(
+        "    %nx = loop.dim %x {axis = 0} : index\n    %ny = loop.dim %y {axis = 0} : index\n    LENGTH", length)
+    remarks, _ = plan(text.replace("work %x, %y, %out", "work %a, %b, %out"))
+    assert len(remarks) == 1 and " 32 sizes of a[0], b[0], c[0], d[0], e[0] from 1 to 2**20" in remarks[0]
+
+
+# Eight bags over a 40-row table whose number of lookups is known only at run time.
+DYNAMIC_BAG = """module {
+  func @main(%indices: tensor<?xi64>, %offsets: tensor<9xi64>) -> (tensor<8x@Dxf32>) {
+    %table = param {name = "table"} : tensor<40x@Dxf32>
+    %output = emb.bag %table, %indices, %offsets {mode = "@M", empty = "zero"} : tensor<8x@Dxf32>
+    return %output
+  }
+}
+"""
+SIZES = [2 ** k for k in range(21)]  # one extent: every power of two from 1 to 2**20
+
+
+def per_size(text: str) -> list[dict[str, float]]:
+    """Each plan's estimated cycles with the index array SIZES long, as choose-plan compiles the plans."""
+    module = parse_module(text, "t.eir")
+    run_passes(module, parse_pipeline("lower-emb"))
+    indices = module.body.ops[0].body.args[0]
+    trials = {p: ChoosePlan().trial(module, p, o3_after()) for p in PLANS}
+    return [{p: estimate(nests[0], sizes={(vmap[indices], 0): n}).cycles for p, (nests, vmap) in trials.items()}
+            for n in SIZES]
+
+
+def test_with_no_margin_a_plan_as_fast_as_o0_at_some_sizes_and_faster_at_others_is_kept() -> None:
+    """max-bags of 2-float rows: optimizing is estimated as fast as -O0 at some sizes and faster at the others;
+    with margin=0 nothing says it must be faster at every size."""
+    text = DYNAMIC_BAG.replace("@D", "2").replace("@M", "max")
+    est = per_size(text)
+    assert all(e["optimized"] <= e["decoupled"] for e in est) and any(e["optimized"] == e["decoupled"] for e in est)
+    remarks, _ = plan(text, "lower-emb,choose-plan{margin=0}")
+    assert remarks == ["t.eir:4:15: remark: choose-plan: emb.bag decoupled and optimized: sizes known only at run "
+                       "time (indices[0]); estimated no slower than -O0 at every one of 21 sizes of indices[0] from 1 "
+                       f"to 2**20{FOR_O3}"]
+
+
+def test_the_core_must_win_by_a_miss_at_every_size() -> None:
+    """sum-bags of 8-float rows: the core is estimated faster than -O0 at every size, but by less than one
+    miss at some, so it is not kept; the remark counts the sizes where some plan wins by the static rule
+    (margin 0: optimizing no slower, the core a miss faster) and names the smallest."""
+    text = DYNAMIC_BAG.replace("@D", "8").replace("@M", "sum")
+    est = per_size(text)
+    assert all(e["core"] <= e["decoupled"] for e in est)
+    assert any(e["core"] > e["decoupled"] - DEFAULT.miss for e in est)
+    assert not all(e["optimized"] <= e["decoupled"] for e in est)
+    wins = [n for n, e in zip(SIZES, est)
+            if e["optimized"] <= e["decoupled"] or e["core"] <= e["decoupled"] - DEFAULT.miss]
+    winners = " or ".join(w for p, w in (("optimized", "optimizing"), ("core", "the core"))
+                          if any(e[p] <= e["decoupled"] - (DEFAULT.miss if p == "core" else 0) for e in est))
+    remarks, _ = plan(text, "lower-emb,choose-plan{margin=0}")
+    assert winners == "optimizing or the core"
+    assert remarks == ["t.eir:4:15: remark: choose-plan: emb.bag kept decoupled as at -O0, not optimized: "
+                       f"{winners} is estimated to win at {len(wins)} of 21 sizes of indices[0] from 1 to 2**20 "
+                       f"(the smallest: indices[0] = {min(wins):,}) {KEEPS_O0}{FOR_O3}"]
 
 
 # A bag whose inner loop is bounded by offsets and walks only a 2-D table: how many lookups a bag has is known
@@ -248,6 +315,27 @@ def test_an_index_computed_through_17_additions_still_names_its_loop() -> None:
     adds = "".join(f"        %a{k} = loop.addi %a{k - 1}, %c0 : index\n" for k in range(1, 17))
     _, bound, cycles = estimate_of(CHAIN.replace("ADDS", adds))
     assert (bound, cycles) == ("execute.recurrence", 1000 * (2 * DEFAULT.fp_alu_latency + DEFAULT.latencies[0]))
+
+
+def test_an_index_of_deep_shared_arithmetic_is_estimated_promptly() -> None:
+    """out[i + i, then doubled 39 times more] in a loop over j: the index is a chain of 40 additions of a
+    value to itself, 2**40 paths back to i, none to j; looking for j along every path would not end.  Both j
+    iterations update the same element, so the chain is 2000 updates of (2 fp adds + L1 hit) = 13 cycles."""
+    adds = "".join(f"        %a{k} = loop.addi %a{k - 1}, %a{k - 1} : index\n" for k in range(1, 40))
+    text = CHAIN.replace("%a16", "%a39").replace("%a0 = loop.addi %j, %c0", "%a0 = loop.addi %i, %i").replace(
+        "ADDS", adds)
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError("the estimate did not finish in 20 s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(20)
+    try:
+        _, bound, cycles = estimate_of(text)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert (bound, cycles) == ("execute.recurrence", 2000 * (2 * DEFAULT.fp_alu_latency + DEFAULT.latencies[0]))
 
 
 # out[0] = table[idx[i]] for 4096 indices: a random whole row (16 floats, one line) a lookup.
