@@ -583,3 +583,39 @@ def test_promote_starts_the_rows_at_the_constant_one_store_writes() -> None:
 def test_promote_keeps_rows_whose_start_it_cannot_see_as_one_constant(init: str, start: np.ndarray) -> None:
     remarks = bags(init, start)
     assert len(remarks) == 1 and remarks[0].endswith(ROWS_KEPT + NOT_THE_START)
+
+
+def test_promote_keeps_the_start_the_initialisation_defines_inside_itself() -> None:
+    """The constant and its splat are made inside the initialisation nest, which promote removes: the rows must
+    still start at 1.5 (it used to leave the accumulator reading a value no longer defined)."""
+    inner = COLUMNS.replace("(%r2: index) {", "(%r2: index) {\n      %z = loop.const {value = 1.5} : f32\n"
+                            "      %zs = loop.splat %z : vector<16xf32>")
+    inner = inner.replace("loop.vstore %inits", "loop.vstore %zs")
+    assert bags(inner, rows(1.5)) == []
+
+
+# The initialisation nest second in the function: its bounds are arguments, its step the constant before it.
+EARLY_INIT = """module {
+  func @main(%output: memref<5x16xf32>, %lb: index, %ub: index, """ \
+    """%table: memref<10x16xf32>, %indices: memref<12xi64>, %offsets: memref<5xi64>) -> (memref<5x16xf32>) {
+    %c1 = loop.const {value = 1} : index
+    loop.for %lb, %ub, %c1 (%r: index) {
+      %z = loop.const {value = 1.5} : f32
+      %zs = loop.splat %z : vector<16xf32>
+      %k0 = loop.const {value = 0} : index
+      %k16 = loop.const {value = 16} : index
+      %km = loop.tailmask %k0, %k16 : vector<16xi1>
+      loop.vstore %zs, %output, %r, %k0, %km
+    }
+""" + BAG_SLC.split("    INIT\n")[1].replace("slc.for %c0, %c4, %c1 (%b", "slc.for %lb, %ub, %c1 (%b").replace(
+    "    slc.for", "    %c0 = loop.const {value = 0} : index\n    %c16 = loop.const {value = 16} : index\n"
+    "    %mask = loop.tailmask %c0, %c16 : vector<16xi1>\n    slc.for", 1)
+
+
+def test_promote_finds_an_initialisation_nest_at_the_top_of_the_function() -> None:
+    passes = parse_pipeline("promote-accumulators")
+    module = parse_module(EARLY_INIT, "e.eir")
+    run_passes(module, passes)  # verifies the result
+    after = print_module(module)
+    assert passes[0].remarks == []  # type: ignore[attr-defined]
+    assert "loop.for %lb" not in after and after.count("loop.const {value = 1.5} : f32") == 1

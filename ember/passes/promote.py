@@ -120,6 +120,8 @@ class PromoteRow(RewritePattern):
         assert func is not None
         var = free_var(func)
         b = Builder(nest.parent, nest.parent.ops.index(nest), nest.loc)  # type: ignore[arg-type]
+        if value in defined_in(init):  # the constant goes with the initialisation nest: make it again here
+            value = b.const(const_value(value), value.type)  # type: ignore[arg-type]
         b.op("loop.setvar", [b.val("loop.splat", [value], acc)], [], {"var": var})
         get = new_op("loop.getvar", [], [acc], {"var": var}, loc=ld.loc)
         insert_before(ld, get)
