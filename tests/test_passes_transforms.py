@@ -1,8 +1,7 @@
 """What bufferize, unroll, promote-accumulators and lower-emb do to loops written by hand at the level they
 read, checked against numpy and against the remarks `ember-opt --remarks` prints.
 
-Written to kill mutation-testing survivors (issue 13, point 7): each test names the mutants it kills, and
-docs/testing.md lists the ones that no input can tell apart from the code.
+Written to kill mutation-testing survivors (issue 13, point 7): each test names the mutants it kills.
 """
 
 from __future__ import annotations
@@ -79,7 +78,7 @@ def test_bufferize_walks_a_row_that_starts_past_zero() -> None:
     assert remarks == []
 
 
-def test_bufferize_splats_a_constant_once_per_row() -> None:
+def test_bufferize_moves_a_splat_of_a_constant_out_of_the_row() -> None:
     """A splat of a value the row loop does not compute (the constant 2) moves out of the loop over the row
     into the callback, and hoist then moves it before the nest.  Kills the splat left in the row loop
     (bufferize mutants 258, 259: the row's loop then splats once per vector) and the moved splat left without a
@@ -107,7 +106,8 @@ def test_vectorized_ir_printed_by_ember_opt_reads_back() -> None:
 
 def test_a_remark_on_a_store_bufferize_moved_names_a_line_of_the_program() -> None:
     """decouple gives each callback the position of its first op, which bufferize's row loop inherits, so
-    prefetch-outputs can say where the scatter it leaves alone comes from (it said `None:`)."""
+    prefetch-outputs can say where the scatter it leaves alone comes from (it said `None:`).  Kills the row
+    loop built without a location (bufferize mutants 108, 110)."""
     _, remarks = passed(FROM_TWO, "decouple,vectorize{vl=4},bufferize,prefetch-outputs")
     assert remarks == ["h.eir:19:14: remark: prefetch-outputs: output rows not prefetched: 'out' is written by "
                        "'loop.scatter' inside a loop of its callback, not as one row (run unroll first)"]
@@ -156,7 +156,7 @@ FIRST_OF_ROW = """        slc.callback {on = "end"} () {
           %f = loop.load %out, %r, %c0 : f32
           loop.store %f, %first, %r
         }"""
-# A second per-iteration callback: first[b] = the last lane of row b the access unit delivered.
+# A second per-iteration callback: all lanes of each vector scattered to first[b], so the row's last lane stays.
 LAST_LANE = """        slc.callback {on = "ite"} () {
           %m2 = slc.head %j_mask : vector<4xi1>
           %xv2 = slc.head %v : vector<4xf32>
@@ -201,18 +201,11 @@ def test_bufferize_declines_a_loop_with_two_callbacks() -> None:
     np.testing.assert_array_equal(first, X[:, -1])  # lanes scatter in order: the row's last one stays
 
 
-def test_a_remark_on_a_store_bufferize_moved_says_where_its_callback_is() -> None:
-    """prefetch-outputs declines the scatter bufferize put in the row loop, at the position of the callback
-    it came from.  Kills the row loop built without a location (bufferize mutants 108, 110)."""
-    _, remarks = passed(SLC_ROWS.format(callbacks=TWICE_X), "bufferize,prefetch-outputs")
-    assert remarks == ["h.eir:21:9: remark: prefetch-outputs: output rows not prefetched: 'out' is written by "
-                       "'loop.scatter' inside a loop of its callback, not as one row (run unroll first)"]
-
-
 # ---------------------------------------------------------------------------------------------------------
 # unroll: how wide a row is
 
-# out[b, j] = 2 x[b, j] for the 20 columns of a row; {elem} is x's element type, {cast} turns it to f32.
+# out[b, j] = 2 f(x[b, j]) for the 20 columns of a row; {elem} is x's element type and {cast} computes f in f32
+# (x + 2 for f32, a cast otherwise).
 CONST_ROW = """module {{
   func @main(%x: memref<?x20x{elem}>) -> (memref<?x20xf32>) {{
     %c0 = loop.const {{value = 0}} : index
