@@ -579,6 +579,9 @@ def test_promote_starts_the_rows_at_the_constant_one_store_writes() -> None:
      rows(1.5)),  # two stores
     (COLUMNS.replace("loop.vstore %inits, %output", "%t = loop.vload %table, %r2, %col, %m2 : vector<16xf32>\n"
                      "        loop.vstore %t, %output"), np.concatenate([TABLE[:4], rows(0.0)[4:]])),  # not constant
+    (COLUMNS.replace("loop.vstore %inits, %output", "%yes = loop.const {value = 1} : i1\n"
+                     "        %t = loop.select %yes, %inits, %zeros : vector<16xf32>\n"
+                     "        loop.vstore %t, %output"), rows(1.5)),  # a constant's choice, not its splat
 ])
 def test_promote_keeps_rows_whose_start_it_cannot_see_as_one_constant(init: str, start: np.ndarray) -> None:
     remarks = bags(init, start)
