@@ -367,3 +367,27 @@ def test_scatter_rows_reads_no_width_of_the_updates() -> None:
         runs.append((program.code, ref_st))
     assert [str(i) for i in runs[0][0]] == [str(i) for i in runs[1][0]]
     assert_same(runs[0][1], runs[1][1])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# align-queues
+
+GATHER_2D = """module {
+  func @main(%t: tensor<?x4xf32>, %i: tensor<?x?xi64>) -> (tensor<?x?x4xf32>) {
+    %y = emb.gather %t, %i : tensor<?x?x4xf32>
+    return %y
+  }
+}
+"""
+
+
+def test_align_queues_counts_both_loops_of_a_two_dimensional_gather() -> None:
+    """The inner index loop gets a `beg` callback that starts its count, then an `ite` callback that counts;
+    looking for where the `ite` one goes passes over the `beg` one.  Kills that search reading a callback's
+    event under a wrong key (align-queues `insert_callback` mutants 22, 23: a KeyError, not a program)."""
+    rng = np.random.default_rng(7)
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    idx = rng.integers(0, 10, (3, 5))
+    got = on_both_engines(compile_text(GATHER_2D, "lower-emb,decouple,align-queues,to-dlc,codegen"),
+                          {"t": table, "i": idx})
+    np.testing.assert_array_equal(next(iter(got.values())), table[idx])
