@@ -62,11 +62,11 @@ class LowerEmb(Pass):
                          record)
 
 
-def dyn_dims(b: Builder, src: Value, shape: tuple[int | None, ...], start: int = 0) -> list[Value]:
+def dyn_dims(b: Builder, src: Value, shape: tuple[int | None, ...]) -> list[Value]:
     """The extents of `src` (memref) as index values, constants where known."""
     out = []
     for axis, d in enumerate(shape):
-        out.append(b.const(d) if d is not None else b.val("loop.dim", [src], INDEX, axis=axis + start))
+        out.append(b.const(d) if d is not None else b.val("loop.dim", [src], INDEX, axis=axis))
     return out
 
 
