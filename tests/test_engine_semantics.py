@@ -511,6 +511,36 @@ def test_an_endless_main_loop_stops_at_the_same_cycle() -> None:
     assert stopped_at(err, 3000) < 3001  # checked on every backward jump: a quarter of a cycle each
 
 
+SCATTER_BACKLOG = """
+.sym @0 output "y" f32 [6, 8]
+.code
+  alloc @0, [6, 8]
+  li r2, 8
+  li f0, 0.0
+  vsplat.f32 v0, f0, 8
+  li r5, 0
+  li r6, 0
+L0:
+  viota v1, r6, 8
+  vmask v2, r6, r2, 8
+  vscatter v0, @0[r5, v1], v2
+  add r6, r6, r2
+  jmp L0
+  halt
+.end
+"""
+
+
+@pytest.mark.parametrize("limit", [2e4, pytest.param(2.5e6, marks=pytest.mark.slow)])
+def test_an_endless_scatter_loop_stops_at_the_same_cycle(limit: float) -> None:
+    """Found by ember-fuzz (a sample with a loop exit dropped): every scatter books the store pipe for all
+    its lanes, so the bookings run ever further ahead of the front end.  The fast engine walked that whole
+    backlog at each booking and, past its ring's reach (2^20 cycles), moved its far list down at each
+    settle: quadratic, 33 s to 1e5 cycles.  The slow case reaches past the ring on both engines."""
+    err = both_fail(program(SCATTER_BACKLOG), limit)
+    assert limit < stopped_at(err, limit) < limit + 2
+
+
 def test_an_endless_loop_in_a_callback_stops_at_the_same_cycle() -> None:
     """The loop counter is changed and changed back inside the callback: only the limit ends it."""
     err = both_fail(program("""

@@ -230,7 +230,8 @@ class Generator(AccessCode):
         self("FAIL:")
         self("free(win); free(P->rob_t); free(P->rob_c); free(P->sb); free(P->miss_free);")
         for g in range(len(ExecuteUnit.GROUPS)):
-            self(f"free(P->ports[{g}].used); free(P->ports[{g}].far_c); free(P->ports[{g}].far_n);")
+            self(f"free(P->ports[{g}].used); free(P->ports[{g}].far_c); free(P->ports[{g}].far_n); "
+                 f"free(P->ports[{g}].far_t); free(P->ports[{g}].skip);")
         for name in self.decls:
             if name.startswith("BUF") or name in self.arrays:
                 self(f"free({name});")

@@ -292,10 +292,14 @@ static inline uint16_t d2b(double x) {
 /* ---- The out-of-order pipeline of ember/sim/pipeline.py, transcribed. ---- */
 enum { CAT_COMPUTE, CAT_LOAD, CAT_POP, CAT_TOKEN, CAT_STORE, CAT_MISPREDICT, NCAT };
 
+typedef struct { int64_t at, to; } Skip;  /* cycle `at` is full, and so is every cycle up to `to` */
+
 typedef struct {             /* one pipe group's bookings: a ring of per-cycle counts from cycle `base` */
     int64_t per_cycle, hold, base, size, count;
     uint16_t *used;
-    int64_t nfar, capfar, *far_c, *far_n;  /* bookings past the ring's reach, by cycle (see port_book) */
+    int64_t far0, nfar, capfar, *far_c, *far_n;  /* bookings past the ring's reach: entries far0.. nfar - 1 */
+    int64_t *far_t;  /* a far entry's skip target (see port_hint), 0 for none */
+    Skip *skip;      /* the ring's skip targets, by slot (NULL until a search first passes a full cycle) */
 } Ports;
 
 /* The ring grows to reach a booking up to RING_MAX cycles past the last dispatch; one further ahead (an
@@ -304,7 +308,7 @@ typedef struct {             /* one pipe group's bookings: a ring of per-cycle c
 #define RING_MAX ((int64_t)1 << 20)
 
 static int64_t far_find(const Ports *q, int64_t c) {  /* the first far entry at or after cycle c */
-    int64_t lo = 0, hi = q->nfar;
+    int64_t lo = q->far0, hi = q->nfar;
     while (lo < hi) { int64_t mid = (lo + hi) / 2; if (q->far_c[mid] < c) lo = mid + 1; else hi = mid; }
     return lo;
 }
@@ -317,29 +321,36 @@ static inline void port_book(Ports *q, int64_t c) {
     if (c < q->base + q->size) { q->used[c & (q->size - 1)] += 1; return; }
     int64_t i = far_find(q, c);
     if (i < q->nfar && q->far_c[i] == c) { q->far_n[i] += 1; return; }
+    if (q->nfar == q->capfar && 2 * q->far0 >= q->nfar) {  /* reuse the room settled entries left in front */
+        int64_t n = q->nfar - q->far0;
+        memmove(q->far_c, q->far_c + q->far0, (size_t)n * sizeof(int64_t));
+        memmove(q->far_n, q->far_n + q->far0, (size_t)n * sizeof(int64_t));
+        memmove(q->far_t, q->far_t + q->far0, (size_t)n * sizeof(int64_t));
+        i -= q->far0; q->nfar = n; q->far0 = 0;
+    }
     if (q->nfar == q->capfar) {
         int64_t cap = q->capfar ? 2 * q->capfar : 64;
         int64_t *fc = (int64_t *)realloc(q->far_c, (size_t)cap * sizeof(int64_t));
         if (fc) q->far_c = fc;
         int64_t *fn = (int64_t *)realloc(q->far_n, (size_t)cap * sizeof(int64_t));
         if (fn) q->far_n = fn;
-        if (!fc || !fn) abort();  /* out of memory for a handful of integers */
+        int64_t *ft = (int64_t *)realloc(q->far_t, (size_t)cap * sizeof(int64_t));
+        if (ft) q->far_t = ft;
+        if (!fc || !fn || !ft) abort();  /* out of memory for a handful of integers */
         q->capfar = cap;
     }
     memmove(q->far_c + i + 1, q->far_c + i, (size_t)(q->nfar - i) * sizeof(int64_t));
     memmove(q->far_n + i + 1, q->far_n + i, (size_t)(q->nfar - i) * sizeof(int64_t));
-    q->far_c[i] = c; q->far_n[i] = 1; q->nfar += 1;
+    memmove(q->far_t + i + 1, q->far_t + i, (size_t)(q->nfar - i) * sizeof(int64_t));
+    q->far_c[i] = c; q->far_n[i] = 1; q->far_t[i] = 0; q->nfar += 1;
 }
 static void far_settle(Ports *q) {  /* far entries the ring now reaches move into it */
-    int64_t j = 0;
+    int64_t j = q->far0;
     while (j < q->nfar && q->far_c[j] < q->base + q->size) {
         if (q->far_c[j] >= q->base) q->used[q->far_c[j] & (q->size - 1)] += (uint16_t)q->far_n[j];
         j++;
     }
-    if (j == 0) return;
-    memmove(q->far_c, q->far_c + j, (size_t)(q->nfar - j) * sizeof(int64_t));
-    memmove(q->far_n, q->far_n + j, (size_t)(q->nfar - j) * sizeof(int64_t));
-    q->nfar -= j;
+    q->far0 = j;  /* not moved down at each settle (that was quadratic); port_book reuses the room */
 }
 
 typedef struct { int64_t lo, hi; double data, commit; } Store;
@@ -376,6 +387,35 @@ static inline double pipe_dispatch(Pipe *p, int64_t stores) {
     return d;
 }
 
+/* pipeline.Ports.free_from: the first cycle >= k with room.  A full cycle stays full, so each full cycle
+ * passed remembers where the search ended: a throughput-bound loop whose bookings run far ahead of the front
+ * end then finds its cycle in a few steps, not by walking its whole backlog at every instruction. */
+static int64_t *port_hint(Ports *q, int64_t c) {  /* where full cycle c keeps its skip target, or NULL */
+    if (c < q->base + q->size) {
+        if (!q->skip) q->skip = (Skip *)calloc((size_t)q->size, sizeof(Skip));
+        if (!q->skip) return NULL;  /* no memory for hints: searches only take longer */
+        Skip *s = &q->skip[c & (q->size - 1)];
+        if (s->at != c) { s->at = c; s->to = 0; }  /* the slot's last cycle is behind the ring */
+        return &s->to;
+    }
+    int64_t i = far_find(q, c);  /* a full far cycle has bookings, so an entry */
+    return i < q->nfar && q->far_c[i] == c ? &q->far_t[i] : NULL;
+}
+static int64_t port_free_from(Ports *q, int64_t k) {
+    int64_t start = k;
+    while (port_used(q, k) >= q->per_cycle) {
+        const int64_t *h = port_hint(q, k);
+        k = h && *h > k ? *h : k + 1;
+    }
+    for (int64_t c = start; c < k;) {  /* every full cycle passed now leads straight to k */
+        int64_t *h = port_hint(q, c);
+        int64_t next = h && *h > c ? *h : c + 1;
+        if (h) *h = k;
+        c = next;
+    }
+    return k;
+}
+
 /* pipeline.Ports.book: the first whole cycle k >= floor(t) with room for `hold` cycles. */
 static double pipe_issue(Pipe *p, int64_t g, double t) {
     Ports *q = &p->ports[g];
@@ -384,7 +424,7 @@ static double pipe_issue(Pipe *p, int64_t g, double t) {
         if (floor_d - q->base >= q->size) memset(q->used, 0, (size_t)q->size * sizeof(uint16_t));
         else for (int64_t c = q->base; c < floor_d; c++) q->used[c & (q->size - 1)] = 0;
         q->base = floor_d;
-        if (q->nfar) far_settle(q);
+        if (q->nfar > q->far0) far_settle(q);
     }
     for (;;) {
         while (k + q->hold > q->base + q->size && q->size < RING_MAX) {  /* grow the ring to reach k + hold */
@@ -393,12 +433,15 @@ static double pipe_issue(Pipe *p, int64_t g, double t) {
             if (!used) break;  /* the far list takes what the ring cannot reach */
             for (int64_t c = q->base; c < q->base + q->size; c++) used[c & (size - 1)] = q->used[c & (q->size - 1)];
             free(q->used); q->used = used; q->size = size;
-            if (q->nfar) far_settle(q);
+            free(q->skip); q->skip = NULL;  /* slots moved: the hints start again */
+            if (q->nfar > q->far0) far_settle(q);
         }
-        int64_t j = 0;
+        int64_t free_k = port_free_from(q, k);
+        if (free_k != k) { k = free_k; continue; }  /* the ring may have to grow to reach it */
+        int64_t j = 1;
         while (j < q->hold && port_used(q, k + j) < q->per_cycle) j++;
-        if (j == q->hold) break;
-        k += 1;
+        if (j >= q->hold) break;
+        k += j + 1;  /* every start up to the full cycle k + j would include it */
     }
     for (int64_t j = 0; j < q->hold; j++) port_book(q, k + j);
     q->count += 1;
