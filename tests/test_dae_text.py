@@ -182,7 +182,7 @@ MALFORMED = [
     (EXAMPLE[: -len(".end\n")], "x.dae:21:1: error: '.code' has no matching '.end'"),
     (EXAMPLE + "  halt\n", "x.dae:46:3: error: nothing may follow the .end of .code"),
     (edit("L0:", "nan:"), "x.dae:27:1: error: bad label name \"nan\""),
-    (edit('"bag.weight"', '"bag\\q"'), "x.dae:4:15: error: bad string literal"),
+    (edit('"bag.weight"', '"bag\\q"'), "x.dae:4:15: error: bad string literal: invalid \\escape"),
     (".dae 2\n.sym @0 input \"x\" f32 [2]\n", "x.dae:2:1: error: missing .code section"),
     ("", "x.dae:1:1: error: empty file: expected '.dae 2'"),
 ]

@@ -273,3 +273,14 @@ def test_an_unknown_runtime_is_a_one_line_error(tmp_path: Path, run: object, mon
     assert r.returncode == 1
     assert r.stderr.decode().strip() == ("ember-sim: error: EMBER_HOST_RUNTIME: unknown host runtime 'bogus' "
                                          "(valid: auto, onnxruntime, reference)")
+
+
+@pytest.mark.parametrize("opset", [10**11, 2**63 - 1])
+def test_an_opset_past_what_onnx_knows_runs_with_its_newest_schemas(opset: int) -> None:
+    """Found by ember-fuzz: a module's opset past 2^31 (any int64 is valid .eir) reached onnx's schema
+    lookup, whose C int refused it with a nine-line signature dump.  The newest schema up to the opset is the
+    newest onnx has."""
+    node = HostNode.of("Transpose", ["x"], ["y"], {"perm": [1, 0]})
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = run_nodes([node], {"x": x}, {"x": (F32, (2, 3))}, {}, opset, "auto")
+    np.testing.assert_array_equal(got["y"], x.T)

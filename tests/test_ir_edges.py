@@ -38,6 +38,12 @@ def func(body: str, results: str = "") -> str:
     (func("", "f32").replace("{\n  }", "{\n    return\n  }"),
      "s.eir:3:5: error: 'return' returns () but the function declares (f32)"),
     ("module {\n  func @main() -> () {\n  }\n}\n", "s.eir:2:8: error: 'func' must end with 'return'"),
+    # found by ember-fuzz: a byte flipped inside a string ended in "internal error: JSONDecodeError"
+    ('module attributes {w = "a\tb"} {\n}\n',
+     's.eir:1:24: error: bad string literal: invalid control character\nmodule attributes {w = "a\tb"} {\n'
+     + " " * 23 + "^"),
+    ('module attributes {w = "a\\qb"} {\n}\n',
+     's.eir:1:24: error: bad string literal: invalid \\escape\nmodule attributes {w = "a\\qb"} {\n' + " " * 23 + "^"),
     ("module attributes {opset = dense<[1]> : tensor<1xi64>} {\n}\n",
      "s.eir:1:35: error: module attribute 'opset' must be an ONNX opset version (an integer from 0 to 2^63 - 1), "
      "got a dense attribute\nmodule attributes {opset = dense<[1]> : tensor<1xi64>} {\n" + " " * 34 + "^"),

@@ -382,8 +382,8 @@ class _Builder:
         """A JSON string literal (the printer writes json.dumps, so escapes agree)."""
         try:
             return json.loads(str(tok))
-        except ValueError:
-            raise self.err(f"bad string literal {tok}", tok) from None
+        except json.JSONDecodeError as e:  # the grammar lets a raw control character or a bad escape through
+            raise self.err(f"bad string literal: {e.msg.removesuffix(' at').lower()}", tok) from None
 
 
 def parse_dae(text: str, filename: str) -> Program:

@@ -90,7 +90,9 @@ def _tensor(d: DenseAttr) -> Any:
 
 def _attribute_kinds(op_type: str, opset: int) -> dict[str, int]:
     try:
-        schema = defs.get_schema(op_type, opset, "")
+        # the newest schema up to `opset`: past the newest onnx knows that is the newest (and a larger number
+        # would not fit get_schema's C int)
+        schema = defs.get_schema(op_type, min(opset, defs.onnx_opset_version()), "")
     except defs.SchemaError:
         return {}
     return {name: int(a.type) for name, a in schema.attributes.items()}

@@ -61,7 +61,7 @@ def _prepare(executor: str, nodes: Sequence[HostNode], group: Sequence[int], inp
     try:
         reads, outs, model = _model(nodes, group, inputs, dtypes, opset)
     except (ValueError, TypeError) as e:  # an attribute ONNX cannot hold
-        raise Refused(f"cannot build the ONNX node: {e}") from None
+        raise Refused(f"cannot build the ONNX node: {short(e)}") from None
     return _Segment(executor, tuple(group), reads, outs, prepare(executor, model))
 
 

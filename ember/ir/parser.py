@@ -95,7 +95,10 @@ class _Builder:
         if k == "float":
             return float(str(t.children[0]))
         if k == "string":
-            return json.loads(str(t.children[0]))
+            try:
+                return json.loads(str(t.children[0]))
+            except json.JSONDecodeError as e:  # the grammar lets a raw control character or a bad escape through
+                raise self.err(f"bad string literal: {e.msg.removesuffix(' at').lower()}", t.children[0]) from None
         if k == "true":
             return True
         if k == "false":
