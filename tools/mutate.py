@@ -119,13 +119,18 @@ def mutate(package: str, sample: int | None, seed: int, jobs: int, pattern: str 
     # Survivors are tried again too: a test added since the last run may kill them.
     todo = [n for n in names if every[n] is None or every[n] in SURVIVED | NO_TESTS]
     print(f"== mutate {package}: {len(names)} of {len(every)} mutants, {len(todo)} to try", flush=True)
-    if todo:
+    for _ in range(2):  # mutmut forgets every result when the package's test list changed: then once more
+        if not todo:
+            break
         cmd = ["nice", "-n", "19", str(MUTMUT), "run", "--max-children", str(jobs), *todo]
         run = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
         if run.returncode != 0:
             sys.stderr.write(run.stdout[-3000:] + run.stderr[-3000:])
             print(f"make mutate: mutmut failed on {package} (exit {run.returncode}); its tally counts what it tried",
                   file=sys.stderr)
+            break
+        now = outcomes(workdir, package)
+        todo = [n for n in names if now.get(n) is None]
     tally = Tally(package, len(every), names, outcomes(workdir, package))
     report = workdir / "results.txt"
     report.write_text("".join(f"{n}: {describe(tally.outcome[n])}\n" for n in names))
