@@ -19,6 +19,7 @@ import json
 import math
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -86,6 +87,18 @@ def write_config(package: str, workdir: Path) -> None:
             link.symlink_to(Path("..", "..", name))
 
 
+def sync_data_files(copy: Path) -> None:
+    """mutmut copies the package once and then refreshes only its Python files: bring the rest (the fast
+    engine's runtime.h, grammars, machine presets) up to date, or the copy mixes old C with new Python."""
+    source = ROOT / "ember"
+    for f in source.rglob("*"):
+        if f.is_file() and f.suffix not in (".py", ".pyc"):
+            dst = copy / f.relative_to(source)
+            if not dst.exists() or dst.read_bytes() != f.read_bytes():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, dst)
+
+
 def outcomes(workdir: Path, package: str) -> dict[str, int | None]:
     """Every mutant of the package and its exit code (None: not tried yet), from mutmut's .meta files."""
     found: dict[str, int | None] = {}
@@ -108,6 +121,7 @@ def mutate(package: str, sample: int | None, seed: int, jobs: int, pattern: str 
     workdir = ROOT / "mutants" / package
     write_config(package, workdir)
     subprocess.run([sys.executable, "-c", GENERATE], cwd=workdir, check=True, stdout=subprocess.DEVNULL)
+    sync_data_files(workdir / "mutants" / "ember")
     every = outcomes(workdir, package)
     names = sorted(every)
     if pattern:
