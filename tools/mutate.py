@@ -3,9 +3,10 @@
 A full run of every package is about 20,000 mutants, several hours on two cores.  A random sample of
 mutants estimates the same score in bounded time (mutant sampling: the sampled score is an unbiased
 estimate of the full one, with a binomial confidence interval), so the default run samples; SAMPLE=all
-runs every mutant.  The sample is drawn with a fixed seed from the sorted mutant names, so a second run
-draws the same mutants and tries again only those with no result or no kill yet (mutmut keeps results
-until the mutated function changes).
+runs every mutant.  The sample is the mutants whose names hash lowest under the seed (bottom-k
+sampling): a second run draws the same mutants and tries again only those with no result or no kill
+yet (mutmut keeps results until the mutated function changes), and a change to the code moves only the
+mutants it adds or removes in or out of the sample, not the whole draw.
 
 Each package runs in mutants/<package>/, with a mutmut configuration written from pyproject.toml's
 [tool.mutmut]: only that package is mutated and only the test files listed for it under
@@ -15,10 +16,10 @@ Each package runs in mutants/<package>/, with a mutmut configuration written fro
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -129,7 +130,7 @@ def mutate(package: str, sample: int | None, seed: int, jobs: int, pattern: str 
 
         names = [n for n in names if fnmatch(n, pattern)]
     if sample is not None and sample < len(names):
-        names = sorted(random.Random(f"{seed}:{package}").sample(names, sample))
+        names = sorted(sorted(names, key=lambda n: hashlib.sha256(f"{seed}:{n}".encode()).digest())[:sample])
     # Survivors are tried again too: a test added since the last run may kill them.
     todo = [n for n in names if every[n] is None or every[n] in SURVIVED | NO_TESTS]
     print(f"== mutate {package}: {len(names)} of {len(every)} mutants, {len(todo)} to try", flush=True)
