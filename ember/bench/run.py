@@ -24,9 +24,11 @@ SUMMED = ("cycles", "tokens", "operands", "callbacks", "access.elements", "execu
           "execute.store_stall_cycles", "execute.compute_stall_cycles", "execute.mispredict_cycles",
           "access.stall_cycles",
           "dram_bytes", "roofline.access_cycles", "roofline.dram_cycles", "roofline.execute_cycles",
-          "sol.access_cycles", "sol.dram_cycles", "sol.execute_cycles", "execute.instructions", "host_seconds")
+          "sol.access_cycles", "sol.dram_cycles", "sol.execute_cycles", "execute.instructions", "host_seconds",
+          "energy_j")
 DERIVED = ("roofline.bound_cycles", "roofline_fraction", "sol.bound_cycles", "sol_fraction", "dram_bandwidth_fraction",
-           "useful_bandwidth_fraction", "lookups_per_kcycle", "lookups_per_host_second", "sim_cycles_per_host_second")
+           "useful_bandwidth_fraction", "lookups_per_kcycle", "lookups_per_host_second", "sim_cycles_per_host_second",
+           "power_w")
 STATS = SUMMED + DERIVED  # every statistic `run` reports, so a sweep can check a plotted metric before it runs
 HOST_TIME = ("host_seconds", "lookups_per_host_second", "sim_cycles_per_host_second")  # vary run to run
 
@@ -131,7 +133,7 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
             got = next(iter(out.values()))
             if not np.allclose(got, w.reference(t, table, inputs), rtol=1e-4, atol=1e-4):
                 raise EmberError(f"{where}: simulated output differs from numpy's")
-        for k in SUMMED:
+        for k in [*SUMMED, *(n for n, _ in st.items() if n.startswith("energy."))]:  # and energy's leaves
             res.stats[k] = res.stats.get(k, 0.0) + float(st[k])
     s = res.stats
     bound = max(s["roofline.access_cycles"], s["roofline.dram_cycles"], s["roofline.execute_cycles"])
@@ -142,6 +144,7 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
     s["dram_bandwidth_fraction"] = s["dram_bytes"] / (s["cycles"] * machine.dram.bytes_per_cycle)
     s["useful_bandwidth_fraction"] = w.useful_bytes() / (s["cycles"] * machine.dram.bytes_per_cycle)
     s["lookups_per_kcycle"] = 1000.0 * w.lookups / s["cycles"]
+    s["power_w"] = s["energy_j"] / machine.seconds(s["cycles"]) if s["cycles"] else 0.0
     host = s["host_seconds"]
     s["lookups_per_host_second"] = w.lookups / host if host > 0 else 0.0
     s["sim_cycles_per_host_second"] = s["cycles"] / host if host > 0 else 0.0

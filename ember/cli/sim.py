@@ -16,7 +16,7 @@ from .common import display_name, guarded, host_runtime_option, read_bytes, writ
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
            "execute.starved_cycles", "access.stall_cycles", "queue_max_occupancy", "dram_bytes",
            "dram_bandwidth_fraction", "sol.bound_cycles", "sol_fraction", "roofline.bound_cycles", "roofline_fraction",
-           "host.cycles")
+           "host.cycles", "energy_j", "power_w")
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:

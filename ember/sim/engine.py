@@ -19,6 +19,7 @@ from . import limits
 from .access import AccessUnit, check_resources
 from .bounds import report_roofline, report_sol, sol_cycles
 from .cache import MemorySystem, SharedMemory
+from .energy import report_energy
 from .execute import Core
 from .machine import Machine
 from .queue import OutputQueue
@@ -154,6 +155,9 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
            "Count")
     for op in sorted(core.counts):
         st.set(f"execute.op.{op}", core.counts[op], f"'{op}' instructions executed", "Count")
+    for g in m.execute.GROUPS:
+        st.set(f"execute.pipe.{g}", pipe.ports[g].count, f"uses of the {g} pipe group (a vector wider than the "
+               "machine's, one a piece; a gather or scatter, one a lane)", "Count")
     st.set("execute.prefetches", core.prefetches, "lines fetched by the next-line prefetcher", "Count")
     st.set("host.cycles", core.host_cycles, "cycles of host (ONNX) operations, roofline model", "Cycle")
     st.set("host.flops", core.host_flops, "float operations of host operations", "Count")
@@ -176,4 +180,5 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
         "dram": (dram_bytes / peak, "DRAM bytes / DRAM bytes per cycle"),
         "execute": (pipes + core.host_cycles, "this program's dispatch slots or its busiest pipe group, "
                     "plus host ops: its own time without stalls")})
+    report_energy(st, m)
     return st

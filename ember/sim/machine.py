@@ -29,7 +29,7 @@ from typing import Any
 from ember.ir.diagnostics import EmberError, Loc
 
 _PRESET_DIR = ("sim", "machines")
-_SECTIONS = ("access", "execute", "caches", "dram")
+_SECTIONS = ("access", "execute", "caches", "dram", "energy")
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -139,6 +139,37 @@ class Dram:
 
 
 @dataclass(frozen=True)
+class Energy:
+    """Energy of each counted event and static power of each block (sim/energy.py turns a run's counters
+    into joules).  Every figure is at the machine's own process node; the preset files say how each was
+    derived (most from published 45 nm tables, scaled)."""
+
+    uop_pj: float = field(metadata=_doc("one uop through the out-of-order core: fetch, decode, rename, "
+                                        "schedule, register file, retire"))
+    int_op_pj: float = field(metadata=_doc("one integer ALU op or branch on its pipe"))
+    int_mul_pj: float = field(metadata=_doc("one integer multiply on its pipe"))
+    int_div_pj: float = field(metadata=_doc("one integer divide or remainder on its pipe"))
+    fp_lane_pj: float = field(metadata=_doc("one 32-bit float add, multiply, min, max or convert lane: a scalar "
+                                            "op is one lane, a vector piece simd_bits/32"))
+    fp_div_lane_pj: float = field(metadata=_doc("one 32-bit float divide lane"))
+    shuffle_pj: float = field(metadata=_doc("one vector broadcast or compare into a mask"))
+    cache_pj_8kib: float = field(metadata=_doc("one access (a lookup or a line fill) to an 8 KiB cache; "
+                                               "a level of S bytes costs (S / 8 KiB)^cache_size_exponent times "
+                                               "this"))
+    cache_size_exponent: float = field(metadata=_doc("how a cache access's energy grows with the level's size"))
+    access_element_pj: float = field(metadata=_doc("one access-unit stream element: its address arithmetic and "
+                                                   "request"))
+    queue_byte_pj: float = field(metadata=_doc("one byte pushed into the output queue and popped from it"))
+    host_flop_pj: float = field(metadata=_doc("one float operation of a host op such as a dense layer"))
+    dram_byte_pj: float = field(metadata=_doc("one byte moved to or from DRAM, device and interface"))
+    core_static_w: float = field(metadata=_doc("leakage and clock power of one core, in watts"))
+    access_static_w: float = field(metadata=_doc("leakage and clock power of one access unit, in watts"))
+    cache_static_w_per_mib: float = field(metadata=_doc("leakage power of a MiB of cache, in watts"))
+    dram_static_w: float = field(metadata=_doc("background power of the memory system (refresh, interfaces), "
+                                               "in watts"))
+
+
+@dataclass(frozen=True)
 class Machine:
     """A whole machine; frozen so a run's machine cannot drift, `set` returns a new one."""
 
@@ -150,6 +181,7 @@ class Machine:
     execute: ExecuteUnit
     caches: tuple[CacheConfig, ...]
     dram: Dram
+    energy: Energy
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -187,8 +219,9 @@ class Machine:
         """A copy with one dotted key set from text (`--set key=value`), type-checked and validated."""
         parts = key.split(".")
         head = parts[0]
-        sections = {"access": self.access, "execute": self.execute, "dram": self.dram}
-        valid_top = _top_keys() + ["access.*", "execute.*", "caches.line_bytes", "caches.LEVEL.*", "dram.*"]
+        sections = {"access": self.access, "execute": self.execute, "dram": self.dram, "energy": self.energy}
+        valid_top = _top_keys() + ["access.*", "execute.*", "caches.line_bytes", "caches.LEVEL.*", "dram.*",
+                                   "energy.*"]
         if len(parts) == 1 and head not in sections and head != "caches":
             f = _field(Machine, key, "", valid_top)
             return dataclasses.replace(self, **{key: _convert(key, f, Machine, value)})
@@ -245,6 +278,7 @@ class Machine:
         for level in self.caches:
             rows.extend(r for r in _rows(f"caches.{level.name}", level) if not r[0].endswith(".name"))
         rows.extend(_rows("dram", self.dram))
+        rows.extend(_rows("energy", self.energy))
         return rows
 
 
@@ -345,6 +379,7 @@ def _build_machine(data: dict[str, Any]) -> Machine:
     kwargs["access"] = _build_section("access", AccessUnit, data["access"])
     kwargs["execute"] = _build_section("execute", ExecuteUnit, data["execute"])
     kwargs["dram"] = _build_section("dram", Dram, data["dram"])
+    kwargs["energy"] = _build_section("energy", Energy, data["energy"])
     caches = data["caches"]
     if not isinstance(caches, list) or not all(isinstance(c, dict) for c in caches):
         raise EmberError("'caches' must be an array of tables ([[caches]])")
@@ -495,4 +530,6 @@ def _validate(m: Machine) -> None:
          f"must name a cache level ({', '.join(m.cache_names)})")
     non_negative("dram.latency", m.dram.latency)
     positive("dram.bytes_per_cycle", m.dram.bytes_per_cycle)
+    for f in dataclasses.fields(Energy):
+        non_negative(f"energy.{f.name}", getattr(m.energy, f.name))
 

@@ -21,6 +21,7 @@ from ..ir.diagnostics import EmberError
 from . import engine as reference
 from .bounds import report_roofline, report_sol
 from .cache import SharedMemory
+from .energy import report_energy
 from .engines import needs_fast
 from .machine import Machine
 from .stats import Stats
@@ -28,8 +29,9 @@ from .stats import Stats
 SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access.elements", "access.requests",
           "access.stall_cycles", "execute.instructions", "execute.busy_cycles", "execute.starved_cycles",
           "execute.load_stall_cycles", "execute.pop_stall_cycles", "execute.store_stall_cycles",
-          "execute.compute_stall_cycles", "execute.mispredict_cycles", "host.cycles", "dram.requests",
-          "dram.busy_cycles", "dram_bytes")
+          "execute.compute_stall_cycles", "execute.mispredict_cycles", "execute.uops", "host.cycles", "host.flops",
+          "dram.requests", "dram.busy_cycles", "dram.write_bytes", "dram_bytes")
+SUMMED_PREFIXES = ("execute.op.", "execute.pipe.")  # counters a core may or may not have: summed by prefix
 
 
 def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.ndarray]], machine: Machine,
@@ -76,6 +78,10 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
         first = per_core[0].get(name)
         assert first is not None
         st.set(name, sum(s[name] for s in per_core), f"{first.description} (all cores)", first.unit)
+    for s in per_core:
+        for name, stat in s.items():
+            if name.startswith(SUMMED_PREFIXES):
+                st.add(name, stat.value, f"{stat.description} (all cores)", stat.unit)
     peak = machine.dram.bytes_per_cycle
     st.set("dram_bandwidth_fraction", st["dram_bytes"] / (cycles * peak) if cycles else 0.0,
            "achieved DRAM bandwidth / peak, all cores", "Ratio")
@@ -87,9 +93,11 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
     # DRAM at least once whichever core fetches them (adding the cores' bytes would count shared rows twice)
     report_sol(st, cycles, {name: max(s[f"sol.{name}_cycles"] for s in per_core)
                             for name in ("dram", "access", "execute")})
-    for k, s in enumerate(per_core):  # a core's own sol.* would count rows another core fetched into the LLC
-        for name, stat in s.items():
-            if not name.startswith("sol"):
+    # energy of the summed counters, and static power of every core of the machine, idle ones included
+    report_energy(st, machine, machine.cores)
+    for k, s in enumerate(per_core):  # a core's own sol.* would count rows another core fetched into the LLC,
+        for name, stat in s.items():  # its own energy the static power of blocks it shares
+            if not name.startswith(("sol", "energy", "power_w")):
                 st.set(f"core{k}.{name}", stat.value, stat.description, stat.unit)
     return st
 

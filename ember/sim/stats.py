@@ -126,6 +126,8 @@ class Stats:
 
 def _fmt_value(v: Number) -> str:
     if isinstance(v, float):
+        if v != 0 and abs(v) < 1e-3:  # joules of a short run: six decimals would print 0.000000
+            return f"{v:.6e}"
         return f"{v:.6f}" if math.isfinite(v) else str(v)
     return str(v)
 
