@@ -57,10 +57,22 @@ def test_json_rows_have_every_stat_and_consistent_speedups(
         assert r["host_seconds"] > 0 and r["sim_cycles_per_host_second"] > 0
         assert math.isclose(r["lookups_per_host_second"], r["lookups"] / r["host_seconds"])
     assert math.isclose(rows["O1"]["speedup_vs_O0"], rows["O0"]["cycles"] / rows["O1"]["cycles"])
+    for r in rows.values():  # energy: its leaves sum to the total (over tables, when there are several)
+        parts = [v for k, v in r.items() if k.startswith("energy.") and k.endswith("_j")]
+        assert len(parts) >= 10 and math.isclose(sum(parts), r["energy_j"], rel_tol=1e-9)
+        assert math.isclose(r["power_w"], r["energy_j"] / (r["cycles"] / 2e9), rel_tol=1e-9)  # default: 2 GHz
     assert math.isclose(rows["O3"]["percent_of_hand"], 100 * rows["hand"]["cycles"] / rows["O3"]["cycles"])
     assert rows["O1"]["published_speedup_vs_O0"] == 3.96
     assert rows["O3"]["published_percent_of_hand"] == 95.4
     assert math.isclose(rows["O0"]["gpu_frac_copy_bw"], 0.1275, abs_tol=1e-4)  # D=32, pooling 20, uniform
+
+
+def test_the_energy_table_gives_nanojoules_a_lookup(full_run: tuple[subprocess.CompletedProcess[bytes], Path]
+                                                   ) -> None:
+    res, out = full_run
+    o3 = next(r for r in json.loads((out / "rows.json").read_text())["rows"] if r["variant"] == "O3")
+    line = next(ln for ln in res.stdout.decode().splitlines() if ln.startswith("│ RM1_L0") and " W)" in ln)
+    assert f"{1e9 * o3['energy_j'] / o3['lookups']:,.2f} ({o3['power_w']:.1f} W)" in line
 
 
 def test_csv_parses_with_the_same_rows(full_run: tuple[subprocess.CompletedProcess[bytes], Path]) -> None:
@@ -90,11 +102,11 @@ def test_only_the_tables_the_variants_allow() -> None:
     assert "O2: of DRAM peak" in text and "O3: of DRAM peak" not in text  # useful bandwidth of the variants run
 
 
-def test_plot_writes_two_pngs(tmp_path: Path) -> None:
+def test_plot_writes_the_figures_and_the_energy_breakdown(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     res = bench(*ONE, "--variants", "O0,O1,O2,O3,hand", "--plot", str(tmp_path / "figs"), "--quiet")
     assert res.returncode == 0, res.stderr.decode()
-    for name in ("speedup.png", "vs_handwritten.png"):
+    for name in ("speedup.png", "vs_handwritten.png", "energy_breakdown.png"):
         data = (tmp_path / "figs" / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 1000
 

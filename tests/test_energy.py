@@ -3,6 +3,7 @@ priced as docs/architecture.md says, and the totals follow the machine's numbers
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from test_multicore import programs_for
 
 from ember.backend.binary import assemble, disassemble
 from ember.backend.dae_text import parse_dae
+from ember.bench.run import compile_variant, run
 from ember.bench.workloads import suite
 from ember.ir.diagnostics import EmberError
 from ember.sim import engine as reference
@@ -144,3 +146,22 @@ def test_peak_power_counts_every_core_at_full_issue_and_dram_at_full_bandwidth()
     dram = 8 * 50 * 1e-12 * 1e9  # small's DRAM moves 8 bytes a cycle
     static = 3 * (1 + 0.25) + 1024 * (3 * 1024 + 4096) / 2**20 + 4
     assert peak_power_w(m) == pytest.approx(3 * per_core + dram + static, rel=1e-12)
+
+
+def test_the_bench_sums_energy_over_tables_leaf_by_leaf() -> None:
+    """Two tables run one after another: each leaf is the sum of the two runs', so static energy covers
+    both runs' time and power is the total over the summed time."""
+    w = dataclasses.replace(suite("tiny", ["RM1_L0"])[0], tables=2)
+    res = run(w, "O3", SMALL)
+    per_table = []
+    for t in range(2):
+        program = compile_variant(w, "O3")
+        inputs = w.inputs(t)
+        for n, s in enumerate(program.symbols):
+            if s.kind == "param":
+                program.data[n] = w.table(t, inputs["indices"])
+        per_table.append(reference.simulate(program, inputs, SMALL)[1])
+    for name in ("energy.core_j", "energy.static.core_j", "energy.dram_j", "energy_j"):
+        assert math.isclose(res.stats[name], per_table[0][name] + per_table[1][name], rel_tol=1e-9)
+    seconds = sum(st["sim_seconds"] for st in per_table)
+    assert math.isclose(res.stats["power_w"], res.stats["energy_j"] / seconds, rel_tol=1e-9)

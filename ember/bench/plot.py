@@ -1,4 +1,5 @@
-"""`ember-bench --plot`: the two published figures redrawn from our runs, published values as markers.
+"""`ember-bench --plot`: the two published figures redrawn from our runs, published values as markers, and
+where each point's energy goes.
 
 matplotlib is an optional extra, so it is imported only here and only when a plot is asked for. Figures
 are drawn on an Agg canvas directly (no pyplot), which needs no display and leaves no global state behind;
@@ -14,12 +15,12 @@ from typing import Any
 from ..ir.diagnostics import EmberError
 from .published import published_hand_percent, published_speedup
 from .report import LEVELS, ResultIndex
-from .run import Result
+from .run import VARIANTS, Result
 from .sweep import show
 
 COLORS = {"O1": "#4c72b0", "O2": "#55a868", "O3": "#c44e52"}
 MARKERS = {"O1": "v", "O2": "s", "O3": "D"}
-NAMES = ("speedup.png", "vs_handwritten.png")
+NAMES = ("speedup.png", "vs_handwritten.png", "energy_breakdown.png")
 
 
 def require_matplotlib() -> tuple[Any, Any]:
@@ -34,7 +35,8 @@ def require_matplotlib() -> tuple[Any, Any]:
 
 def needs(name: str) -> str:
     """The variants a figure needs, for the note when one cannot be drawn."""
-    return {"speedup.png": "O0 and at least one of O1, O2, O3", "vs_handwritten.png": "O3 and hand"}[name]
+    return {"speedup.png": "O0 and at least one of O1, O2, O3", "vs_handwritten.png": "O3 and hand",
+            "energy_breakdown.png": "any variant"}[name]
 
 
 def render(results: Sequence[Result], caption: str) -> dict[str, bytes]:
@@ -47,6 +49,8 @@ def render(results: Sequence[Result], caption: str) -> dict[str, bytes]:
         out["speedup.png"] = _speedup(figure, canvas, idx, levels, caption)
     if {"O3", "hand"} <= idx.variants:
         out["vs_handwritten.png"] = _vs_hand(figure, canvas, idx, caption)
+    if idx.workloads:
+        out["energy_breakdown.png"] = _energy(figure, canvas, idx, caption)
     return out
 
 
@@ -112,6 +116,31 @@ def _vs_hand(figure: Any, canvas: Any, idx: ResultIndex, caption: str) -> bytes:
     ax.set_ylabel("performance, % of hand-written")
     ax.set_title("Compiled (O3) vs hand-written (100% = parity)")
     ax.legend(fontsize=8, ncols=2, loc="upper left")
+    return _png(fig, canvas)
+
+
+def _energy(figure: Any, canvas: Any, idx: ResultIndex, caption: str) -> bytes:
+    """Each point's energy split into its energy.*_j leaves, stacked: where the joules of each variant go."""
+    points = [(w, v) for w in idx.workloads for v in VARIANTS if (w, v) in idx.by_key]
+    parts = sorted({k for w, v in points for k in idx.by_key[(w, v)].stats if k.startswith("energy.")})
+    fig = figure(figsize=(max(6.0, 0.45 * len(points) + 3.0), 4.5))
+    ax = fig.add_subplot()
+    xs = list(range(len(points)))
+    bottoms = [0.0] * len(xs)
+    from matplotlib import colormaps  # present: require_matplotlib() has run
+
+    cmap = colormaps["tab20"]
+    for n, part in enumerate(parts):
+        heights = [1e6 * (idx.stat(w, v, part) or 0.0) for w, v in points]
+        ax.bar(xs, heights, bottom=bottoms, width=0.7, label=part[len("energy."):-len("_j")], color=cmap(n % 20))
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    ax.set_xticks(xs, [f"{w} {v}" for w, v in points], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("energy (µJ)")
+    ax.set_title("Where the energy goes")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    ax.legend(fontsize=7, ncols=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.text(0.01, -0.2, caption, fontsize=7, ha="left", va="top", wrap=True)  # below the slanted labels
     return _png(fig, canvas)
 
 

@@ -262,10 +262,30 @@ def sol_table(idx: ResultIndex) -> Table:
     return t
 
 
+def energy_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table:
+    """Energy per lookup and average power of every point (sim/energy.py prices the run's counters)."""
+    lookups = {w.name: w.lookups for w in workloads}
+    t = _table("Energy per lookup (nJ), average power (W)")
+    variants = [v for v in VARIANTS if v in idx.variants]
+    for v in variants:
+        t.add_column(v, justify="right")
+
+    def cell(w: str, v: str) -> str:
+        e, p, n = idx.stat(w, v, "energy_j"), idx.stat(w, v, "power_w"), lookups.get(w)
+        return DASH if e is None or p is None or not n else f"{1e9 * e / n:,.2f} ({p:.1f} W)"
+
+    for w in idx.workloads:
+        t.add_row(w, *(cell(w, v) for v in variants))
+    t.caption = ("energy_j over the workload's lookups, and energy_j / simulated time; the machine's energy "
+                 "numbers, most of them assumptions (docs/architecture.md, Energy).")
+    return t
+
+
 def tables(results: Sequence[Result], workloads: Sequence[Workload]) -> list[Table]:
     """Every table the run's variants allow, in a fixed order; `caption` says what they were run on."""
     idx = ResultIndex(results)
-    built = [speedup_table(idx), hand_table(idx), core_table(idx), sol_table(idx), bandwidth_table(idx, workloads)]
+    built = [speedup_table(idx), hand_table(idx), core_table(idx), sol_table(idx), bandwidth_table(idx, workloads),
+             energy_table(idx, workloads)]
     return [t for t in built if t is not None]
 
 
