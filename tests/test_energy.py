@@ -165,3 +165,23 @@ def test_the_bench_sums_energy_over_tables_leaf_by_leaf() -> None:
         assert math.isclose(res.stats[name], per_table[0][name] + per_table[1][name], rel_tol=1e-9)
     seconds = sum(st["sim_seconds"] for st in per_table)
     assert math.isclose(res.stats["power_w"], res.stats["energy_j"] / seconds, rel_tol=1e-9)
+
+
+def test_the_iso_bandwidth_server_has_the_h100s_bandwidth() -> None:
+    m = load_machine("dae-server-iso-bw")
+    assert m.dram.bytes_per_cycle * m.clock_ghz * 1e9 == pytest.approx(3.35e12, rel=1e-3)
+    assert m.cores == 64 and m.cache("llc").size_bytes == 64 * 3 << 19  # 1.5 MiB a core
+    assert peak_power_w(m) < 700  # so the iso-power server below has more cores
+
+
+def test_the_iso_power_server_has_the_most_cores_700_watts_allow() -> None:
+    """Re-derived from peak_power_w: with 1.5 MiB of LLC a core, one more core would pass 700 W."""
+    m = load_machine("dae-server-iso-power")
+    per_core_llc = 3 << 19
+
+    def with_cores(n: int) -> float:
+        return peak_power_w(m.set("cores", str(n)).set("caches.llc.size_bytes", str(n * per_core_llc)))
+
+    assert m.cache("llc").size_bytes == m.cores * per_core_llc
+    assert with_cores(m.cores) <= 700 < with_cores(m.cores + 1)
+    assert m.dram == load_machine("dae-server-iso-bw").dram and m.energy == load_machine("dae-server-iso-bw").energy
