@@ -193,3 +193,28 @@ def render_sweep(rows: Sequence[dict[str, Any]], metric: str, param: str, swept:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.text(0.01, -0.02, caption, fontsize=7, ha="left", va="top", wrap=True)
     return _png(fig, canvas)
+
+
+def render_vs_gpu(points: Sequence[Any]) -> bytes:
+    """--vs-gpu: speedup and perf/W over the GPU of each measured workload, one bar per basis (log scale)."""
+    figure, canvas = require_matplotlib()
+    measured = [p for p in points if p.speedup]
+    names = list(dict.fromkeys(p.workload for p in measured))
+    bases = list(dict.fromkeys(p.basis for p in measured))
+    fig = figure(figsize=(max(6.0, 0.9 * len(names) + 2.0), 6.5))
+    for row, (title, value) in enumerate((("speedup over the GPU", lambda p: p.speedup),
+                                          ("perf/W over the GPU (upper bound where GPU power is unmeasured)",
+                                           lambda p: p.perf_per_watt()[0]))):
+        ax = fig.add_subplot(2, 1, row + 1)
+        width = 0.8 / max(len(bases), 1)
+        for k, basis in enumerate(bases):
+            by = {p.workload: value(p) for p in measured if p.basis == basis}
+            xs = [i + (k - (len(bases) - 1) / 2) * width for i in range(len(names))]
+            ax.bar(xs, [by.get(n) or 0.0 for n in names], width=width, label=basis)
+        ax.axhline(1.0, color="black", linewidth=1)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(names)), names if row else [""] * len(names), rotation=45, ha="right")
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+    return _png(fig, canvas)

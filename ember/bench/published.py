@@ -78,6 +78,11 @@ class GpuRow:
     graph: str | None
     gbps: float
     frac_copy_bw: float
+    time_s: float | None = None  # the kernel's median time
+    lookups: int | None = None  # rows gathered (embedding_bag) or edges (spmm nnz) in that time
+    batch: int | None = None  # bags (embedding_bag)
+    table_rows: int | None = None  # rows of the table (embedding_bag) or nodes of the graph (spmm)
+    power_w: float | None = None  # board power while the kernel ran (NVML), where it was measured
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,15 @@ class GpuBaseline:
                     and math.isclose(r.zipf, w.zipf, abs_tol=1e-9)):
                 return r
         return None
+
+    def match_time(self, w: Workload) -> GpuRow | None:
+        """The row whose timing `w` can be compared with: the same embedding_bag shape (`match`), or, for a
+        message-passing workload, the SpMM over the same SNAP graph with as many features."""
+        if w.graph:
+            return next((r for r in self.rows if r.op == "spmm" and r.graph == w.graph and r.dim == w.dim
+                         and r.time_s and r.lookups), None)
+        r = self.match(w)
+        return r if r is not None and r.time_s and r.lookups else None
 
     def missing_reason(self, w: Workload) -> str:
         """Why `w` has no GPU figure, naming only the parameters no measured row shares, for a footnote."""
@@ -125,7 +139,12 @@ def load_gpu_baseline() -> GpuBaseline:
 
 def _gpu_row(r: dict[str, Any]) -> GpuRow:
     op = str(r["op"])
+    def opt(key: str, kind: type) -> Any:
+        return None if r.get(key) is None else kind(r[key])
+
     if op == "embedding_bag":
         return GpuRow(op, int(r["D"]), int(r["pool"]), float(r["zipf"]), None, float(r["GBps"]),
-                      float(r["frac_copy_bw"]))
-    return GpuRow(op, int(r["F"]), None, None, r.get("graph"), float(r["GBps"]), float(r["frac_copy_bw"]))
+                      float(r["frac_copy_bw"]), opt("time_s", float), opt("lookups", int), opt("batch", int),
+                      opt("rows", int), opt("power_w", float))
+    return GpuRow(op, int(r["F"]), None, None, r.get("graph"), float(r["GBps"]), float(r["frac_copy_bw"]),
+                  opt("time_s", float), opt("nnz", int), None, opt("nodes", int), opt("power_w", float))

@@ -97,6 +97,10 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 @click.option("--plot-sweep", "plot_sweeps", multiple=True, metavar="METRIC:PARAM",
               help="with --sweep and --plot DIR: draw statistic METRIC against swept PARAM, one line per workload "
                    "x variant x other swept values (repeatable; default cycles against each swept key)")
+@click.option("--vs-gpu", is_flag=True,
+              help="compare the DAE servers (dae-server-iso-bw, dae-server-iso-power) with the measured GPU on the "
+                   "GPU's own shapes: time, energy and perf/W of each workload that has a GPU row (needs "
+                   "--timing-only; docs/workloads.md, DAE vs GPU)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress bar and no tables (errors are still printed)")
 @click.pass_context
 @guarded("ember-bench")
@@ -104,7 +108,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
          overrides: tuple[str, ...],
          json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, timing_only: bool,
          compare_engines: bool, speed: bool, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None,
-         scheduler: str | None, plot_sweeps: tuple[str, ...], quiet: bool) -> None:
+         scheduler: str | None, plot_sweeps: tuple[str, ...], vs_gpu: bool, quiet: bool) -> None:
     """Run the benchmark suite (docs/workloads.md) on the simulated DAE machine and compare with published figures.
 
     Every workload is compiled at each variant, simulated, checked against numpy (unless
@@ -170,6 +174,10 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
         from ..bench.plot import require_matplotlib
 
         require_matplotlib()
+    if vs_gpu:
+        _vs_gpu(ctx, scale, workloads, overrides, timing_only, json_path, csv_path, plot_dir, quiet,
+                bool(sweeps or compare_engines or hand_kernels or speed))
+        return
     if sweeps:
         swept = {item.partition("=")[0].strip() for item in sweeps}
         for param, key in (("variants", "variant"), ("engine", "engine")):
@@ -289,6 +297,51 @@ def _compare(scale: str, workloads: list[Workload], variants: list[str], m: Mach
         console.print(report.compare_table(pairs))
         console.print()
         console.print(report.caption(m, overrides, scale), highlight=False)
+
+
+def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides: tuple[str, ...], timing_only: bool,
+            json_path: str | None, csv_path: str | None, plot_dir: str | None, quiet: bool, other_mode: bool) -> None:
+    """--vs-gpu: every workload's GPU twin on both server presets, against the measured GPU rows."""
+    from ..bench import vs_gpu
+    from ..bench.published import load_gpu_baseline
+    from ..bench.run import run
+
+    if not timing_only:
+        raise EmberError("--vs-gpu simulates the GPU's table sizes (up to 4 GB), so it needs --timing-only")
+    for param in ("machine", "variants"):
+        if ctx.get_parameter_source(param) is not click.core.ParameterSource.DEFAULT:
+            raise EmberError(f"--vs-gpu runs O3 on its own server presets; leave out --{param}")
+    if other_mode:
+        raise EmberError("--vs-gpu is a run of its own (leave out --sweep, --compare-engines, --hand and --speed)")
+    gpu = load_gpu_baseline()
+    with _progress(quiet) as progress:
+        task = progress.add_task("", total=2 * sum(gpu.match_time(w) is not None for w in workloads))
+
+        def simulate(w: Workload, m: Machine) -> dict[str, float]:
+            progress.update(task, description=f"{w.name} on {m.name}")
+            res = run(w, "O3", m, timing_only=True)
+            progress.advance(task)
+            return res.stats
+
+        points = vs_gpu.compare(workloads, gpu, overrides, simulate)
+    table = [p.row() for p in points]
+    if json_path:
+        doc = {"suite": scale, "vs_gpu": True, "gpu": {"device": gpu.device, "torch": gpu.torch},
+               "machines": {basis: _machine_doc(m, overrides) for basis, m in vs_gpu.machines(overrides)},
+               "rows": table}
+        write_output(json_path, json.dumps(doc, indent=1) + "\n")
+    if csv_path:
+        write_output(csv_path, to_csv(table))
+    if plot_dir:
+        from ..bench.plot import render_vs_gpu
+
+        _make_dir(plot_dir)
+        write_output(str(Path(plot_dir) / "vs_gpu.png"), render_vs_gpu(points))
+    if not quiet:
+        console = _console(json_path, csv_path)
+        for t in vs_gpu.tables(points, gpu):
+            console.print(t)
+            console.print()
 
 
 def _progress(quiet: bool) -> Progress:
