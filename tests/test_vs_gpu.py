@@ -39,7 +39,7 @@ def test_a_twin_is_the_gpu_case_and_a_graph_twin_keeps_the_graph() -> None:
 
 def fake(cycles: float, energy_j: float, power_w: float) -> object:
     def simulate(w: Workload, m: object) -> dict[str, float]:
-        return {"cycles": cycles, "energy_j": energy_j, "power_w": power_w}
+        return {"cycles": cycles, "energy_j": energy_j, "power_w": power_w, "roofline.bound_cycles": cycles / 2}
     return simulate
 
 
@@ -52,6 +52,7 @@ def test_the_comparison_is_worked_by_hand_on_one_measured_row() -> None:
     assert [(p.workload, p.basis) for p in points] == [(n, b) for b, _ in BASES for n in ("RM1_L0", "RM2_L0")]
     p = points[0]
     assert p.dae_time_s == pytest.approx(10e-6) and p.speedup == pytest.approx(4.0)
+    assert p.dae_floor_s == pytest.approx(5e-6)
     assert p.gpu_energy_j == pytest.approx(20e-3) and p.perf_per_watt() == (pytest.approx(10.0), False)
     assert p.perf_per_watt(2.0)[0] == pytest.approx(5.0)
     rm2 = points[1]
