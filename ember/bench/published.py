@@ -122,12 +122,17 @@ class GpuBaseline:
         return f"no GPU row with D={w.dim}, pooling {w.pooling}"
 
 
-@lru_cache(maxsize=1)
-def load_gpu_baseline() -> GpuBaseline:
-    """Read data/gpu_h100_torch.json once; a damaged file is a user-facing error, not a traceback."""
-    where = "ember/bench/data/gpu_h100_torch.json"
+@lru_cache(maxsize=4)
+def load_gpu_baseline(path: str | None = None) -> GpuBaseline:
+    """Read data/gpu_h100_torch.json, or a file `ember-gpu-bench` wrote, once; a damaged file is a user-facing
+    error, not a traceback."""
+    where = path or "ember/bench/data/gpu_h100_torch.json"
     try:
-        text = resources.files("ember.bench").joinpath("data", "gpu_h100_torch.json").read_text(encoding="utf-8")
+        if path is None:
+            text = resources.files("ember.bench").joinpath("data", "gpu_h100_torch.json").read_text(encoding="utf-8")
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
         data = json.loads(text)
         rows = tuple(_gpu_row(r) for r in data["rows"])
         return GpuBaseline(str(data["device"]), str(data["torch"]), float(data["copy_GBps"]), rows)

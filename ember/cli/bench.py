@@ -101,6 +101,8 @@ def to_csv(table: list[dict[str, Any]]) -> str:
               help="compare the DAE servers (dae-server-iso-bw, dae-server-iso-power) with the measured GPU on the "
                    "GPU's own shapes: time, energy and perf/W of each workload that has a GPU row (needs "
                    "--timing-only; docs/workloads.md, DAE vs GPU)")
+@click.option("--gpu-data", metavar="FILE.json",
+              help="with --vs-gpu: GPU measurements written by ember-gpu-bench instead of the shipped H100 file")
 @click.option("-q", "--quiet", is_flag=True, help="no progress bar and no tables (errors are still printed)")
 @click.pass_context
 @guarded("ember-bench")
@@ -108,7 +110,8 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
          overrides: tuple[str, ...],
          json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, timing_only: bool,
          compare_engines: bool, speed: bool, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None,
-         scheduler: str | None, plot_sweeps: tuple[str, ...], vs_gpu: bool, quiet: bool) -> None:
+         scheduler: str | None, plot_sweeps: tuple[str, ...], vs_gpu: bool, gpu_data: str | None,
+         quiet: bool) -> None:
     """Run the benchmark suite (docs/workloads.md) on the simulated DAE machine and compare with published figures.
 
     Every workload is compiled at each variant, simulated, checked against numpy (unless
@@ -176,8 +179,10 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
         require_matplotlib()
     if vs_gpu:
         _vs_gpu(ctx, scale, workloads, overrides, timing_only, json_path, csv_path, plot_dir, quiet,
-                bool(sweeps or compare_engines or hand_kernels or speed))
+                bool(sweeps or compare_engines or hand_kernels or speed), gpu_data)
         return
+    if gpu_data:
+        raise EmberError("--gpu-data applies to --vs-gpu runs only")
     if sweeps:
         swept = {item.partition("=")[0].strip() for item in sweeps}
         for param, key in (("variants", "variant"), ("engine", "engine")):
@@ -300,7 +305,8 @@ def _compare(scale: str, workloads: list[Workload], variants: list[str], m: Mach
 
 
 def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides: tuple[str, ...], timing_only: bool,
-            json_path: str | None, csv_path: str | None, plot_dir: str | None, quiet: bool, other_mode: bool) -> None:
+            json_path: str | None, csv_path: str | None, plot_dir: str | None, quiet: bool, other_mode: bool,
+            gpu_data: str | None) -> None:
     """--vs-gpu: every workload's GPU twin on both server presets, against the measured GPU rows."""
     from ..bench import vs_gpu
     from ..bench.published import load_gpu_baseline
@@ -313,7 +319,7 @@ def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides
             raise EmberError(f"--vs-gpu runs O3 on its own server presets; leave out --{param}")
     if other_mode:
         raise EmberError("--vs-gpu is a run of its own (leave out --sweep, --compare-engines, --hand and --speed)")
-    gpu = load_gpu_baseline()
+    gpu = load_gpu_baseline(gpu_data)
     with _progress(quiet) as progress:
         task = progress.add_task("", total=2 * sum(gpu.match_time(w) is not None for w in workloads))
 

@@ -1,0 +1,240 @@
+"""`ember-gpu-bench`: measure the GPU side of `ember-bench --vs-gpu` on whatever GPU is present.
+
+It times the cases the shipped `data/gpu_h100_torch.json` holds: `embedding_bag` (sum, f32, one 4M-row
+table) over D x pooling x Zipf, and a CSR SpMM over each SNAP graph.  The inputs come from the benchmark's
+own seeded generators (`Workload.inputs`), so the DAE twins of `--vs-gpu` run on the very same indices.
+Times are CUDA-event medians after warm-up; board power is NVML's reading while the kernel runs in a loop,
+with the idle power read first.  The output is the shipped file's format plus what was measured about
+the run (driver, CUDA, date) and per row `power_w`, `idle_power_w` and every time.
+
+A `Backend` does the device work, so the whole tool runs on the CPU in tests (`TorchBackend("cpu")` or a
+fake): the timing and power parts are the only CUDA-specific lines.
+"""
+
+from __future__ import annotations
+
+import datetime
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..ir.diagnostics import EmberError
+from .workloads import GRAPHS, MP_FEATURES, Workload
+
+TABLE_ROWS = 4_000_000
+DIMS = (32, 64, 128, 256)
+SHAPES = ((1, 65_536), (20, 4_096), (80, 4_096))  # (pooling, batch)
+ZIPFS = (0.0, 0.8, 1.05)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured case: an embedding_bag shape, or an SpMM over a graph."""
+
+    op: str
+    workload: Workload
+
+    def label(self) -> str:
+        w = self.workload
+        return f"spmm {w.graph} F={w.dim}" if self.op == "spmm" else \
+            f"embedding_bag D={w.dim} pool={w.pooling} zipf={w.zipf:g}"
+
+
+def cases(ops: Iterable[str] = ("embedding_bag", "spmm"), table_rows: int = TABLE_ROWS,
+          graphs: Iterable[str] = tuple(GRAPHS)) -> list[Case]:
+    """The shipped file's grid; `table_rows` and `graphs` shrink it for a quick check."""
+    out = []
+    if "embedding_bag" in ops:
+        for dim in DIMS:
+            for pooling, batch in SHAPES:
+                for zipf in ZIPFS:
+                    out.append(Case("embedding_bag", Workload(f"bag_D{dim}_p{pooling}_z{zipf:g}", "bag_sum", 1,
+                                                              table_rows, dim, pooling, batch, zipf)))
+    if "spmm" in ops:
+        for g in graphs:
+            nodes, edges = GRAPHS[g]
+            degree = max(1, round(edges / nodes))  # as the suite's MP workloads: the whole graph, every node a bag
+            out.append(Case("spmm", Workload(f"spmm_{g}", "bag_sum", 1, nodes, MP_FEATURES, degree, nodes, 0.9,
+                                             graph=g)))
+    return out
+
+
+class Backend(Protocol):
+    """Where kernels run and how they are timed."""
+
+    def available(self) -> str | None:
+        """None, or the one-line reason no measurement can be made."""
+
+    def describe(self) -> dict[str, str]:
+        """device, driver, torch and cuda versions."""
+
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray], table: np.ndarray) -> Callable[[], Any]:
+        """The case's kernel, with its data on the device; calling it runs it once and returns the output."""
+
+    def times(self, fn: Callable[[], Any], reps: int) -> list[float]:
+        """Seconds of each of `reps` runs after warm-up."""
+
+    def power_w(self, fn: Callable[[], Any], seconds: float) -> tuple[float | None, float | None]:
+        """(board power while `fn` runs in a loop, idle power before), or Nones without a power sensor."""
+
+    def copy_gbps(self) -> float:
+        """The device's own copy bandwidth: bytes read plus written a second, for a large copy."""
+
+
+class TorchBackend:
+    """PyTorch's operators on `device` ("cuda", or "cpu" for tests); NVML for power on CUDA."""
+
+    def __init__(self, device: str = "cuda"):
+        self.device = device
+        try:
+            import torch
+        except ImportError:
+            self.torch = None
+        else:
+            self.torch = torch
+
+    def available(self) -> str | None:
+        if self.torch is None:
+            return "needs PyTorch with CUDA, which is not installed: pip install 'ember[gpu]'"
+        if self.device == "cuda" and not self.torch.cuda.is_available():
+            return "no CUDA device (torch.cuda.is_available() is False); nothing measured"
+        return None
+
+    def describe(self) -> dict[str, str]:
+        t = self.torch
+        assert t is not None
+        if self.device != "cuda":
+            return {"device": f"{self.device} (torch)", "driver": "", "torch": t.__version__, "cuda": ""}
+        return {"device": t.cuda.get_device_name(0), "driver": _nvml(lambda n, h: n.nvmlSystemGetDriverVersion()) or "",
+                "torch": t.__version__, "cuda": str(t.version.cuda)}
+
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray], table: np.ndarray) -> Callable[[], Any]:
+        t = self.torch
+        assert t is not None
+        x = t.from_numpy(table).to(self.device)
+        idx = t.from_numpy(inputs["indices"]).to(self.device)
+        off = t.from_numpy(inputs["offsets"]).to(self.device)
+        if case.op == "spmm":
+            values = t.ones(len(idx), dtype=t.float32, device=self.device)
+            with warnings.catch_warnings():  # "CSR support is in beta": the operator is what is measured
+                warnings.simplefilter("ignore", UserWarning)
+                adj = t.sparse_csr_tensor(off, idx, values, size=(len(off) - 1, table.shape[0]),
+                                          check_invariants=False)
+            return lambda: t.sparse.mm(adj, x)
+        return lambda: t.nn.functional.embedding_bag(idx, x, off, mode="sum", include_last_offset=True)
+
+    def times(self, fn: Callable[[], Any], reps: int) -> list[float]:
+        t = self.torch
+        assert t is not None
+        for _ in range(3):
+            fn()
+        if self.device != "cuda":
+            out = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - start)
+            return out
+        t.cuda.synchronize()
+        events = [(t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        for a, b in events:
+            a.record()
+            fn()
+            b.record()
+        t.cuda.synchronize()
+        return [a.elapsed_time(b) / 1e3 for a, b in events]
+
+    def power_w(self, fn: Callable[[], Any], seconds: float) -> tuple[float | None, float | None]:
+        if self.device != "cuda":
+            return None, None
+        t = self.torch
+        assert t is not None
+        idle = _nvml(lambda n, h: n.nvmlDeviceGetPowerUsage(h) / 1e3)
+        if idle is None:
+            return None, None
+        readings: list[float] = []
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(20):
+                fn()
+            reading = _nvml(lambda n, h: n.nvmlDeviceGetPowerUsage(h) / 1e3)
+            if reading is not None:
+                readings.append(reading)
+        t.cuda.synchronize()
+        return (statistics.median(readings) if readings else None), idle
+
+    def copy_gbps(self) -> float:
+        t = self.torch
+        assert t is not None
+        src = t.empty(1 << 28, dtype=t.uint8, device=self.device)  # 256 MiB
+        dst = t.empty_like(src)
+        best = min(self.times(lambda: dst.copy_(src), 10))
+        return 2 * src.numel() / best / 1e9
+
+
+def _nvml(read: Callable[[Any, Any], Any]) -> Any:
+    """One NVML reading of device 0, or None when NVML (the nvidia-ml-py package) or the sensor is missing."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        value = read(pynvml, pynvml.nvmlDeviceGetHandleByIndex(0))
+        return value.decode() if isinstance(value, bytes) else value
+    except pynvml.NVMLError:
+        return None
+
+
+def measure(backend: Backend, chosen: list[Case], reps: int = 30, power_seconds: float = 1.0,
+            progress: Callable[[str], None] = lambda label: None) -> dict[str, Any]:
+    """Every case on `backend`: the document `load_gpu_baseline` reads, with the run's own facts."""
+    reason = backend.available()
+    if reason is not None:
+        raise EmberError(reason)
+    rows = []
+    for case in chosen:
+        progress(case.label())
+        w = case.workload
+        inputs = w.inputs(0)
+        rng = np.random.default_rng(w.seed)
+        table = rng.standard_normal((w.rows, w.dim), dtype=np.float32)
+        fn = backend.prepare(case, inputs, table)
+        times = backend.times(fn, reps)
+        median = statistics.median(times)
+        power, idle = backend.power_w(fn, power_seconds)
+        rows.append(_row(case, inputs, median, times, power, idle))
+    return {**backend.describe(), "copy_GBps": backend.copy_gbps(), "tool": "ember-gpu-bench",
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "rows": rows}
+
+
+def _row(case: Case, inputs: dict[str, np.ndarray], median: float, times: list[float], power: float | None,
+         idle: float | None) -> dict[str, Any]:
+    w = case.workload
+    indices, offsets = inputs["indices"], inputs["offsets"]
+    bags = len(offsets) - 1
+    unique = int(len(np.unique(indices)))
+    # useful bytes as the shipped file counts them: indices, offsets, the output, and the rows gathered (each
+    # distinct row once for embedding_bag; every edge's row, and its value, for spmm)
+    moved = indices.nbytes + offsets.nbytes + bags * w.dim * 4
+    moved += len(indices) * (w.dim + 1) * 4 if case.op == "spmm" else unique * w.dim * 4
+    row: dict[str, Any] = {"op": case.op}
+    if case.op == "spmm":
+        row.update(graph=w.graph, nodes=w.rows, nnz=len(indices), F=w.dim, edges_per_s=len(indices) / median)
+    else:
+        row.update(D=w.dim, pool=w.pooling, batch=w.bags, zipf=w.zipf, mode="sum", rows=w.rows,
+                   lookups=len(indices), unique_rows=unique, lookups_per_s=len(indices) / median)
+    row.update(time_s=median, GBps=moved / median / 1e9, times_s=times, power_w=power, idle_power_w=idle)
+    return row
+
+
+def with_copy_share(doc: dict[str, Any]) -> dict[str, Any]:
+    """Each row's share of the device's copy bandwidth, as the shipped file has it."""
+    for r in doc["rows"]:
+        r["frac_copy_bw"] = r["GBps"] / doc["copy_GBps"]
+    return doc

@@ -1,0 +1,56 @@
+"""ember-gpu-bench: measure the GPU baseline of `ember-bench --vs-gpu` on the GPU of this machine."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..ir.diagnostics import EmberError
+from .common import guarded, write_output
+
+OPS = ("embedding_bag", "spmm")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-o", "--output", "out", required=True, metavar="FILE.json",
+              help="where to write the measurements (the format of ember/bench/data/gpu_h100_torch.json)")
+@click.option("--ops", default=",".join(OPS), show_default=True, metavar="OP,...",
+              help="which operators to measure: embedding_bag (D x pooling x Zipf, a 4M-row table), spmm (the SNAP "
+                   "graphs)")
+@click.option("--reps", default=30, show_default=True, help="timed runs of each case (the median is reported)")
+@click.option("--power-seconds", default=1.0, show_default=True,
+              help="seconds each case runs in a loop while NVML reads board power (0: no power reading)")
+@click.option("--table-rows", default=4_000_000, show_default=True, hidden=True)
+@click.option("--device", default="cuda", show_default=True, hidden=True)
+@click.option("-q", "--quiet", is_flag=True, help="no progress lines")
+@guarded("ember-gpu-bench")
+def main(out: str, ops: str, reps: int, power_seconds: float, table_rows: int, device: str, quiet: bool) -> None:
+    """Time PyTorch's embedding_bag and CSR SpMM on this machine's GPU, on the inputs the benchmark's
+    seeded generators make (the same indices `ember-bench --vs-gpu` gives the DAE machine).
+
+    Each case is timed with CUDA events (median of --reps runs after warm-up). Board power is NVML's
+    median reading while the case runs in a loop, with the idle power read first; it needs the
+    nvidia-ml-py package and is left out without it. The output holds the GPU, driver, CUDA and
+    torch versions and the date. Install the extra with: pip install 'ember[gpu]'.
+
+    \b
+      ember-gpu-bench -o gpu_mine.json
+      ember-bench --vs-gpu --suite paper --timing-only --gpu-data gpu_mine.json
+    """
+    from ..bench.gpu import TorchBackend, cases, measure, with_copy_share
+
+    chosen = [o.strip() for o in ops.split(",") if o.strip()]
+    bad = [o for o in chosen if o not in OPS]
+    if bad or not chosen:
+        raise EmberError(f"unknown operator '{(bad or [ops])[0]}' in --ops (valid: {', '.join(OPS)})")
+    if reps < 1 or power_seconds < 0 or table_rows < 1:
+        raise EmberError("--reps and --table-rows must be at least 1, --power-seconds at least 0")
+    backend = TorchBackend(device)
+    doc = measure(backend, cases(chosen, table_rows), reps, power_seconds,
+                  progress=lambda label: None if quiet else click.echo(f"ember-gpu-bench: {label}", err=True))
+    write_output(out, json.dumps(with_copy_share(doc), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""ember-gpu-bench: its logic on the CPU (a scripted backend, and PyTorch's CPU device), its output read back
+by ember-bench --vs-gpu, and its one-line refusal without a GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import run_tool
+
+from ember.bench.gpu import Case, TorchBackend, cases, measure, with_copy_share
+from ember.bench.published import load_gpu_baseline
+from ember.bench.vs_gpu import twin
+from ember.bench.workloads import Workload, suite
+
+SMALL_BAG = Case("embedding_bag", Workload("bag", "bag_sum", 1, 3_000, 32, 20, 64, 0.8))
+SMALL_GRAPH = Case("spmm", Workload("g", "bag_sum", 1, 2_000, 16, 2, 2_000, 0.9, graph="wiki-Talk"))
+
+
+class Scripted:
+    """Runs the kernel with numpy; times and power are scripted, so the medians are known."""
+
+    def __init__(self, times: list[float], power: float | None):
+        self.scripted, self.power, self.ran = times, power, 0
+
+    def available(self) -> str | None:
+        return None
+
+    def describe(self) -> dict[str, str]:
+        return {"device": "Scripted GPU", "driver": "1.0", "torch": "none", "cuda": "0"}
+
+    def prepare(self, case: Case, inputs: dict[str, np.ndarray], table: np.ndarray) -> Callable[[], Any]:
+        def run() -> np.ndarray:
+            self.ran += 1
+            return case.workload.reference(0, table, inputs)
+        return run
+
+    def times(self, fn: Callable[[], Any], reps: int) -> list[float]:
+        fn()
+        return self.scripted[:reps]
+
+    def power_w(self, fn: Callable[[], Any], seconds: float) -> tuple[float | None, float | None]:
+        return self.power, None if self.power is None else 60.0
+
+    def copy_gbps(self) -> float:
+        return 2000.0
+
+
+def test_measure_reports_medians_power_and_useful_bandwidth() -> None:
+    backend = Scripted([3e-5, 1e-5, 2e-5], 400.0)
+    doc = with_copy_share(measure(backend, [SMALL_BAG, SMALL_GRAPH], reps=3))
+    assert doc["device"] == "Scripted GPU" and doc["tool"] == "ember-gpu-bench" and doc["date"]
+    bag, graph = doc["rows"]
+    assert bag["time_s"] == 2e-5 and bag["times_s"] == [3e-5, 1e-5, 2e-5]
+    assert bag["power_w"] == 400.0 and bag["idle_power_w"] == 60.0
+    inputs = SMALL_BAG.workload.inputs(0)
+    unique = len(np.unique(inputs["indices"]))
+    useful = unique * 32 * 4 + inputs["indices"].nbytes + inputs["offsets"].nbytes + 64 * 32 * 4
+    assert bag["lookups"] == 64 * 20 and bag["unique_rows"] == unique
+    assert bag["GBps"] == pytest.approx(useful / 2e-5 / 1e9)
+    assert bag["frac_copy_bw"] == pytest.approx(bag["GBps"] / 2000)
+    g = SMALL_GRAPH.workload.inputs(0)
+    assert graph["nnz"] == len(g["indices"]) and graph["nodes"] == 2_000 and graph["F"] == 16
+    assert graph["edges_per_s"] == pytest.approx(len(g["indices"]) / 2e-5)
+    assert backend.ran >= 2
+
+
+def test_the_output_feeds_vs_gpu_with_measured_power(tmp_path: Path) -> None:
+    """A measured row with power: the comparison uses power x time for the GPU's energy, not the 700 W bound."""
+    w = Workload("RM1_L0@gpu", "bag_sum", 1, 4_000_000, 32, 20, 4_096, 0.0)
+    doc = with_copy_share(measure(Scripted([4e-5] * 3, 300.0), [Case("embedding_bag", w)], reps=3))
+    f = tmp_path / "mine.json"
+    f.write_text(json.dumps(doc))
+    gpu = load_gpu_baseline(str(f))
+    row = gpu.match_time(suite("quick", ["RM1_L0"])[0])
+    assert row is not None and row.time_s == 4e-5 and row.power_w == 300.0 and row.lookups == 4_096 * 20
+    out = tmp_path / "vs.json"
+    res = run_tool("bench", "--suite", "quick", "--only", "RM1_L0", "--vs-gpu", "--timing-only", "--gpu-data",
+                   str(f), "--json", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr.decode()
+    for r in json.loads(out.read_text())["rows"]:
+        assert r["gpu_energy_j"] == pytest.approx(300.0 * 4e-5) and r["gpu_energy_bound_j"] is None
+        assert r["perf_per_watt_ratio"] == pytest.approx(r["gpu_energy_j"] / r["dae_energy_j"])
+
+
+def test_the_gpu_gets_the_inputs_the_dae_twin_gets() -> None:
+    """The grid's case for RM3_L1's shape draws the very indices --vs-gpu simulates."""
+    w = suite("paper", ["RM3_L1"])[0]
+    mine = next(c.workload for c in cases(["embedding_bag"]) if (c.workload.dim, c.workload.pooling,
+                                                                 c.workload.zipf) == (128, 80, 0.8))
+    dae = twin(w, load_gpu_baseline().match_time(w))
+    assert dataclasses.replace(dae, name=mine.name, virtual=False) == mine
+    a, b = mine.inputs(0), dae.inputs(0)
+    assert all(np.array_equal(a[k], b[k]) for k in ("indices", "offsets"))
+
+
+def test_pytorch_kernels_compute_the_reference_on_the_cpu() -> None:
+    pytest.importorskip("torch")
+    backend = TorchBackend("cpu")
+    assert backend.available() is None
+    for case in (SMALL_BAG, SMALL_GRAPH):
+        w = case.workload
+        inputs = w.inputs(0)
+        table = np.random.default_rng(1).standard_normal((w.rows, w.dim), dtype=np.float32)
+        got = backend.prepare(case, inputs, table)().numpy()
+        np.testing.assert_allclose(got, w.reference(0, table, inputs), rtol=1e-5, atol=1e-5)
+        times = backend.times(backend.prepare(case, inputs, table), 3)
+        assert len(times) == 3 and statistics.median(times) > 0
+    assert backend.power_w(lambda: None, 0.1) == (None, None)
+
+
+def test_without_a_gpu_it_says_so_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "gpu.json"
+    res = run_tool("gpu_bench", "-o", str(out))
+    err = res.stderr.decode()
+    assert res.returncode == 1 and err.count("\n") == 1 and not out.exists(), err
+    assert "no CUDA device" in err or "pip install 'ember[gpu]'" in err
+
+
+def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
+    res = run_tool("gpu_bench", "-o", str(tmp_path / "x.json"), "--ops", "conv")
+    err = res.stderr.decode()
+    assert res.returncode == 1 and err.count("\n") == 1 and "unknown operator 'conv'" in err, err
