@@ -89,6 +89,9 @@ def graph_cases() -> dict[str, tuple[nn.Module, dict[str, np.ndarray], tuple[str
             "k": rng.standard_normal((16, DIM)).astype(np.float32),
             "v": rng.standard_normal((16, DIM)).astype(np.float32),
             "blocks": rng.integers(0, 4, size=(4, 2))}, ("ts", "dynamo")),
+        # drawn last, so the models above keep their inputs
+        "gcn": (zoo.GCNLayer((rng.standard_normal((feat, 16)) / np.sqrt(feat)).astype(np.float32)),
+                {"x": x, "row": dst, "col": src, "val": val}, ("dynamo",)),
     }
 
 

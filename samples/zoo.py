@@ -336,6 +336,19 @@ class SpMM(nn.Module):
         return torch.zeros_like(x).index_add(0, row, msg)
 
 
+class GCNLayer(nn.Module):
+    """One graph-convolution layer (Kipf and Welling): relu(A X W), the normalised adjacency A given as COO
+    (row, col, val).  The SpMM is written as SpMM above; the dense transform is a MatMul with W."""
+
+    def __init__(self, weight: np.ndarray) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.from_numpy(weight))
+
+    def forward(self, x: torch.Tensor, row: torch.Tensor, col: torch.Tensor, val: torch.Tensor) -> torch.Tensor:
+        agg = torch.zeros_like(x).index_add(0, row, x[col] * val.unsqueeze(-1))
+        return torch.relu(agg @ self.weight)
+
+
 class TransE(nn.Module):
     """Knowledge-graph scoring: -|h + r - t|_1 per (head, relation, tail) triple."""
 

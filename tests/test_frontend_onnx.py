@@ -160,6 +160,9 @@ def test_sample_raises_embedding_ops(path: Path) -> None:
         assert counts["emb.bag"] == 1 and counts["emb.gather"] == 0
     elif name in ("mp_sum", "spmm"):  # one row gather, one row scatter-add
         assert counts["emb.gather"] == 1 and counts["emb.scatter_rows"] == 1 and counts["emb.bag"] == 0
+    elif name == "gcn":  # the SpMM's gather and scatter-add; the dense transform and Relu stay host ops
+        assert counts["emb.gather"] == 1 and counts["emb.scatter_rows"] == 1 and counts["emb.bag"] == 0
+        assert counts["host.onnx"] == 4  # Unsqueeze and Mul of the edge values, MatMul, Relu
     elif name == "mp_mean":  # messages and counts are both scattered
         assert counts["emb.gather"] == 1 and counts["emb.scatter_rows"] == 2
     elif name == "kg_transe":  # head, relation and tail rows
