@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import compile_model
+from conftest import MODELS, compile_model
 from onnx import TensorProto, helper, numpy_helper
 
 from ember.frontends import import_model
@@ -264,3 +264,25 @@ def test_runs_charge_what_single_operators_charged(monkeypatch: pytest.MonkeyPat
         assert whole[1].get(name).value == alone[1].get(name).value, name
     want = np.load(models / "dlrm.dynamo.out.npz")["output"]
     np.testing.assert_allclose(whole[0]["output"], want, rtol=1e-5, atol=1e-6)
+
+
+def test_gemms_are_charged_at_the_matrix_rate_and_other_ops_at_the_simd_rate() -> None:
+    """Worked by hand: a 256x1024 by 1024x512 MatMul is 2*256*512*1024 = 268,435,456 flops and moves
+    (256*1024 + 1024*512 + 256*512) * 4 = 3,670,016 bytes."""
+    host_cost = sim_host.host_cost
+    a, b, c = (np.zeros(s, np.float32) for s in ((256, 1024), (1024, 512), (256, 512)))
+    assert host_cost("MatMul", [a, b], [c], 64.0, 32.0) == (268_435_456 / 64, 268_435_456, 3_670_016)
+    assert host_cost("MatMul", [a, b], [c], 64.0, 32.0, 1024.0)[0] == 268_435_456 / 1024  # still compute-bound
+    assert host_cost("MatMul", [a, b], [c], 64.0, 32.0, 1e6)[0] == 3_670_016 / 32  # now DRAM-bound
+    relu = (max(c.size / 64, 2 * c.nbytes / 32), c.size, 2 * c.nbytes)  # one flop an element, not the matrix rate
+    assert host_cost("Relu", [c], [c], 64.0, 32.0, 1024.0) == relu
+
+
+def test_a_matrix_unit_shortens_the_dense_layers_of_a_model() -> None:
+    program = compile_model(MODELS / "dlrm.dynamo.onnx", "O3")
+    inputs = dict(np.load(MODELS / "dlrm.in.npz"))
+    m = load_machine("default").set("dram.bytes_per_cycle", "4096")  # the sample's small GEMMs compute-bound
+    _, simd = simulate(program, inputs, m)
+    _, amx = simulate(program, inputs, m.set("execute.matrix_flops_per_cycle", "1024"))
+    assert amx["host.flops"] == simd["host.flops"] and amx["host.cycles"] < simd["host.cycles"]
+    assert amx["cycles"] < simd["cycles"]

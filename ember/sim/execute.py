@@ -541,8 +541,9 @@ class Core:
             self.t.set(s.n, o.astype(want, copy=False) if o.dtype != want else o,
                        f"result of host {op_type} ({self.t.describe(s.n)})")
             self.t.note_origin(s.n, op_type, [i.n for i in ins_syms])
-        cycles, flops, moved = host_cost(op_type, inputs, outs, self.m.execute.host_flops_per_cycle,
-                                         self.m.dram.bytes_per_cycle)
+        ex = self.m.execute
+        cycles, flops, moved = host_cost(op_type, inputs, outs, ex.host_flops_per_cycle, self.m.dram.bytes_per_cycle,
+                                         ex.matrix_flops_per_cycle)
         pipe = self.pipe
         pipe.drain()
         pipe.fe += cycles

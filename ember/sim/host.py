@@ -1,6 +1,7 @@
 """Host operations in the simulator: run through ember.host, charged a roofline cost.
 
-Their time is a roofline: max(flops / host_flops_per_cycle, bytes moved / DRAM bytes per cycle);
+Their time is a roofline: max(flops / rate, bytes moved / DRAM bytes per cycle), the rate being
+matrix_flops_per_cycle for a Gemm or MatMul (2 M N K flops) and host_flops_per_cycle otherwise;
 they do not go through the cache model (they stand for the dense part of the model, which the DAE
 study does not try to speed up).
 
@@ -34,13 +35,15 @@ def run_host(op_type: str, inputs: list[np.ndarray], n_out: int, attrs: dict[str
 
 
 def host_cost(op_type: str, inputs: list[np.ndarray], outputs: list[np.ndarray], flops_per_cycle: float,
-              dram_bytes_per_cycle: float) -> tuple[float, float, float]:
-    """(cycles, flops, bytes) of a host op under the roofline model."""
+              dram_bytes_per_cycle: float, matrix_flops_per_cycle: float | None = None) -> tuple[float, float, float]:
+    """(cycles, flops, bytes) of a host op under the roofline model; a Gemm or MatMul computes at the
+    matrix rate (a core's matrix unit, where it has one), every other op at `flops_per_cycle`."""
     moved = float(sum(a.nbytes for a in inputs) + sum(a.nbytes for a in outputs))
     flops = float(sum(a.size for a in outputs))
     if op_type in ("Gemm", "MatMul") and len(inputs) >= 2 and inputs[0].ndim >= 2:
         k = inputs[0].shape[-1]
         flops = 2.0 * float(sum(a.size for a in outputs)) * float(k)
+        flops_per_cycle = matrix_flops_per_cycle or flops_per_cycle
     return max(flops / flops_per_cycle, moved / dram_bytes_per_cycle), flops, moved
 
 

@@ -88,6 +88,8 @@ class ExecuteUnit:
     load_throughput: float = field(metadata=_doc("cycles per load, pop or gather lane (0.5: two a cycle)"))
     store_throughput: float = field(metadata=_doc("cycles per store or scatter lane"))
     host_flops_per_cycle: float = field(metadata=_doc("float operations per cycle for host ops"))
+    matrix_flops_per_cycle: float = field(metadata=_doc("float operations per cycle of a host Gemm or MatMul "
+                                                        "(a matrix unit's rate, or the SIMD rate without one)"))
 
     LATENCIES: typing.ClassVar[tuple[str, ...]] = (
         "int_alu_latency", "int_mul_latency", "int_div_latency", "fp_alu_latency", "fp_mul_latency",
@@ -507,6 +509,7 @@ def _validate(m: Machine) -> None:
         need(abs(whole - round(whole)) < 1e-9, key, rt,
              "must be a whole number of cycles or one over a whole number (0.25, 0.5, 1, 2, ...)")
     positive("execute.host_flops_per_cycle", e.host_flops_per_cycle)
+    positive("execute.matrix_flops_per_cycle", e.matrix_flops_per_cycle)
     need(len(m.caches) > 0, "caches", "[]", "at least one cache level is needed")
     seen: set[str] = set()
     for c in m.caches:

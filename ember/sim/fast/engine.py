@@ -257,8 +257,9 @@ class _State:
                 self.point(s.n, o)
                 self.bases[s.n] = self.next_addr[0]
                 self.next_addr[0] += span(o.nbytes)
-            self.hc[:] = host_cost(op_type, arrays, outs, self.m.execute.host_flops_per_cycle,
-                                   self.m.dram.bytes_per_cycle)
+            ex = self.m.execute
+            self.hc[:] = host_cost(op_type, arrays, outs, ex.host_flops_per_cycle, self.m.dram.bytes_per_cycle,
+                                   ex.matrix_flops_per_cycle)
             return 0.0
         except EmberError as e:  # the host runtime's own error, worded already: raised once C returns
             self.error = e
