@@ -16,6 +16,7 @@ import onnx
 import pytest
 from conftest import compile_model
 from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from ember.frontends.onnx import import_onnx
 from ember.ir.core import Op
@@ -237,3 +238,66 @@ def test_max_norm_scatter_of_unique_rows_does_not_warn(tmp_path: Path) -> None:
 
     warned = import_onnx(_tamper(form, edit, tmp_path), form).warnings  # type: ignore[attr-defined]
     assert len(warned) == 1 and "(ScatterND): reduction 'none' with indices that may repeat" in warned[0]
+
+
+def _pad_filter(graph: onnx.GraphProto) -> tuple[onnx.NodeProto, onnx.GraphProto]:
+    """The padding filter (the bag body's inner Loop) and its body."""
+    inner = next(n for n in _body(graph).node if n.op_type == "Loop")
+    return inner, next(a.g for a in inner.attribute if a.name == "body")
+
+
+def _kept_then(graph: onnx.GraphProto) -> onnx.GraphProto:
+    """The branch of the padding filter's If that appends a kept position to the list."""
+    body = _pad_filter(graph)[1]
+    outs = [o.name for o in body.output]
+    keep = next(n for n in body.node if n.op_type == "If" and n.output[0] in outs)
+    return next(a.g for a in keep.attribute if a.name == "then_branch")
+
+
+def test_padding_filter_appending_with_unsqueeze_follows_onnx(tmp_path: Path) -> None:
+    """A kept position appended as Unsqueeze(j, axes=[0]) is the same one-entry list as the exporter's
+    Reshape(j, [-1]); the axes come from a Constant node written with its `value_ints` spelling."""
+    form = "pad.o20.static.seq-first.onnx"
+
+    def edit(g: onnx.GraphProto) -> None:
+        then = _kept_then(g)
+        reshape = next(n for n in then.node if n.op_type == "Reshape")
+        reshape.op_type, reshape.input[1] = "Unsqueeze", "axes_0"
+        then.node.insert(0, helper.make_node("Constant", [], ["axes_0"], value_ints=[0]))
+
+    path = _tamper(form, edit, tmp_path)
+    assert _bag(import_onnx(path, form)).attrs["padding_idx"] == PAD
+    feeds, _, _ = _data(form)
+    want = ReferenceEvaluator(path).run(None, feeds)[0]
+    got, _ = simulate(compile_model(Path(path), "O0"), feeds, load_machine("default"))
+    np.testing.assert_allclose(got["output"], want, rtol=1e-5, atol=1e-6)
+
+
+def _kept_starts_full(g: onnx.GraphProto) -> None:
+    loop = _pad_filter(g)[0]
+    kept = next(t for t in g.initializer if t.name in loop.input[2:] and t.data_type == onnx.TensorProto.INT64
+                and list(t.dims) == [0])
+    kept.CopyFrom(numpy_helper.from_array(np.array([5], dtype=np.int64), kept.name))
+
+
+def _filter_runs_to_bag_count(g: onnx.GraphProto) -> None:
+    body = _pad_filter(g)[1]
+    step = next(n for n in body.node if n.op_type == "Less" and n.output[0] == body.output[0].name)
+    step.input[1] = next(t.name for t in g.initializer if t.name.startswith("num_bag"))  # j < num_bag, not j < end
+
+
+def _kept_list_from_max(g: onnx.GraphProto) -> None:
+    cat = next(n for n in _kept_then(g).node if n.op_type == "Concat")
+    cat.op_type = "Max"
+    del cat.attribute[:]
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (_kept_starts_full, "the kept positions should start as an empty integer list; they start as the constant 5"),
+    (_filter_runs_to_bag_count, "the padding filter should run while j < end"),
+    (_kept_list_from_max, r"a kept lookup's list should come from Concat, found Max for '\w+'"),
+], ids=["kept-starts-full", "runs-to-bag-count", "list-from-max"])
+def test_padding_filter_that_is_not_one_is_refused(edit: Callable[[onnx.GraphProto], None], message: str,
+                                                  tmp_path: Path) -> None:
+    """Inner loops that differ from padding_idx's filter in one place each: the message names that place."""
+    _refused(_tamper("pad.o20.static.seq-first.onnx", edit, tmp_path), "unsupported pattern: " + message)
