@@ -364,6 +364,33 @@ def test_ts_bag_with_other_ends_is_refused(tmp_path: Path) -> None:
         import_onnx(_tamper("bag_sum.ts.onnx", edit, tmp_path), "m")
 
 
+def _weighted_mean(g: onnx.GraphProto) -> None:
+    red = next(n for n in _body(g).node if n.op_type == "ReduceSum")
+    axes = next(n for n in _body(g).node if n.output[0] == red.input[1])
+    red.op_type = "ReduceMean"  # opset 17: ReduceMean takes its axes as an attribute
+    del red.input[1]
+    red.attribute.remove(next(a for a in red.attribute if a.name == "noop_with_empty_axes"))
+    red.attribute.append(helper.make_attribute("axes", list(numpy_helper.to_array(axes.attribute[0].t))))
+
+
+def _end_from_max(g: onnx.GraphProto) -> None:
+    end = next(n for n in _body(g).node if n.op_type == "Gather" and n.input[0] == "/bag/Slice_output_0")
+    end.op_type = "Max"
+    del end.attribute[:]
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (_weighted_mean, "per-sample weights need mode sum"),
+    (_end_from_max, "the bag end should come from Gather, found Max for '/bag/Gather_3_output_0'"),
+], ids=["weighted-mean", "end-from-max"])
+def test_ts_bag_that_is_not_one_is_refused(edit: Any, message: str, tmp_path: Path) -> None:
+    """TorchScript bag loops changed in one place each: the message names that place."""
+    with pytest.raises(EmberError) as e:
+        import_onnx(_tamper("bag_weighted.ts.onnx", edit, tmp_path), "m")
+    assert str(e.value).endswith(f"node '/bag/Loop' (Loop): unsupported pattern: {message}; docs/operators.md "
+                                "lists the patterns and operators Ember recognises")
+
+
 def test_dynamo_bag_with_nonzero_empty_rows_is_refused(tmp_path: Path) -> None:
     def edit(g: onnx.GraphProto) -> None:
         pick = next(n for n in _body(g).node if n.op_type == "If")
