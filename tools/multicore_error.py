@@ -1,0 +1,61 @@
+"""How far the sequential multi-core model (sim/multicore.py) lands from the interleaved one (sim/interleave.py).
+
+Runs a few quick-scale workloads with 256 bags, split over 2, 4 and 8 cores of the default machine (one
+8 MiB LLC and 64 GB/s of DRAM shared), at O3 and core-only, on the reference engine both ways, and prints
+cycles, LLC hit rate and DRAM bytes of each model with the sequential model's error.  Usage:
+
+    python tools/multicore_error.py [--cores 2,4,8] [--only RM1_L0,RM3_L2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+from ember.bench.run import compile_variant
+from ember.bench.workloads import suite
+from ember.sim.interleave import simulate_interleaved
+from ember.sim.machine import load_machine
+from ember.sim.multicore import simulate_cores, split_bags
+
+WORKLOADS = ("RM1_L0", "RM3_L0", "RM3_L2", "MP_wiki-Talk")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cores", default="2,4,8")
+    parser.add_argument("--only", default=",".join(WORKLOADS))
+    parser.add_argument("--bags", type=int, default=256)
+    args = parser.parse_args()
+    print("| workload | variant | cores | cycles, sequential | cycles, interleaved | error | LLC hit rate, seq / int "
+          "| DRAM MB, seq / int |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    start = time.monotonic()
+    for name in args.only.split(","):
+        w = dataclasses.replace(suite("quick", [name])[0], bags=args.bags)
+        inputs = w.inputs(0)
+        table = w.table(0, inputs["indices"])
+        for variant in ("O3", "core"):
+            for cores in map(int, args.cores.split(",")):
+                m = load_machine("default").set("cores", str(cores))
+                slices = split_bags(inputs, cores)
+                programs = []
+                for part in slices:
+                    p = compile_variant(dataclasses.replace(w, bags=len(part["offsets"]) - 1), variant)
+                    for n, s in enumerate(p.symbols):
+                        if s.kind == "param":
+                            p.data[n] = table
+                    programs.append(p)
+                _, seq = simulate_cores(programs, slices, m, engine="reference")
+                _, inter = simulate_interleaved(programs, slices, m)
+                err = seq["cycles"] / inter["cycles"] - 1
+                print(f"| {name} | {variant} | {cores} | {seq['cycles']:,.0f} | {inter['cycles']:,.0f} | {err:+.1%} | "
+                      f"{seq['cache.llc.hits'] / max(seq['cache.llc.hits'] + seq['cache.llc.misses'], 1):.3f} / "
+                      f"{inter['cache.llc.hits'] / max(inter['cache.llc.hits'] + inter['cache.llc.misses'], 1):.3f} | "
+                      f"{seq['dram_bytes'] / 1e6:.2f} / {inter['dram_bytes'] / 1e6:.2f} |", flush=True)
+    print(f"in {time.monotonic() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
