@@ -131,6 +131,8 @@ def test_graph_ops_are_raised(suffix: str) -> None:
         assert ops["ScatterElements"] == 0 and ops["Gather"] == 0 and ops["Expand"] <= 3, name
     scatter = next(op for op in _import(MODELS / f"mp_sum{suffix}").walk() if op.name == "emb.scatter_rows")
     assert scatter.attrs == {"reduction": "add"} and scatter.operands[1].name == "dst"
+    # values are named after the operator computing them, so ember-import's IR reads like the model
+    assert [scatter.operands[2].name, scatter.result.name] == ["index_select", "scatter"]
 
 
 @pytest.mark.parametrize("archive", ARCHIVES)
@@ -570,6 +572,27 @@ def test_pt2_scatters_and_factories(tmp_path: Path) -> None:
     ops = _ops(module)
     assert ops["emb.scatter_rows"] == 1 and ops["ScatterElements"] == 1 and ops["ScatterND"] == 1
     assert next(op for op in module.walk() if op.name == "emb.scatter_rows").attrs["reduction"] == "max"
+
+
+def test_pt2_scatter_add_reads_src_over_the_index_extent(tmp_path: Path) -> None:
+    """scatter_add with an index of 3 x 3 and src of 5 x 3: only src[:3, :3] takes part (the column
+    extents are equal, which is allowed); an index of 6 rows, more than src has, is refused."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    src = rng.standard_normal((5, 3)).astype(np.float32)
+    nodes = [("torch.ops.aten.scatter_add.default", {"self": T("x"), "dim": I(0), "index": T("p_0"),
+                                                     "src": T("src")}, ["output"])]
+    index = np.array([[3, 0, 0], [3, 1, 2], [0, 0, 3]], dtype=np.int64)
+    path = write_pt2(tmp_path / "part.pt2", {"x": x, "src": src}, {"index": index}, nodes, "output")
+    want = x.copy()
+    for i, j in np.ndindex(index.shape):
+        want[index[i, j], j] += src[i, j]
+    assert _ops(_check_graph(path, {"x": x, "src": src}, want))["ScatterElements"] == 1
+    longer = np.zeros((6, 3), dtype=np.int64)
+    path = write_pt2(tmp_path / "longer.pt2", {"x": x, "src": src}, {"index": longer}, nodes, "output")
+    with pytest.raises(EmberError, match=r"node 'output' \(torch\.ops\.aten\.scatter_add\.default\): index "
+                                         r"tensor<6x3xi64> is larger than src tensor<5x3xf32>"):
+        import_pt2(str(path), "w")
 
 
 def _in_place_graph(tmp_path: Path, nodes: list[tuple[str, dict[str, Any], list[str]]]) -> tuple[Path, dict]:
