@@ -172,6 +172,27 @@ def test_weights_match_torch() -> None:
             np.testing.assert_array_equal(mine[k], v.detach().numpy(), err_msg=f"{name}.pt2: {k}")
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("given, error", [
+    (("indices", "offsets"), "forward needs weights"),
+    (("indices", "offsets", "weights", "scale"), "forward has no parameter scale"),
+])
+def test_scripted_example_inputs_must_match_forward(tmp_path: Path, given: tuple[str, ...], error: str) -> None:
+    """A scripted module is exported with torch on example inputs, one per parameter of its forward:
+    a missing or an unknown one is refused naming it, before torch traces anything."""
+    pytest.importorskip("torch")
+    from ember.frontends import NeedsTorch
+    from ember.frontends.scripted import export_scripted
+
+    path = str(MODELS / "bag_weighted.scripted.pt")
+    with pytest.raises(NeedsTorch) as need:
+        import_model(path, "w")
+    feeds = {k: np.zeros(2, np.int64) for k in given}
+    with pytest.raises(EmberError, match=rf"do not match forward\(indices, offsets, weights\): {error}$"):
+        export_scripted(path, need.value, feeds, str(tmp_path / "w.pt2"))
+    assert not list(tmp_path.iterdir())
+
+
 # ---------------------------------------------------------------------------------------------
 # The dispatcher
 
