@@ -4,6 +4,7 @@ survivors, each checked to fail on the mutants it targets)."""
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 
@@ -12,7 +13,8 @@ import pytest
 from test_survivors import run_loop
 
 import ember.dialects  # noqa: F401
-from ember.ir.core import Op
+from ember.ir.core import Op, verify
+from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
 from ember.passes import parse_pipeline, run_passes
@@ -217,6 +219,14 @@ BAG = """module {
 """
 
 
+def test_after_decouple_the_refusal_points_at_the_operation() -> None:
+    """choose-plan run on a decoupled module refuses at the emb op's position, as every error reaches the user."""
+    with pytest.raises(EmberError) as e:
+        plan(BAG, "lower-emb,decouple,choose-plan")
+    assert str(e.value) == ("t.eir:4:15: error: pass 'choose-plan' must run before 'decouple' (right after lower-emb, "
+                            "as in -O3): this module is already decoupled, so there are no loop nests left to plan")
+
+
 def test_static_sizes_name_each_plans_estimate_and_bound() -> None:
     """With every size known the remark lists the three estimates, in the order the plans are tried."""
     remarks, _ = plan(BAG, "lower-emb,choose-plan")
@@ -232,11 +242,13 @@ def test_static_sizes_name_each_plans_estimate_and_bound() -> None:
 
 
 def estimate_of(text: str, sizes: dict[tuple[int, int], int] | None = None) -> tuple[float, str, float]:
-    """(cycles, bound, the bound's cycles) of the module's top-level loop nests; `sizes` maps (argument number,
-    axis) to an extent assumed for it."""
-    func = parse_module(text, "c.eir").body.ops[0]
+    """(cycles, bound, the bound's cycles) of the module's top-level loop nests (core or access), which must
+    verify; `sizes` maps (argument number, axis) to an extent assumed for it."""
+    module = parse_module(text, "c.eir")
+    verify(module)
+    func = module.body.ops[0]
     given = {(func.body.args[a], axis): n for (a, axis), n in (sizes or {}).items()}
-    est = estimate([o for o in func.body.ops if o.name == "loop.for"], sizes=given)
+    est = estimate([o for o in func.body.ops if o.name in ("loop.for", "slc.for")], sizes=given)
     return est.cycles, est.bound, est.parts[est.bound]
 
 
@@ -356,18 +368,18 @@ def test_an_index_of_deep_shared_arithmetic_is_estimated_promptly() -> None:
     assert (bound, cycles) == ("execute.recurrence", 2000 * (2 * DEFAULT.fp_alu_latency + DEFAULT.latencies[0]))
 
 
-# out[0] = table[idx[i]] for 4096 indices: a random whole row (16 floats, one line) a lookup.
+# out[0] = table[idx[i]] for 4096 indices: a random whole row (COLS floats: 16 fill one line) a lookup.
 GATHER = """module {
-  func @main(%idx: memref<4096xi64>, %table: memref<ROWSx16xf32>) -> (memref<1x16xf32>) {
+  func @main(%idx: memref<4096xi64>, %table: memref<ROWSxCOLSxf32>) -> (memref<1xCOLSxf32>) {
     %c0 = loop.const {value = 0} : index
     %c1 = loop.const {value = 1} : index
-    %c16 = loop.const {value = 16} : index
+    %cw = loop.const {value = COLS} : index
     %n = loop.const {value = 4096} : index
-    %out = loop.alloc %c1 : memref<1x16xf32>
+    %out = loop.alloc : memref<1xCOLSxf32>
     loop.for %c0, %n, %c1 (%i: index) {
       %r = loop.load %idx, %i : i64
-      %m = loop.tailmask %c0, %c16 : vector<16xi1>
-      %v = loop.vload %table, %r, %c0, %m : vector<16xf32>
+      %m = loop.tailmask %c0, %cw : vector<COLSxi1>
+      %v = loop.vload %table, %r, %c0, %m : vector<COLSxf32>
       loop.vstore %v, %out, %c0, %c0, %m
     }
     return %out
@@ -376,25 +388,175 @@ GATHER = """module {
 """
 
 
-@pytest.mark.parametrize(("rows", "given"), [("1000", None), ("1000000", None), ("?", 1000), ("?", None)])
+@pytest.mark.parametrize(("rows", "given", "cols"), [("1000", None, 16), ("1000000", None, 16), ("?", 1000, 16),
+                                                     ("?", None, 16), ("1000", None, 4), ("1000000", None, 4)])
 def test_a_random_row_fetches_the_next_line_for_nothing_unless_the_rows_cover_the_table(
-        rows: str, given: int | None) -> None:
+        rows: str, given: int | None, cols: int) -> None:
     """The core's misses, as cost.py's docstring describes them: each window of 352 uops holding a miss waits one
     miss, or the fill buffers (12) take every line's fill in turn, less the first miss the latency counts.
     idx is read in order (512 lines, the prefetcher bringing every other one); the table's rows are picked at
-    random, L distinct lines of its T, and each miss also fetches the line after its row, wasted unless the
-    rows cover the table: (1 - L / T) lines more.  A table of unknown length (and none assumed) is never
-    covered, and every pick is a new line."""
+    random, L distinct lines of its T (rows of 4 floats: 4 to a line), and each miss also fetches the line after
+    its row, wasted unless the rows cover the table: (1 - L / T) lines more.  A table of unknown length (and none
+    assumed) is never covered, and every pick is a new line."""
     t = DEFAULT
     total = int(rows) if rows != "?" else given
-    lines = total * (1 - (1 - 1 / total) ** 4096) if total else 4096.0  # distinct rows among 4096 uniform picks
-    wasted = 1 - lines / total if total else 1.0
+    table = math.ceil(total * cols * 4 / t.line_bytes) if total else 0  # T
+    lines = table * (1 - (1 - 1 / table) ** 4096) if table else 4096.0  # distinct lines among 4096 uniform picks
+    wasted = 1 - lines / table if table else 1.0
     windows = 4096 * (3 + 2 + 4 + 2 + 1) / t.rob_entries  # loop, idx load, tailmask, vload, vstore uops
     waits = 512 / 2 + lines
     fills = 512 / 2 * t.miss + lines * t.miss * (1 + wasted)
     want = max(windows * min(1.0, waits / windows) * t.miss, fills / t.miss_slots) - t.miss
-    _, bound, cycles = estimate_of(GATHER.replace("ROWS", rows), {(1, 0): given} if given else None)
+    _, bound, cycles = estimate_of(GATHER.replace("ROWS", rows).replace("COLS", str(cols)),
+                                   {(1, 0): given} if given else None)
     assert bound == "execute.misses" and cycles == pytest.approx(want, rel=1e-9)
+
+
+# 32 rows of x: the outer loop's callback pops the row number, then the inner loop streams the row's 64 floats
+# as two 32-lane vectors, each popped by its own callback.
+TOKENS = """module {
+  func @main(%x: memref<32x64xf32>) -> (memref<32x64xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c32 = loop.const {value = 32} : index
+    %c64 = loop.const {value = 64} : index
+    slc.for %c0, %c32, %c1 (%b: stream<index>) {
+      slc.callback {on = "ite"} () {
+        %h = slc.head %b : index
+        loop.setvar %h {var = 1}
+      }
+      slc.for %c0, %c64, %c1 {vl = 32} (%j: stream<vector<32xindex>>) {
+        %v = slc.mem %x, %b, %j : stream<vector<32xf32>>
+        slc.callback {on = "ite"} () {
+          %w = slc.head %v : vector<32xf32>
+          loop.setvar %w {var = 2}
+        }
+      }
+    }
+    return %x
+  }
+}
+"""
+
+
+def test_the_jumps_to_callbacks_mispredict_where_the_token_changes() -> None:
+    """The tokens run A B B, A B B, ... (A: the row's callback, B: the vectors').  Predicted from the token
+    before, the first A, B and B miss, then each later row's A (after a B) and its first B after B (after an
+    A): 3 + 31 * 2 = 65 misses of (L2 token read 16 + ALU 1 + branch 1 + restart 14) = 32 cycles.  The uops:
+    A 32 times (4 to read, test and jump, 1 pop); B 64 times (4, and a pop of 1024 bits: two 512-bit machine
+    vectors of 2 uops each).  Issue: (32 * 5 + 64 * 8) / 5 + 65 * 32 = 2214.4, above DRAM (128 lines, 256
+    cycles).  Latency: the first vector's DRAM miss (222) and pop (16).  Kills B's token never generated
+    (`_iteration` mutant 9) and a vector pop counted as one machine vector (`_Nest.cost` mutant 41)."""
+    t = DEFAULT
+    assert t.mispredict == 32 and t.miss == 222 and t.hit == 16  # the numbers the docstring uses
+    issue = (32 * 5 + 64 * 8) / t.issue_width + 65 * t.mispredict
+    assert estimate_of(TOKENS) == (pytest.approx(t.miss + t.hit + issue), "execute.issue", pytest.approx(issue))
+
+
+# x[0..4096) streamed by the access unit, then the core writes zeros over it a 16-float line at a time.
+REWRITTEN = """module {
+  func @main(%x: memref<4096xf32>) -> (memref<4096xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c16 = loop.const {value = 16} : index
+    %n = loop.const {value = 4096} : index
+    %zero = loop.const {value = 0.0} : f32
+    %zeros = loop.splat %zero : vector<16xf32>
+    %all = loop.tailmask %c0, %c16 : vector<16xi1>
+    slc.for %c0, %n, %c16 {vl = 16} (%j: stream<vector<16xindex>>) {
+      %v = slc.mem %x, %j : stream<vector<16xf32>>
+    }
+    loop.for %c0, %n, %c16 (%i: index) {
+      loop.vstore %zeros, %x, %i, %all
+    }
+    return %x
+  }
+}
+"""
+
+
+def test_lines_the_access_unit_brought_in_are_hits_for_the_core_after_it() -> None:
+    """The core's 256 write-allocates find their lines in the access unit's level (L2): 256 hits of 16 cycles
+    through 12 fill buffers, less the one the latency counts, bound the second nest (its 256 stores take 256
+    cycles, its 1024 uops 204.8).  Kills the hits counted as `min(before)` (`_charge` mutant 53, a TypeError)."""
+    both = estimate_of(REWRITTEN)[0]
+    streamed = estimate_of(REWRITTEN.split("    loop.for")[0] + "    return %x\n  }\n}\n")[0]
+    assert both - streamed == pytest.approx(256 * DEFAULT.hit / DEFAULT.miss_slots - DEFAULT.hit)
+
+
+# The core stores each of 64 output rows (one line each) in the access loop's callback, while the access unit
+# touches the row K iterations ahead, `min(b + K, 63)`, as prefetch-outputs makes it.
+AHEAD = """module {
+  func @main(%out: memref<64x16xf32>) -> (memref<64x16xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %c16 = loop.const {value = 16} : index
+    %n = loop.const {value = 64} : index
+    %last = loop.const {value = 63} : index
+    %ahead = loop.const {value = K} : index
+    %zero = loop.const {value = 0.0} : f32
+    %zeros = loop.splat %zero : vector<16xf32>
+    %all = loop.tailmask %c0, %c16 : vector<16xi1>
+    slc.for %c0, %n, %c1 (%b: stream<index>) {
+      %a = slc.alu %b, %ahead {op = "add"} : stream<index>
+      %r = slc.alu %a, %last {op = "min"} : stream<index>
+      slc.for %c0, %c16, %c16 (%c: stream<index>) {
+        %t = slc.mem %out, %r, %c : stream<f32>
+      }
+      slc.callback {on = "ite"} () {
+        %h = slc.head %b : index
+        loop.vstore %zeros, %out, %h, %c0, %all
+      }
+    }
+    return %out
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("k", [1, 16])
+def test_a_prefetch_k_rows_ahead_leaves_the_first_rows_to_miss(k: int) -> None:
+    """Issue bounds the nest: 64 callbacks of (4 uops to dispatch, a pop, a store) / 5, and the one token's
+    2 misses in the first 32 rows, scaled to 64: 4 of 32 cycles; 76.8 + 128 = 204.8.  The latency is the row's
+    pop (16), then the last write-allocate: the prefetch covers every line but the first k - 1 rows' (1 - (k - 1)
+    / 64 of them), and the work after the last missed line hides that much of its miss: 222 - 204.8 * covered, at
+    least an L2 hit (the only cost when every line is covered).  Kills the prefetch not seen (`_lookahead`
+    mutant 13: every line covered at k = 16 too)."""
+    t = DEFAULT
+    issue = 64 * 6 / t.issue_width + 4 * t.mispredict
+    covered = 1 - (k - 1) / 64
+    tail = t.hit if k == 1 else max(t.hit, t.miss - issue * covered)  # k = 1: every line covered, an L2 hit
+    assert estimate_of(AHEAD.replace("K", str(k))) == (pytest.approx(t.hit + tail + issue), "execute.issue",
+                                                        pytest.approx(issue))
+
+
+# Each of 4096 indices, read by the access unit, picks which of out's 2 elements the core adds 1 to.
+SCATTER_ADD = """module {
+  func @main(%idx: memref<4096xi64>, %out: memref<2xf32>) -> (memref<2xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %n = loop.const {value = 4096} : index
+    %one = loop.const {value = 1.0} : f32
+    slc.for %c0, %n, %c1 (%j: stream<index>) {
+      %i = slc.mem %idx, %j : stream<i64>
+      slc.callback {on = "ite"} () {
+        %h = slc.head %i : i64
+        %p = loop.load %out, %h : f32
+        %q = loop.addf %p, %one : f32
+        loop.store %q, %out, %h
+      }
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_an_accumulator_picked_by_popped_data_chains_through_repeated_elements() -> None:
+    """The element is the head of a stream read from memory, so updates chain only when they pick the same
+    element: 4096 updates of (fp add 4 + L1 hit 5) over 2 elements.  Kills the popped value not counted as
+    read from memory (`_Nest.cost` mutant 56: the chain would be spread over the 4096 iterations)."""
+    _, bound, cycles = estimate_of(SCATTER_ADD)
+    assert (bound, cycles) == ("execute.recurrence", 4096 * (DEFAULT.fp_alu_latency + DEFAULT.latencies[0]) / 2)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -391,3 +391,37 @@ def test_align_queues_counts_both_loops_of_a_two_dimensional_gather() -> None:
     got = on_both_engines(compile_text(GATHER_2D, "lower-emb,decouple,align-queues,to-dlc,codegen"),
                           {"t": table, "i": idx})
     np.testing.assert_array_equal(next(iter(got.values())), table[idx])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# prefetch-indices
+
+# out[j] = 2 x[j]: x is streamed in order and its values only reach the callback, so no lookup waits for them.
+DOUBLED = """module {
+  func @main(%x: memref<?xf32>) -> (memref<?xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %n = loop.dim %x {axis = 0} : index
+    %two = loop.const {value = 2.0} : f32
+    %out = loop.alloc %n : memref<?xf32>
+    loop.for %c0, %n, %c1 (%j: index) {
+      %v = loop.load %x, %j : f32
+      %w = loop.mulf %v, %two : f32
+      loop.store %w, %out, %j
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_prefetch_indices_leaves_a_stream_no_lookup_waits_for() -> None:
+    """Only a stream whose values address another stream is read ahead: here the pass changes nothing.  Kills
+    the indirect access found where a stream's operand is not one of the loop's streams (prefetch-indices
+    `match_and_rewrite` mutant 38, which reads x twice)."""
+    before, _ = passed(DOUBLED, "decouple")
+    after, remarks = passed(DOUBLED, "decouple,prefetch-indices")
+    assert print_module(after) == print_module(before) and remarks == []
+    x = np.arange(1, 8, dtype=np.float32)
+    got, _ = run_loop(DOUBLED, "decouple,prefetch-indices,to-dlc,codegen", {"x": x})
+    np.testing.assert_array_equal(got, 2 * x)
