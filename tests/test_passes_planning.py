@@ -559,6 +559,39 @@ def test_an_accumulator_picked_by_popped_data_chains_through_repeated_elements()
     assert (bound, cycles) == ("execute.recurrence", 4096 * (DEFAULT.fp_alu_latency + DEFAULT.latencies[0]) / 2)
 
 
+# out[i, 0] = 1 and out[i, 1] = 2 for 4096 rows: two stores an iteration.
+PAIRS = """module {
+  func @main(%out: memref<4096x2xf32>) -> (memref<4096x2xf32>) {
+    %c0 = loop.const {value = 0} : index
+    %c1 = loop.const {value = 1} : index
+    %n = loop.const {value = 4096} : index
+    %one = loop.const {value = 1.0} : f32
+    %two = loop.const {value = 2.0} : f32
+    loop.for %c0, %n, %c1 (%i: index) {
+      loop.store %one, %out, %i, %c0
+      loop.store %two, %out, %i, %c1
+    }
+    return %out
+  }
+}
+"""
+
+
+def test_every_store_takes_the_store_port() -> None:
+    """8192 stores of 1 cycle each on the one store port bound the nest, above the write-allocates (256 lines:
+    256 * 222 / 12 - 222 = 4514) and issue (4096 * 5 uops / 5).  Kills a nest's stores counted as its last
+    store's only (`_Nest.cost` mutant 99)."""
+    _, bound, cycles = estimate_of(PAIRS)
+    assert (bound, cycles) == ("execute.stores", 2 * 4096 * DEFAULT.store_throughput)
+
+
+def test_a_work_record_inside_a_nest_costs_nothing() -> None:
+    """A `work` record compiles to no code (codegen only lists it), wherever it is written: the estimate is the
+    nest's without it (it was charged a uop an iteration)."""
+    record = "loop.setvar %h {var = 1}\n        work %x, %x, %x {op = \"emb.gather\"}"
+    assert estimate_of(TOKENS.replace("loop.setvar %h {var = 1}", record)) == estimate_of(TOKENS)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # init-ahead: which counter it trusts and which nests it moves.
 

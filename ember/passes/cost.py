@@ -141,7 +141,8 @@ LOADS = ("loop.load", "loop.vload", "loop.gather")
 STORES = ("loop.store", "loop.vstore", "loop.scatter")
 FLOAT_OPS = ("loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf", "loop.cast",
              "loop.select")
-FREE = ("loop.const", "loop.getvar", "loop.setvar", "loop.dim", "loop.alloc")  # registers, or set up once
+FREE = ("loop.const", "loop.getvar", "loop.setvar", "loop.dim", "loop.alloc",  # registers, or set up once
+        "work")  # a record of what an operation computes: no code
 
 
 class _Memory:
