@@ -8,14 +8,14 @@ message about the model.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from conftest import compile_model
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from ember.frontends.onnx import import_onnx
@@ -301,3 +301,56 @@ def test_padding_filter_that_is_not_one_is_refused(edit: Callable[[onnx.GraphPro
                                                   tmp_path: Path) -> None:
     """Inner loops that differ from padding_idx's filter in one place each: the message names that place."""
     _refused(_tamper("pad.o20.static.seq-first.onnx", edit, tmp_path), "unsupported pattern: " + message)
+
+
+def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of `graph` and its subgraphs, depth first, in order."""
+    for n in graph.node:
+        yield n
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _nodes(a.g)
+
+
+def _rows_gathered_on_axis_1(g: onnx.GraphProto) -> None:
+    next(n for n in g.node if n.op_type == "Gather").attribute.append(helper.make_attribute("axis", 1))
+
+
+def _table_of_ints(g: onnx.GraphProto) -> None:
+    t = next(t for t in g.initializer if t.name == "bag.weight")
+    t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.int64), t.name))
+
+
+def _rows_from_concat(g: onnx.GraphProto) -> None:
+    pick = next(n for n in _body(g).node if n.op_type == "If")
+    rows = next(a.g for a in pick.attribute if a.name == "else_branch").node[0]
+    assert rows.op_type == "Slice"
+    rows.op_type = "Concat"
+    rows.attribute.append(helper.make_attribute("axis", 0))
+
+
+def _last_mean_falls_back_to_neg(g: onnx.GraphProto) -> None:
+    next(n for n in _nodes(_body(g)) if n.op_type == "Identity").op_type = "Neg"
+
+
+def _last_mean_with_two_rows(g: onnx.GraphProto) -> None:
+    """The last bag's If(count > 0, sum / count, sum) gives a second, unused row."""
+    inner = next(n for n in _nodes(_body(g)) if n.op_type == "If" and any(
+        m.op_type == "Div" for a in n.attribute for m in a.g.node))
+    for a in inner.attribute:
+        a.g.output.append(helper.make_tensor_value_info(a.g.output[0].name, TensorProto.FLOAT, None))
+    inner.output.append(inner.output[0] + "_again")
+
+
+@pytest.mark.parametrize(("form", "edit", "message"), [
+    ("sum", _rows_gathered_on_axis_1, "the row Gather should use axis 0"),
+    ("sum", _table_of_ints, "the gathered table 'bag.weight' does not hold floats"),
+    ("sum", _rows_from_concat, r"the bag's rows should come from Slice or If, found Concat for 'weight_rows'"),
+    ("mean", _last_mean_falls_back_to_neg, r"the last bag's fallback should come from Identity, found Neg for '\w+'"),
+    ("mean", _last_mean_with_two_rows, "the last bag's mean should produce one row"),
+], ids=["gather-axis-1", "int-table", "rows-from-concat", "fallback-neg", "two-rows"])
+def test_bag_loop_that_is_not_one_is_refused(form: str, edit: Callable[[onnx.GraphProto], None], message: str,
+                                             tmp_path: Path) -> None:
+    """Bag loops that differ from the exporter's in one place each: the message names that place."""
+    path = _tamper(f"{form}.o20.static.seq-first.onnx", edit, tmp_path)
+    _refused(path, f"unsupported pattern: {message}; docs/operators.md")
