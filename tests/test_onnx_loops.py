@@ -210,6 +210,19 @@ def test_loop_without_a_sequence_names_what_it_carries(order: str, tmp_path: Pat
     assert re.search(f"1\\. {first}; 2\\. {second}", msg), msg
 
 
+def test_counter_that_never_steps_is_described_as_left_unchanged(tmp_path: Path) -> None:
+    """A counter increased by 0 is no counter: the loop is refused, and the message says what that
+    carried value does."""
+    def edit(g: onnx.GraphProto) -> None:
+        add = _counter_update(g)
+        next(n for n in _body(g).node if n.output[0] == add.input[1]).input[0] = "zero"  # CastLike(0, k)
+        g.initializer.append(numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"))
+
+    path = _tamper("sum.o20.static.seq-first.onnx", edit, tmp_path)
+    _refused(path, r"found 2 carried values: 1\. '\w+' starting as '\w+' \(SequenceEmpty\), updated by SequenceInsert "
+                   r"each iteration; 2\. '\w+' starting as the constant 0, left unchanged each iteration;")
+
+
 def test_padding_filter_stepping_by_two_is_refused(tmp_path: Path) -> None:
     """The inner loop of padding_idx is also matched by dataflow, in both of its orders."""
     for order in ORDERS:
