@@ -4,6 +4,7 @@ survivors, each checked to fail on the mutants it targets)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import signal
@@ -19,7 +20,7 @@ from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
 from ember.passes import parse_pipeline, run_passes
 from ember.passes.choose_plan import PLANS, ChoosePlan, o3_after
-from ember.passes.cost import DEFAULT, estimate
+from ember.passes.cost import DEFAULT, Target, estimate
 
 # ---------------------------------------------------------------------------------------------------------
 # choose-plan: what it says and keeps.
@@ -241,14 +242,15 @@ def test_static_sizes_name_each_plans_estimate_and_bound() -> None:
 # The estimate (cost.py) on core nests small enough to follow by hand.
 
 
-def estimate_of(text: str, sizes: dict[tuple[int, int], int] | None = None) -> tuple[float, str, float]:
+def estimate_of(text: str, sizes: dict[tuple[int, int], int] | None = None,
+                target: Target = DEFAULT) -> tuple[float, str, float]:
     """(cycles, bound, the bound's cycles) of the module's top-level loop nests (core or access), which must
     verify; `sizes` maps (argument number, axis) to an extent assumed for it."""
     module = parse_module(text, "c.eir")
     verify(module)
     func = module.body.ops[0]
     given = {(func.body.args[a], axis): n for (a, axis), n in (sizes or {}).items()}
-    est = estimate([o for o in func.body.ops if o.name in ("loop.for", "slc.for")], sizes=given)
+    est = estimate([o for o in func.body.ops if o.name in ("loop.for", "slc.for")], target, given)
     return est.cycles, est.bound, est.parts[est.bound]
 
 
@@ -413,7 +415,7 @@ def test_a_random_row_fetches_the_next_line_for_nothing_unless_the_rows_cover_th
 
 
 # 32 rows of x: the outer loop's callback pops the row number, then the inner loop streams the row's 64 floats
-# as two 32-lane vectors, each popped by its own callback.
+# as two 32-lane vectors, each popped by its own callback and doubled.
 TOKENS = """module {
   func @main(%x: memref<32x64xf32>) -> (memref<32x64xf32>) {
     %c0 = loop.const {value = 0} : index
@@ -429,7 +431,8 @@ TOKENS = """module {
         %v = slc.mem %x, %b, %j : stream<vector<32xf32>>
         slc.callback {on = "ite"} () {
           %w = slc.head %v : vector<32xf32>
-          loop.setvar %w {var = 2}
+          %d = loop.addf %w, %w : vector<32xf32>
+          loop.setvar %d {var = 2}
         }
       }
     }
@@ -443,17 +446,19 @@ def test_the_jumps_to_callbacks_mispredict_where_the_token_changes() -> None:
     """The tokens run A B B, A B B, ... (A: the row's callback, B: the vectors').  Predicted from the token
     before, the first A, B and B miss, then each later row's A (after a B) and its first B after B (after an
     A): 3 + 31 * 2 = 65 misses of (L2 token read 16 + ALU 1 + branch 1 + restart 14) = 32 cycles.  The uops:
-    A 32 times (4 to read, test and jump, 1 pop); B 64 times (4, and a pop of 1024 bits: two 512-bit machine
-    vectors of 2 uops each).  Issue: (32 * 5 + 64 * 8) / 5 + 65 * 32 = 2214.4, above DRAM (128 lines, 256
-    cycles).  Latency: the first vector's DRAM miss (222) and pop (16).  Kills B's token never generated
-    (`_iteration` mutant 9) and a vector pop counted as one machine vector (`_Nest.cost` mutant 41)."""
+    A 32 times (4 to read, test and jump, 1 pop); B 64 times (4, a pop of 1024 bits: two 512-bit machine
+    vectors of 2 uops each, and an add of two machine vectors).  Issue: (32 * 5 + 64 * 10) / 5 + 65 * 32 =
+    2240, above DRAM (128 lines, 256 cycles).  Latency: the first vector's DRAM miss (222) and pop (16).
+    Kills B's token never generated (`_iteration` mutant 9), a vector pop counted as one machine vector
+    (`_Nest.cost` mutant 41) and the add's machine vectors divided instead of multiplied (mutant 157)."""
     t = DEFAULT
     assert t.mispredict == 32 and t.miss == 222 and t.hit == 16  # the numbers the docstring uses
-    issue = (32 * 5 + 64 * 8) / t.issue_width + 65 * t.mispredict
+    issue = (32 * 5 + 64 * 10) / t.issue_width + 65 * t.mispredict
     assert estimate_of(TOKENS) == (pytest.approx(t.miss + t.hit + issue), "execute.issue", pytest.approx(issue))
 
 
-# x[0..4096) streamed by the access unit, then the core writes zeros over it a 16-float line at a time.
+# FIRST (x[0..4096) streamed by the access unit, or read by the core), then the core writes zeros over x a 16-float
+# line at a time.
 REWRITTEN = """module {
   func @main(%x: memref<4096xf32>) -> (memref<4096xf32>) {
     %c0 = loop.const {value = 0} : index
@@ -462,9 +467,7 @@ REWRITTEN = """module {
     %zero = loop.const {value = 0.0} : f32
     %zeros = loop.splat %zero : vector<16xf32>
     %all = loop.tailmask %c0, %c16 : vector<16xi1>
-    slc.for %c0, %n, %c16 {vl = 16} (%j: stream<vector<16xindex>>) {
-      %v = slc.mem %x, %j : stream<vector<16xf32>>
-    }
+    FIRST
     loop.for %c0, %n, %c16 (%i: index) {
       loop.vstore %zeros, %x, %i, %all
     }
@@ -474,21 +477,37 @@ REWRITTEN = """module {
 """
 
 
-def test_lines_the_access_unit_brought_in_are_hits_for_the_core_after_it() -> None:
-    """The core's 256 write-allocates find their lines in the access unit's level (L2): 256 hits of 16 cycles
-    through 12 fill buffers, less the one the latency counts, bound the second nest (its 256 stores take 256
-    cycles, its 1024 uops 204.8).  Kills the hits counted as `min(before)` (`_charge` mutant 53, a TypeError)."""
-    both = estimate_of(REWRITTEN)[0]
-    streamed = estimate_of(REWRITTEN.split("    loop.for")[0] + "    return %x\n  }\n}\n")[0]
-    assert both - streamed == pytest.approx(256 * DEFAULT.hit / DEFAULT.miss_slots - DEFAULT.hit)
+STREAMED = """slc.for %c0, %n, %c16 {vl = 16} (%j: stream<vector<16xindex>>) {
+      %v = slc.mem %x, %j : stream<vector<16xf32>>
+    }"""
+READ = """loop.for %c0, %n, %c16 (%k: index) {
+      %r = loop.vload %x, %k, %all : vector<16xf32>
+    }"""
+
+
+@pytest.mark.parametrize(("first", "second"), [
+    # the lines are in the access unit's level (L2): 256 hits of 16 cycles through 12 fill buffers, less the
+    # one the latency counts, bound the nest (its 256 stores take 256 cycles, its 1024 uops 204.8)
+    (STREAMED, 256 * DEFAULT.hit / DEFAULT.miss_slots - DEFAULT.hit),
+    (READ, 256 * DEFAULT.store_throughput),  # read by the core: in L1, no miss at all; the store port bounds it
+])
+def test_lines_an_earlier_nest_brought_in_are_hits_for_the_core_after_it(first: str, second: float) -> None:
+    """What the core's second pass of 256 write-allocates over x adds to the estimate of the first nest.  Kills
+    the L2 hits counted as `min(before)` (`_charge` mutant 53, a TypeError) and L1 lines counted as L2 hits
+    (mutant 50)."""
+    both = estimate_of(REWRITTEN.replace("FIRST", first))[0]
+    alone = estimate_of(REWRITTEN.replace("FIRST", first).split("    loop.for %c0, %n, %c16 (%i")[0]
+                        + "    return %x\n  }\n}\n")[0]
+    assert both - alone == pytest.approx(second)
 
 
 # The core stores each of 64 output rows (one line each) in the access loop's callback, while the access unit
-# touches the row K iterations ahead, `min(b + K, 63)`, as prefetch-outputs makes it.
+# touches the row K iterations ahead, `min(b + K, 63)`, every 32 bytes, as prefetch-outputs{line=32} makes it.
 AHEAD = """module {
   func @main(%out: memref<64x16xf32>) -> (memref<64x16xf32>) {
     %c0 = loop.const {value = 0} : index
     %c1 = loop.const {value = 1} : index
+    %c8 = loop.const {value = 8} : index
     %c16 = loop.const {value = 16} : index
     %n = loop.const {value = 64} : index
     %last = loop.const {value = 63} : index
@@ -499,7 +518,7 @@ AHEAD = """module {
     slc.for %c0, %n, %c1 (%b: stream<index>) {
       %a = slc.alu %b, %ahead {op = "add"} : stream<index>
       %r = slc.alu %a, %last {op = "min"} : stream<index>
-      slc.for %c0, %c16, %c16 (%c: stream<index>) {
+      slc.for %c0, %c16, %c8 (%c: stream<index>) {
         %t = slc.mem %out, %r, %c : stream<f32>
       }
       slc.callback {on = "ite"} () {
@@ -519,8 +538,9 @@ def test_a_prefetch_k_rows_ahead_leaves_the_first_rows_to_miss(k: int) -> None:
     2 misses in the first 32 rows, scaled to 64: 4 of 32 cycles; 76.8 + 128 = 204.8.  The latency is the row's
     pop (16), then the last write-allocate: the prefetch covers every line but the first k - 1 rows' (1 - (k - 1)
     / 64 of them), and the work after the last missed line hides that much of its miss: 222 - 204.8 * covered, at
-    least an L2 hit (the only cost when every line is covered).  Kills the prefetch not seen (`_lookahead`
-    mutant 13: every line covered at k = 16 too)."""
+    least an L2 hit (the only cost when every line is covered).  The rows are the 64 iterations of the row loop,
+    not the 128 touches.  Kills the prefetch not seen (`_lookahead` mutant 13: every line covered at k = 16 too)
+    and the touches taken for the rows (`_Nest.touch` mutant 37)."""
     t = DEFAULT
     issue = 64 * 6 / t.issue_width + 4 * t.mispredict
     covered = 1 - (k - 1) / 64
@@ -583,6 +603,39 @@ def test_every_store_takes_the_store_port() -> None:
     store's only (`_Nest.cost` mutant 99)."""
     _, bound, cycles = estimate_of(PAIRS)
     assert (bound, cycles) == ("execute.stores", 2 * 4096 * DEFAULT.store_throughput)
+
+
+def test_a_narrow_request_window_bounds_a_stream() -> None:
+    """With 8 requests in flight (the default machine has 128), the access unit's 256 cold lines of x take
+    256 * 222 / 8 cycles, less the first miss the latency counts.  Kills the bound's name mangled
+    (`_charge` mutant 166)."""
+    t = dataclasses.replace(DEFAULT, outstanding=8)
+    _, bound, cycles = estimate_of(REWRITTEN.replace("FIRST", STREAMED).split("    loop.for")[0]
+                                   + "    return %x\n  }\n}\n", target=t)
+    assert (bound, cycles) == ("access.requests", 256 * t.miss / 8 - t.miss)
+
+
+def test_a_line_read_then_written_misses_once() -> None:
+    """x *= 2 in place, a line an iteration: the loads miss 256 lines read in order (the prefetcher brings
+    every other one), 128 * 222 cycles of fills over 12 buffers, less the first miss; the stores find the lines
+    the loads brought.  Kills the stores' lines missed again (`_charge` mutant 29: 256 * 222 / 12 - 222)."""
+    scale = REWRITTEN.replace("FIRST", "").replace("loop.vstore %zeros, %x, %i, %all", (
+        "%v = loop.vload %x, %i, %all : vector<16xf32>\n      %w = loop.addf %v, %v : vector<16xf32>\n"
+        "      loop.vstore %w, %x, %i, %all"))
+    _, bound, cycles = estimate_of(scale)
+    assert (bound, cycles) == ("execute.misses", pytest.approx(128 * DEFAULT.miss / DEFAULT.miss_slots - DEFAULT.miss))
+
+
+def test_an_accumulator_in_a_core_variable_chains_its_updates() -> None:
+    """A vector kept in core variable 1, doubled each of 4096 iterations: 4096 fp adds of 4 cycles, one after
+    the other (issue would take 4096 * 4 uops / 5).  Kills the variable's chain not looked for
+    (`_Nest.recurrences` mutant 67)."""
+    text = REWRITTEN.replace("FIRST", "%c1 = loop.const {value = 1} : index").replace(
+        "%c16 (%i: index)", "%c1 (%i: index)").replace(
+        "loop.vstore %zeros, %x, %i, %all", "%a = loop.getvar {var = 1} : vector<16xf32>\n"
+        "      %s = loop.addf %a, %a : vector<16xf32>\n      loop.setvar %s {var = 1}")
+    _, bound, cycles = estimate_of(text)
+    assert (bound, cycles) == ("execute.recurrence", 4096 * DEFAULT.fp_alu_latency)
 
 
 def test_a_work_record_inside_a_nest_costs_nothing() -> None:
