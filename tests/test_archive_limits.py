@@ -280,6 +280,10 @@ def _tensor(size: int, stride: int) -> bytes:
      "data.pkl builds more than 1,000,000 objects (EMBER_ARCHIVE_OBJECTS)"),
     (_str("os") + _str("os\nsystem") + _str("x") + b"\x93",
      "data.pkl refers to the global 'os\\nsystem.x', which Ember refuses"),
+    (_str("w") + _MARK + _str("storage") + _small(1) + _TUPLE + b"Q",  # a persistent id of two fields, not five
+     "data.pkl has an unknown persistent reference ('storage', 1)"),
+    (_str("w") + _tensor(4, 1).replace(_MARK + b"J" + struct.pack("<i", 4) + _TUPLE, _small(4)),  # size 4, not [4]
+     "data.pkl rebuilds a tensor whose size or stride is not a list"),
 ])
 def test_a_pickle_that_would_expand_is_refused_naming_the_member(tmp_path: Path, state: bytes,
                                                                  refusal: str) -> None:
