@@ -210,6 +210,28 @@ def test_loop_without_a_sequence_names_what_it_carries(order: str, tmp_path: Pat
     assert re.search(f"1\\. {first}; 2\\. {second}", msg), msg
 
 
+def test_bag_count_written_as_an_addition_is_followed(tmp_path: Path) -> None:
+    """The number of bags computed as Size(offsets + [len(indices)]) + (-1), not as Size(offsets): the
+    same len(offsets), so the loop still runs once per bag and computes what the reference evaluator does."""
+    form = "sum.o20.dynamic.seq-first.onnx"
+
+    def edit(g: onnx.GraphProto) -> None:
+        size = next(n for n in g.node if n.op_type == "Size")
+        cat = next(n for n in g.node if n.op_type == "Concat")
+        g.node.remove(size)
+        at = list(g.node).index(cat) + 1
+        g.node.insert(at, helper.make_node("Size", [cat.output[0]], ["entries"]))
+        g.node.insert(at + 1, helper.make_node("Add", ["entries", "minus_one"], [size.output[0]]))
+        g.initializer.append(numpy_helper.from_array(np.array(-1, dtype=np.int64), "minus_one"))
+
+    path = _tamper(form, edit, tmp_path)
+    assert len(_bag(import_onnx(path, form)).operands) == 3
+    feeds, _, _ = _data(form)
+    want = ReferenceEvaluator(path).run(None, feeds)[0]
+    got, _ = simulate(compile_model(Path(path), "O0"), feeds, load_machine("default"))
+    np.testing.assert_allclose(got["output"], want, rtol=1e-5, atol=1e-6)
+
+
 def test_counter_that_never_steps_is_described_as_left_unchanged(tmp_path: Path) -> None:
     """A counter increased by 0 is no counter: the loop is refused, and the message says what that
     carried value does."""
