@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -533,6 +534,27 @@ def test_pt2_fixed_length_bags_and_runtime_indexing(tmp_path: Path) -> None:
         path = write_pt2(tmp_path / "index.pt2", {"z": z, "i": i, "j": j}, {}, nodes, "output")
         module = _check_graph(path, {"z": z, "i": i, "j": j}, want)
         assert _ops(module)["GatherND"] == 1
+
+
+@pytest.mark.parametrize("old, new, error", [
+    ('"parameter_name": "table"', '"parameter_name": "other"', "the archive has no data for 'other'"),
+    ('{"as_int": -1}', '{"as_int": -1, "as_float": -1.0, "as_string": "padding of the table"}',
+     r"node 'output' \(torch\.ops\.aten\.embedding\.default\): malformed argument "
+     r"\{'as_int': -1, 'as_float': -1\.0, 'as_string': 'padding of th \(schema 8\.20; Ember reads schema 8\)"),
+    ('{"user_input": {"arg": {"as_tensor": {"name": "idx"}}}}', '{"user_input": {"arg": {"as_int": 3}}}',
+     r"a non-tensor model input \(as_int\) is not supported"),
+])
+def test_pt2_malformed_archive_is_refused_naming_the_file(tmp_path: Path, old: str, new: str, error: str) -> None:
+    """A weight without data, an argument that is not one value (shown cut to its first 60 characters)
+    and an input that is not a tensor: one line naming the archive."""
+    nodes = [("torch.ops.aten.embedding.default", {"weight": T("p_0"), "indices": T("idx"), "padding_idx": I(-1)},
+              ["output"])]
+    good = write_pt2(tmp_path / "good.pt2", {"idx": np.arange(3)}, {"table": np.ones((4, 2), np.float32)}, nodes,
+                     "output")
+    bad = _rewrite(good, tmp_path / "bad.pt2", {"model.json": (old, new)})
+    with pytest.raises(EmberError) as e:
+        import_pt2(str(bad), "w")
+    assert re.fullmatch(f"{re.escape(str(bad))}: error: {error}", str(e.value)), str(e.value)
 
 
 def test_pt2_type_promotion_follows_pytorch(tmp_path: Path) -> None:
