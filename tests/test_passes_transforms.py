@@ -288,6 +288,20 @@ def test_unroll_counts_a_float_stream_the_callback_does_not_read() -> None:
                        "than max_bits=1279"]
 
 
+def test_unroll_marks_a_row_of_one_head_so_bufferize_leaves_it() -> None:
+    """A row of 4 lanes is one head of a 4-lane loop: unroll has nothing to widen, and marks it done, so
+    bufferize has nothing to collect either (a buffer would copy the one head through memory).  Kills the
+    mark written under another key (unroll mutant 29)."""
+    text = CONST_ROW.format(elem="f32", cast=AS_F32["f32"]).replace("20", "4")
+    module, remarks = passed(text, "decouple,vectorize{vl=4},unroll,bufferize")
+    assert remarks == [] and not ops_named(module, "slc.buffer")
+    (row,) = [o for o in ops_named(module, "slc.for") if "vl" in o.attrs]
+    assert row.attrs == {"vl": 4, "unrolled": True}
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    got, _ = run_loop(text, "decouple,vectorize{vl=4},unroll,bufferize,to-dlc,codegen", {"x": x})
+    np.testing.assert_array_equal(got, 2 * (x + 2))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # promote-accumulators
 
