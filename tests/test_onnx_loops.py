@@ -210,20 +210,29 @@ def test_loop_without_a_sequence_names_what_it_carries(order: str, tmp_path: Pat
     assert re.search(f"1\\. {first}; 2\\. {second}", msg), msg
 
 
-def test_bag_count_written_as_an_addition_is_followed(tmp_path: Path) -> None:
-    """The number of bags computed as Size(offsets + [len(indices)]) + (-1), not as Size(offsets): the
-    same len(offsets), so the loop still runs once per bag and computes what the reference evaluator does."""
+def _count_by_addition(g: onnx.GraphProto) -> None:
+    """Size(offsets) becomes Size(offsets + [len(indices)]) + (-1)."""
+    size = next(n for n in g.node if n.op_type == "Size")
+    cat = next(n for n in g.node if n.op_type == "Concat")
+    g.node.remove(size)
+    at = list(g.node).index(cat) + 1
+    g.node.insert(at, helper.make_node("Size", [cat.output[0]], ["entries"]))
+    g.node.insert(at + 1, helper.make_node("Add", ["entries", "minus_one"], [size.output[0]]))
+    g.initializer.append(numpy_helper.from_array(np.array(-1, dtype=np.int64), "minus_one"))
+
+
+def _offsets_through_identity(g: onnx.GraphProto) -> None:
+    """The offsets reach the Concat that appends len(indices) through an Identity."""
+    cat = next(n for n in g.node if n.op_type == "Concat")
+    cat.input[0] = "offsets_again"
+    g.node.insert(list(g.node).index(cat), helper.make_node("Identity", ["offsets"], ["offsets_again"]))
+
+
+@pytest.mark.parametrize("edit", [_count_by_addition, _offsets_through_identity], ids=["addition", "identity"])
+def test_bag_count_written_another_way_is_followed(edit: Callable[[onnx.GraphProto], None], tmp_path: Path) -> None:
+    """The number of bags and the offsets' length written another way are still len(offsets): the loop runs
+    once per bag and computes what the reference evaluator does."""
     form = "sum.o20.dynamic.seq-first.onnx"
-
-    def edit(g: onnx.GraphProto) -> None:
-        size = next(n for n in g.node if n.op_type == "Size")
-        cat = next(n for n in g.node if n.op_type == "Concat")
-        g.node.remove(size)
-        at = list(g.node).index(cat) + 1
-        g.node.insert(at, helper.make_node("Size", [cat.output[0]], ["entries"]))
-        g.node.insert(at + 1, helper.make_node("Add", ["entries", "minus_one"], [size.output[0]]))
-        g.initializer.append(numpy_helper.from_array(np.array(-1, dtype=np.int64), "minus_one"))
-
     path = _tamper(form, edit, tmp_path)
     assert len(_bag(import_onnx(path, form)).operands) == 3
     feeds, _, _ = _data(form)
