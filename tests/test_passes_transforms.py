@@ -1,5 +1,5 @@
-"""What bufferize, unroll, promote-accumulators and lower-emb do to loops written by hand at the level they
-read, checked against numpy and against the remarks `ember-opt --remarks` prints.
+"""What bufferize, unroll, hoist, promote-accumulators, lower-emb, align-queues and prefetch-indices do to loops
+written by hand at the level they read, checked against numpy and against the remarks `ember-opt --remarks` prints.
 
 Written to kill mutation-testing survivors (issue 13, point 7): each test names the mutants it kills.
 """
@@ -300,6 +300,32 @@ def test_unroll_marks_a_row_of_one_head_so_bufferize_leaves_it() -> None:
     x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
     got, _ = run_loop(text, "decouple,vectorize{vl=4},unroll,bufferize,to-dlc,codegen", {"x": x})
     np.testing.assert_array_equal(got, 2 * (x + 2))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# hoist
+
+ROW_2_TO_6 = FROM_TWO.replace("memref<?x?xf32>", "memref<?x6xf32>").replace(
+    "%d = loop.dim %x {axis = 1} : index", "%d = loop.const {value = 6} : index").replace("loop.alloc %n, %d",
+                                                                                          "loop.alloc %n")
+
+
+def test_hoist_makes_the_lanes_of_a_one_head_row_from_2_once() -> None:
+    """Columns 2..5 are one head of a 4-lane loop: their lane numbers and mask are the same every row, so hoist
+    computes them once before the nest (`loop.iota %c2`, `loop.tailmask %c2, %d`) instead of popping them.
+    Kills the one-head test reading hi + lo (hoist `OneHeadIndices` mutant 20: 8 > 4, left as heads)."""
+    module, remarks = passed(ROW_2_TO_6, "decouple,vectorize{vl=4},hoist")
+    assert remarks == []
+    (cb,) = ops_named(module, "slc.callback")
+    assert sorted(h.operands[0].name for h in cb.body.ops if h.name == "slc.head") == ["b", "v"]
+    func = module.body.ops[0]
+    made = [(o.name, [v.name for v in o.operands]) for o in func.body.ops if o.name in ("loop.iota", "loop.tailmask")]
+    assert sorted(made) == [("loop.iota", ["c2"]), ("loop.tailmask", ["c2", "d"])]
+    x = np.arange(1, 19, dtype=np.float32).reshape(3, 6)
+    got, _ = run_loop(ROW_2_TO_6, "decouple,vectorize{vl=4},hoist,to-dlc,codegen", {"x": x})
+    want = np.zeros_like(x)
+    want[:, 2:] = 2 * x[:, 2:]
+    np.testing.assert_array_equal(got, want)
 
 
 # ---------------------------------------------------------------------------------------------------------
