@@ -111,7 +111,7 @@ class GpuBaseline:
             return next((r for r in self.rows if r.op == "spmm" and r.graph == w.graph and r.dim == w.dim
                          and r.time_s and r.lookups), None)
         r = self.match(w)
-        return r if r is not None and r.time_s and r.lookups else None
+        return r if r is not None and r.time_s and r.lookups and r.batch and r.table_rows else None
 
     def missing_reason(self, w: Workload) -> str:
         """Why `w` has no GPU figure, naming only the parameters no measured row shares, for a footnote."""
