@@ -809,18 +809,26 @@ NOT_THE_START = "the output's rows do not start as one constant stored over the 
 TABLE = np.random.default_rng(7).standard_normal((10, 16)).astype(np.float32)
 
 
-def bags(init: str, start: np.ndarray) -> list[str]:
+def bags(init: str, start: np.ndarray, next_row: bool = False, columns: int = 16) -> list[str]:
     """Runs BAG_SLC with `init` through promote-accumulators (both engines), checks its output against numpy's
     sums of the bags added in order to `start` (the rows as the nests before the loop leave them), and returns
-    the remarks."""
+    the remarks.  With `next_row`, bag b is added to row b + 1; with fewer `columns`, only to those (the
+    callback's mask is `tailmask 0, columns`)."""
     indices = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], np.int64)
     offsets = np.array([0, 3, 3, 8, 12], np.int64)
-    got, remarks = run_loop(BAG_SLC.replace("INIT", init), "promote-accumulators,to-dlc,codegen",
+    text = BAG_SLC.replace("INIT", init)
+    if next_row:
+        text = text.replace("%h = slc.head %b : index", "%h = slc.head %b1 : index")
+    if columns < 16:
+        text = text.replace("%output, %h, %c0, %mask", "%output, %h, %c0, %some").replace(
+            "    slc.for", f"    %cm = loop.const {{value = {columns}}} : index\n"
+            "    %some = loop.tailmask %c0, %cm : vector<16xi1>\n    slc.for", 1)
+    got, remarks = run_loop(text, "promote-accumulators,to-dlc,codegen",
                             {"table": TABLE, "indices": indices, "offsets": offsets})
     want = start.copy()
     for b in range(4):
         for i in indices[offsets[b]:offsets[b + 1]]:
-            want[b] += TABLE[i]
+            want[b + next_row, :columns] += TABLE[i, :columns]
     np.testing.assert_array_equal(got, want)
     return remarks
 
@@ -855,6 +863,25 @@ def test_promote_starts_the_rows_at_the_constant_one_store_writes() -> None:
 def test_promote_keeps_rows_whose_start_it_cannot_see_as_one_constant(init: str, start: np.ndarray) -> None:
     remarks = bags(init, start)
     assert len(remarks) == 1 and remarks[0].endswith(ROWS_KEPT + NOT_THE_START)
+
+
+def test_promote_keeps_a_row_other_than_the_one_the_outer_loop_counts() -> None:
+    """Bag b adds into row b + 1 (the head of `b + 1`, not of the loop's index): the row's end callback, which
+    stores the loop's own row, would put the sum in the wrong row.  Kills the check weakened to `... or the
+    head's operand is the index` (promote mutant 74)."""
+    assert bags(COLUMNS, rows(1.5), next_row=True) == [
+        "d.eir:23:5: remark: promote-accumulators: output row kept in memory: 'output''s row is not the one the "
+        "outer loop counts"]
+
+
+def test_promote_keeps_a_row_the_callback_updates_in_part() -> None:
+    """The callback's mask covers columns 0..7 of 16: a variable holding the row would start every column at
+    1.5 and end by storing only 0..7, while the initialisation nest it replaces set all 16.  Kills the
+    whole-row test weakened to `col 0 and a tailmask, or a tailmask from 0 to the row's width` (promote
+    mutant 94)."""
+    assert bags(COLUMNS, rows(1.5), columns=8) == [
+        "d.eir:25:5: remark: promote-accumulators: output row kept in memory: 'output''s row is not one vector with "
+        "a constant all-true mask (run unroll and hoist first)"]
 
 
 def test_promote_keeps_the_start_the_initialisation_defines_inside_itself() -> None:
