@@ -409,6 +409,38 @@ def test_scatter_rows_reads_no_width_of_the_updates() -> None:
     assert_same(runs[0][1], runs[1][1])
 
 
+HALF_MEAN = """module {
+  func @main(%table: tensor<50x16xf16>, %indices: tensor<12xi64>, %offsets: tensor<5xi64>) -> (tensor<4x16xf16>) {
+    %output = emb.bag %table, %indices, %offsets {mode = "mean", empty = "zero"} : tensor<4x16xf16>
+    return %output
+  }
+}
+"""
+
+
+def test_a_bag_of_half_rows_sums_in_an_unnamed_f32_buffer() -> None:
+    """An f16 table's bags are summed in f32, in a buffer lower-emb makes without a name, and rounded once into
+    'output'.  promote-accumulators keeps both in memory, and calls the buffer "the output".  Kills that
+    wording mangled (promote mutant 4)."""
+    pipeline = "lower-emb,decouple,vectorize,unroll,bufferize,hoist,simplify-mem,promote-accumulators"
+    _, remarks = passed(HALF_MEAN, pipeline)
+    kept = "h.eir:3:15: remark: promote-accumulators: output row kept in memory: "
+    assert remarks == [kept + "the output is accessed outside one callback's top level",
+                       kept + "'output' is not read once and then written once per lookup"]
+    table = np.random.default_rng(2).standard_normal((50, 16)).astype(np.float16)
+    indices = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8], np.int64)
+    offsets = np.array([0, 3, 3, 8, 12], np.int64)
+    got = on_both_engines(compile_text(HALF_MEAN, pipeline + ",to-dlc,codegen"),
+                          {"table": table, "indices": indices, "offsets": offsets})
+    want = np.zeros((4, 16), np.float32)
+    for b in range(4):
+        picked = indices[offsets[b]:offsets[b + 1]]
+        for i in picked:
+            want[b] += table[i].astype(np.float32)
+        want[b] /= max(1, len(picked))
+    np.testing.assert_array_equal(next(iter(got.values())), want.astype(np.float16))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # align-queues
 
