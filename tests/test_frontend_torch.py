@@ -281,21 +281,71 @@ def test_malicious_pickle_is_refused(tmp_path: Path, no_system: list[Any], paylo
     assert not marker.exists() and no_system == []
 
 
-def test_code_is_never_executed(tmp_path: Path, no_system: list[Any]) -> None:
-    """Source in code/ that would run a command is only parsed, and the unknown call is an error."""
-    marker = tmp_path / "pwned"
+def _traced_archive(path: Path, code: str) -> Path:
+    """A traced archive of module `__torch__.m.M` with source `code`, traced on one float tensor of 4."""
     pkl = b"\x80\x02" + _global("__torch__.m", "M") + b")" + _NEWOBJ + b"}" + _BUILD + _STOP
-    body = f"    _0 = __import__('os').system('touch {marker}')\n    return x\n"
     tensor_meta = (_global("torch._utils", "_rebuild_tensor_v2") + _MARK + _MARK + _str("storage")
                    + _global("torch", "FloatStorage") + _str("0") + _str("cpu") + _small(4) + _TUPLE + b"Q"
                    + _small(0) + _MARK + _small(4) + _TUPLE + _MARK + _small(1) + _TUPLE + b"\x89"
                    + _global("collections", "OrderedDict") + b")" + _REDUCE + _TUPLE + _REDUCE)
     meta = b"\x80\x02}" + _MARK + _str("forward") + b"]" + _MARK + tensor_meta + b"e" + b"u" + _STOP
-    bad = _zip(tmp_path / "code.pt", {"m/data.pkl": pkl, "m/code/__torch__/m.py": _code("M", body),
-                                      "m/traced_inputs.pkl": meta})
+    return _zip(path, {"m/data.pkl": pkl, "m/code/__torch__/m.py": code, "m/traced_inputs.pkl": meta})
+
+
+def test_code_is_never_executed(tmp_path: Path, no_system: list[Any]) -> None:
+    """Source in code/ that would run a command is only parsed, and the unknown call is an error."""
+    marker = tmp_path / "pwned"
+    body = f"    _0 = __import__('os').system('touch {marker}')\n    return x\n"
+    bad = _traced_archive(tmp_path / "code.pt", _code("M", body))
     with pytest.raises(EmberError, match=r"'__import__\(\.\.\.\)' at code/__torch__/m.py:4.*\.pt2"):
         import_torchscript(str(bad), "w")
     assert not marker.exists() and no_system == []
+
+
+def _chain(n: int) -> str:
+    """forward calls f0, which calls f1, ... f{n-1} returns relu(x): calls nested n deep."""
+    calls = "".join(f"def f{k}(x: Tensor) -> Tensor:\n  return __torch__.m.f{k + 1}(x)\n" for k in range(n - 1))
+    last = f"def f{n - 1}(x: Tensor) -> Tensor:\n  return torch.relu(x)\n"
+    return _code("M", "    return __torch__.m.f0(x)\n") + calls + last
+
+
+def test_traced_calls_nest_up_to_the_limit(tmp_path: Path) -> None:
+    """Calls of scripted functions may nest 64 deep (MAX_DEPTH) below forward; one more is refused."""
+    x = np.array([-1.5, 0.0, 2.0, -0.25], np.float32)
+    got = run_compiled(_traced_archive(tmp_path / "deep.pt", _chain(64)), "O0", {"x": x})
+    np.testing.assert_array_equal(got["output"], np.maximum(x, 0))
+    too_deep = _traced_archive(tmp_path / "deeper.pt", _chain(65))
+    with pytest.raises(EmberError, match=r"deeper\.pt: error: function calls nest more than 64 deep$"):
+        import_torchscript(str(too_deep), "w")
+
+
+def test_traced_code_with_annotations_and_a_discarded_call(tmp_path: Path) -> None:
+    """An annotated assignment, and a call whose result (None, from a bare return) is dropped."""
+    code = (_code("M", "    __torch__.m.check(x)\n    y: Tensor = torch.relu(x)\n    return y\n")
+            + "def check(x: Tensor) -> None:\n  return\n")
+    x = np.array([3.0, -2.0, 0.5, -0.5], np.float32)
+    got = run_compiled(_traced_archive(tmp_path / "m.pt", code), "O0", {"x": x})
+    np.testing.assert_array_equal(got["output"], np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("code, error", [
+    ("class M(Module):\n  def forward(self, x):\n    return (\n", "code/__torch__/m.py is not valid TorchScript "
+     r"source \(SyntaxError\)"),
+    ("class M(Module):\n  def forward(self: __torch__.m.M, x: Tensor, y: Tensor) -> Tensor:\n    return x\n",
+     "forward takes 2 inputs but the archive records 1 traced inputs"),
+    (_code("M", "    return getattr(self, \"w\")\n"),
+     r"code/__torch__/m\.py:4: __torch__\.m\.M has no attribute 'w'; Ember reads traced TorchScript modules.*"),
+    (_code("M", "    _0 = ops.prim.dtype(3)\n    return x\n"),
+     r"'ops\.prim\.dtype\(\.\.\.\)' at code/__torch__/m\.py:4: the operand of dtype\(\) must be a tensor, got "
+     r"int 3; Ember reads.*"),
+    (_code("M", "    __torch__ = x\n    return __torch__.m.f(x)\n"),  # a local name hides the module root
+     r"code/__torch__/m\.py:5: attribute 'm' of a Value is not supported; Ember reads.*"),
+], ids=["syntax", "inputs", "getattr", "dtype", "shadowed"])
+def test_traced_code_that_cannot_be_read_is_refused(tmp_path: Path, code: str, error: str) -> None:
+    bad = _traced_archive(tmp_path / "bad.pt", code)
+    with pytest.raises(EmberError) as e:
+        import_torchscript(str(bad), "w")
+    assert re.fullmatch(f"{re.escape(str(bad))}: error: {error}", str(e.value)), str(e.value)
 
 
 def test_tensor_outside_its_storage_is_refused(tmp_path: Path) -> None:
