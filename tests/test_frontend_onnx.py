@@ -442,3 +442,17 @@ def test_dynamo_bag_with_used_rows_keeps_them(tmp_path: Path) -> None:
     want = ReferenceEvaluator(onnx.load(path)).run(None, feeds)
     np.testing.assert_allclose(got["output"], want[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got["new_weight"], want[1], rtol=1e-6)
+
+
+def test_gather_of_a_1d_weight_is_an_embedding(tmp_path: Path) -> None:
+    """Gather (axis left at its default 0) of a 1-D float weight is a lookup of scalars: nn.Embedding's
+    shape with rows of one element.  It becomes emb.gather, negative indices wrapped as ONNX does."""
+    table = np.random.default_rng(4).standard_normal(10).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("Gather", ["table", "idx"], ["y"])], "g",
+                              [helper.make_tensor_value_info("idx", TensorProto.INT64, [5])], [_f("y", [5])],
+                              [numpy_helper.from_array(table, "table")])
+    path = _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path)
+    module = import_onnx(path, "m")
+    assert _counts(module)["emb.gather"] == 1 and _counts(module)["host.onnx"] == 0
+    idx = np.array([3, 0, -1, 3, 9], dtype=np.int64)
+    np.testing.assert_array_equal(run_module(module, {"idx": idx}, load_weights(path))["y"], table[idx])
