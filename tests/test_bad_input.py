@@ -316,6 +316,17 @@ def custom_domain(path: Path) -> None:
     onnx.save(oh.make_model(graph, opset_imports=opsets), path)
 
 
+def type_attribute(path: Path) -> None:
+    """Optional's `type` attribute is a TypeProto, which a host op's attributes cannot hold."""
+    seq = oh.make_tensor_type_proto(TensorProto.FLOAT, [4])
+    graph = oh.make_graph(
+        [oh.make_node("Optional", [], ["o"], name="maybe", type=seq),
+         oh.make_node("OptionalHasElement", ["o"], ["y"], name="has")],
+        "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [oh.make_tensor_value_info("y", TensorProto.BOOL, [])])
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)]), path)
+
+
 def machine_file_case(case_id: str, text: str, at: str, message: str) -> object:
     """ember-sim --machine FILE.toml with a mistake in the file: reported at its line and column."""
 
@@ -519,6 +530,8 @@ CASES = [
     onnx_case("onnx-loop-not-a-bag", loop_not_a_bag, "node 'count_up' (Loop): unsupported pattern"),
     onnx_case("onnx-bag-on-wrong-axis", bag_on_wrong_axis,
               "node '/bag/Loop' (Loop): unsupported pattern: the bag reduction should reduce over axis 0"),
+    onnx_case("onnx-type-attribute", type_attribute,
+              "node 'maybe' (Optional): attribute 'type' of type TYPE_PROTO is not supported; docs/operators.md"),
     onnx_case("onnx-custom-domain", custom_domain,
               "node 'my_fancy_op' (FancyOp): unsupported operator domain 'com.example'"),
     # machines (ember-sim)
