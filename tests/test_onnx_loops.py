@@ -365,6 +365,13 @@ def _table_of_ints(g: onnx.GraphProto) -> None:
     t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.int64), t.name))
 
 
+def _table_of_unknown_width(g: onnx.GraphProto) -> None:
+    """The table is an input of shape [rows, width], both symbolic, instead of a weight."""
+    g.initializer.remove(next(t for t in g.initializer if t.name == "bag.weight"))
+    g.input.append(helper.make_tensor_value_info("bag.weight", TensorProto.FLOAT, ["rows", "width"]))
+    del g.value_info[:]
+
+
 def _rows_from_concat(g: onnx.GraphProto) -> None:
     pick = next(n for n in _body(g).node if n.op_type == "If")
     rows = next(a.g for a in pick.attribute if a.name == "else_branch").node[0]
@@ -389,10 +396,12 @@ def _last_mean_with_two_rows(g: onnx.GraphProto) -> None:
 @pytest.mark.parametrize(("form", "edit", "message"), [
     ("sum", _rows_gathered_on_axis_1, "the row Gather should use axis 0"),
     ("sum", _table_of_ints, "the gathered table 'bag.weight' does not hold floats"),
+    ("sum", _table_of_unknown_width,
+     r"the gathered table 'bag.weight' should be a 2-D table of known width, has shape \['\?', '\?'\]"),
     ("sum", _rows_from_concat, r"the bag's rows should come from Slice or If, found Concat for 'weight_rows'"),
     ("mean", _last_mean_falls_back_to_neg, r"the last bag's fallback should come from Identity, found Neg for '\w+'"),
     ("mean", _last_mean_with_two_rows, "the last bag's mean should produce one row"),
-], ids=["gather-axis-1", "int-table", "rows-from-concat", "fallback-neg", "two-rows"])
+], ids=["gather-axis-1", "int-table", "unknown-width", "rows-from-concat", "fallback-neg", "two-rows"])
 def test_bag_loop_that_is_not_one_is_refused(form: str, edit: Callable[[onnx.GraphProto], None], message: str,
                                              tmp_path: Path) -> None:
     """Bag loops that differ from the exporter's in one place each: the message names that place."""
