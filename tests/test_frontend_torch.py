@@ -688,6 +688,27 @@ def test_pt2_scatter_add_reads_src_over_the_index_extent(tmp_path: Path) -> None
         import_pt2(str(path), "w")
 
 
+@pytest.mark.parametrize("node, error", [
+    (("expand.default", {"self": T("x"), "size": {"as_ints": [4]}}),
+     r"cannot expand tensor<2x4xf32> to fewer dimensions \[4\]"),
+    (("_softmax.default", {"self": T("x"), "dim": I(2), "half_to_float": {"as_bool": False}}),
+     "dim 2 is out of range for rank 2"),
+    (("transpose.int", {"self": T("x"), "dim0": I(0), "dim1": I(-3)}), "dim1 -3 is out of range for rank 2"),
+    (("bitwise_and.Tensor", {"self": T("i"), "other": T("i")}),
+     r"bitwise_and of integers \(ONNX's bitwise operators are opset 18; Ember's host ops are opset 17\)"),
+], ids=["expand-fewer", "softmax-dim", "transpose-dim", "bitwise-ints"])
+def test_pt2_operator_arguments_out_of_range_are_refused(tmp_path: Path, node: tuple[str, dict[str, Any]],
+                                                         error: str) -> None:
+    """Arguments PyTorch itself would reject, or that Ember cannot translate: the node and the reason."""
+    target, args = node
+    feeds = {"x": np.ones((2, 4), np.float32), "i": np.arange(4)}
+    path = write_pt2(tmp_path / "m.pt2", feeds, {}, [("torch.ops.aten." + target, args, ["output"])], "output")
+    with pytest.raises(EmberError) as e:
+        import_pt2(str(path), "w")
+    want = rf"node 'output' \(torch\.ops\.aten\.{re.escape(target)}\): {error}; export the model with torch\.onnx"
+    assert re.fullmatch(f"{re.escape(str(path))}: error: {want}.*", str(e.value)), str(e.value)
+
+
 def _in_place_graph(tmp_path: Path, nodes: list[tuple[str, dict[str, Any], list[str]]]) -> tuple[Path, dict]:
     rng = np.random.default_rng(4)
     feeds = {"x": rng.standard_normal((4, 2)).astype(np.float32), "dst": np.array([3, 0, 3], dtype=np.int64),
