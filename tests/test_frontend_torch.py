@@ -620,6 +620,23 @@ def test_pt2_type_promotion_follows_pytorch(tmp_path: Path) -> None:
     assert str(add.result.type) == "tensor<3xi64>" and str(module.body.ops[0].attrs["results"][0]) == "tensor<3xf32>"
 
 
+def test_pt2_comparisons_and_logical_operators(tmp_path: Path) -> None:
+    """Comparisons with numbers, logical_and and bitwise_or of booleans compute numpy's booleans; each
+    result is named after the PyTorch operator, so ember-import's IR reads like the model."""
+    x = np.array([-1.0, 0.5, 2.0, 0.25, 0.0], np.float32)
+    a = "torch.ops.aten."
+    nodes = [(a + "gt.Scalar", {"self": T("x"), "other": {"as_float": 0.0}}, ["pos"]),
+             (a + "lt.Scalar", {"self": T("x"), "other": {"as_float": 1.0}}, ["small"]),
+             (a + "logical_and.default", {"self": T("pos"), "other": T("small")}, ["both"]),
+             (a + "bitwise_or.Tensor", {"self": T("both"), "other": T("pos")}, ["output"])]
+    path = write_pt2(tmp_path / "logic.pt2", {"x": x}, {}, nodes, "output")
+    got = run_compiled(path, "O0", {"x": x})["output"]
+    np.testing.assert_array_equal(got, ((x > 0) & (x < 1)) | (x > 0))
+    module = import_pt2(str(path), "w")
+    assert [op.result.name for op in module.walk() if op.name == "host.onnx"] == ["gt", "lt", "logical_and",
+                                                                                  "bitwise_or"]
+
+
 def test_pt2_scatters_and_factories(tmp_path: Path) -> None:
     """scatter_reduce of rows, a scatter_add that is not one (host ScatterElements over the index's
     extent), index_add along dimension 1 with alpha, clamp, and the tensor factories."""
