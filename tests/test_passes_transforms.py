@@ -202,6 +202,59 @@ def test_bufferize_declines_a_loop_with_two_callbacks() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# vectorize
+
+# out[j] = x[j] for j < n, then out[n] = 1 in the loop's end callback ({mark}: attributes of the loop).
+WITH_END = """module {{
+  func @main(%x: memref<?xf32>, %out: memref<?xf32>) -> (memref<?xf32>) {{
+    %c0 = loop.const {{value = 0}} : index
+    %c1 = loop.const {{value = 1}} : index
+    %n = loop.dim %x {{axis = 0}} : index
+    %one = loop.const {{value = 1.0}} : f32
+    slc.for %c0, %n, %c1 {mark}(%j: stream<index>) {{
+      %v = slc.mem %x, %j : stream<f32>
+      slc.callback {{on = "ite"}} () {{
+        %xv = slc.head %v : f32
+        %at = slc.head %j : index
+        loop.store %xv, %out, %at
+      }}
+      slc.callback {{on = "end"}} () {{
+        loop.store %one, %out, %n
+      }}
+    }}
+    return %out
+  }}
+}}
+"""
+
+
+def test_vectorize_declines_a_loop_with_an_end_callback() -> None:
+    """Kills the remark's text mangled (vectorize `_vectorize` mutant 32)."""
+    module, remarks = passed(WITH_END.format(mark=""), "vectorize{vl=4}")
+    assert remarks == ["h.eir:7:5: remark: vectorize: loop not vectorized: it has callbacks other than one per "
+                       "iteration"]
+    assert all("vl" not in o.attrs for o in ops_named(module, "slc.for"))
+
+
+def test_vectorize_goes_on_past_a_nest_kept_as_o0_leaves_it() -> None:
+    """Two copies of a row loop, the first marked `plan = "decoupled"` (choose-plan's mark): only the second is
+    vectorized.  Kills the walk stopping at the first kept op (`Vectorize.run` mutant 3)."""
+    second = "    loop.for %c0, %n, %c1 (%b: index) {"
+    text = FROM_TWO.replace(second, "    loop.for %c0, %n, %c1 {plan = \"decoupled\"} (%a: index) {\n"
+                            "      loop.for %c2, %d, %c1 (%l: index) {\n        %u = loop.load %x, %a, %l : f32\n"
+                            "        loop.store %u, %out, %a, %l\n      }\n    }\n" + second)
+    module, _ = passed(text, "decouple,vectorize{vl=4}")
+    first, second = [o for o in module.body.ops[0].body.ops if o.name == "slc.for"]
+    assert [o.attrs.get("vl") for o in first.walk() if o.name == "slc.for"] == [None, None]
+    assert [o.attrs.get("vl") for o in second.walk() if o.name == "slc.for"] == [None, 4]
+    x = np.arange(1, 34, dtype=np.float32).reshape(3, 11)
+    got, _ = run_loop(text, "decouple,vectorize{vl=4},to-dlc,codegen", {"x": x})
+    want = np.zeros_like(x)
+    want[:, 2:] = 2 * x[:, 2:]
+    np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # unroll: how wide a row is
 
 # out[b, j] = 2 f(x[b, j]) for the 20 columns of a row; {elem} is x's element type and {cast} computes f in f32
