@@ -64,6 +64,11 @@ def _sleep_forever(*_args: object, **_kwargs: object) -> None:
     time.sleep(3600)
 
 
+def _spin_forever(*_args: object, **_kwargs: object) -> None:
+    while True:
+        pass
+
+
 def _segfault(*_args: object, **_kwargs: object) -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
@@ -73,11 +78,15 @@ def test_a_hang_and_a_crash_are_reported_not_fatal(monkeypatch: pytest.MonkeyPat
     import ember.sim.engines as engines
 
     monkeypatch.setattr(c, "MIX", ("gen",))
-    monkeypatch.setattr(engines, "simulate", _sleep_forever)
+    monkeypatch.setattr(engines, "simulate", _spin_forever)  # a hang that burns CPU time: `timeout` of it
     s = campaign(2, seed=2, timeout=2, jobs=1, shrink_seconds=0)
     assert s.runs == 2 and s.counts["hang"] >= 1, s.line()
     [hang] = [f for f in s.failures.values() if "timeout" in f.verdict.detail][:1]
     assert "case.dae" in hang.verdict.files  # saved although the worker was killed
+    monkeypatch.setattr(engines, "simulate", _sleep_forever)  # one that burns none: ten timeouts of wall time
+    start = time.monotonic()
+    s = campaign(1, seed=2, timeout=0.3, jobs=1, shrink_seconds=0)
+    assert s.counts["hang"] == 1 and time.monotonic() - start >= 10 * 0.3, s.line()
     monkeypatch.setattr(engines, "simulate", _segfault)
     s = campaign(2, seed=2, timeout=20, jobs=1, shrink_seconds=0)
     assert s.runs == 2 and s.counts["crash"] >= 1, s.line()

@@ -17,8 +17,9 @@ from .common import guarded
 @click.option("--seed", default=0, show_default=True,
               help="seed of the run: the same seed (and --jobs) draws the same programs")
 @click.option("--max-cycles", default=1e5, show_default=True, help="--max-cycles of every simulation")
-@click.option("--timeout", default=30.0, show_default=True, help="wall-clock seconds one program may take; past "
-              "it the program is reported as a hang and its worker is replaced")
+@click.option("--timeout", default=30.0, show_default=True, help="CPU seconds one program may take (its worker's, "
+              "compilers included), or ten times as many wall-clock seconds whatever it spends; past either it is "
+              "reported as a hang and its worker is replaced (a busy machine slows programs, it does not hang them)")
 @click.option("--jobs", "-j", default=None, type=int, help="programs run side by side [default: the CPU count]")
 @click.option("--shrink-time", default=60.0, show_default=True,
               help="seconds hypothesis may spend shrinking each new failure (0: save failures as found)")

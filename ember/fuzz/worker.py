@@ -1,8 +1,10 @@
 """A forked worker process that runs cases, so that a hang or a crash of the code under test is a finding.
 
-The parent sends one case at a time and waits for the verdict up to a wall-clock timeout.  The worker
-reports each stage before it starts it (the assembler, the reference engine, the fast engine, a tool),
-so a case that runs past the timeout is reported as a hang of that stage, and the worker is killed and
+The parent sends one case at a time and waits for its verdict.  A case hangs when its worker has spent
+`timeout` seconds of CPU time on it (its own, and that of the compilers it waited for), or ten times
+`timeout` of wall-clock time whatever it spent: a wall-clock limit alone reported busy machines' slow
+cases as hangs.  The worker reports each stage before it starts it (the assembler, the reference engine,
+the fast engine, a tool), so a hang is reported as a hang of that stage, and the worker is killed and
 replaced.  A worker that dies (a segfault in compiled code, the memory cap) is a crash.  Forking keeps
 whatever the parent set up, so a test can plant a bug in an engine before the campaign starts.
 """
@@ -24,6 +26,18 @@ from typing import Any
 from .oracle import Verdict
 
 MEMORY_CAP = 8 << 30  # address space of a worker: a runaway allocation fails instead of exhausting the machine
+WALL_FACTOR = 10  # a case that spends little CPU time (blocked, or starved) hangs after this many timeouts
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time of a process and of its children it has waited for (Linux /proc), or None where unknown:
+    then the timeout is wall-clock time, as it was."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime, stime, cutime, cstime
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _serve(conn: Connection, max_cycles: float) -> None:
@@ -95,7 +109,8 @@ class Worker:
         assert self.conn is not None
         self.conn.send(case)
         stage = "the case"
-        deadline = time.monotonic() + self.timeout
+        start, cpu0 = time.monotonic(), cpu_seconds(self.proc.pid)
+        deadline = start + self.timeout
         while True:
             left = deadline - time.monotonic()
             try:
@@ -103,6 +118,11 @@ class Worker:
             except OSError:
                 ready = True
             if not ready:
+                now_cpu = cpu_seconds(self.proc.pid)
+                used = self.timeout if now_cpu is None or cpu0 is None else now_cpu - cpu0
+                if used < self.timeout and time.monotonic() < start + WALL_FACTOR * self.timeout:
+                    deadline = time.monotonic() + self.timeout - used  # starved by other processes: wait on
+                    continue
                 self.proc.kill()
                 self.proc.join()
                 self.stop()
