@@ -328,6 +328,16 @@ def test_traced_code_with_annotations_and_a_discarded_call(tmp_path: Path) -> No
     np.testing.assert_array_equal(got["output"], np.maximum(x, 0))
 
 
+def test_traced_code_with_tuples(tmp_path: Path) -> None:
+    """A tuple unpacked into names, and forward returning a tuple: one output per entry, in order."""
+    code = _code("M", "    y, z = (torch.relu(x), torch.neg(x))\n    return (z, y)\n")
+    x = np.array([3.0, -2.0, 0.5, -0.5], np.float32)
+    got = run_compiled(_traced_archive(tmp_path / "m.pt", code), "O0", {"x": x})
+    assert sorted(got) == ["output0", "output1"]
+    np.testing.assert_array_equal(got["output0"], -x)
+    np.testing.assert_array_equal(got["output1"], np.maximum(x, 0))
+
+
 @pytest.mark.parametrize("code, error", [
     ("class M(Module):\n  def forward(self, x):\n    return (\n", "code/__torch__/m.py is not valid TorchScript "
      r"source \(SyntaxError\)"),
