@@ -718,12 +718,13 @@ def test_pt2_scatter_add_reads_src_over_the_index_extent(tmp_path: Path) -> None
 @pytest.mark.parametrize("node, error", [
     (("expand.default", {"self": T("x"), "size": {"as_ints": [4]}}),
      r"cannot expand tensor<2x4xf32> to fewer dimensions \[4\]"),
+    (("expand.default", {"self": T("x"), "size": {"as_ints": [2, 3]}}), r"cannot expand tensor<2x4xf32> to \[2, 3\]"),
     (("_softmax.default", {"self": T("x"), "dim": I(2), "half_to_float": {"as_bool": False}}),
      "dim 2 is out of range for rank 2"),
     (("transpose.int", {"self": T("x"), "dim0": I(0), "dim1": I(-3)}), "dim1 -3 is out of range for rank 2"),
     (("bitwise_and.Tensor", {"self": T("i"), "other": T("i")}),
      r"bitwise_and of integers \(ONNX's bitwise operators are opset 18; Ember's host ops are opset 17\)"),
-], ids=["expand-fewer", "softmax-dim", "transpose-dim", "bitwise-ints"])
+], ids=["expand-fewer", "expand-width", "softmax-dim", "transpose-dim", "bitwise-ints"])
 def test_pt2_operator_arguments_out_of_range_are_refused(tmp_path: Path, node: tuple[str, dict[str, Any]],
                                                          error: str) -> None:
     """Arguments PyTorch itself would reject, or that Ember cannot translate: the node and the reason."""
