@@ -630,6 +630,19 @@ def test_pt2_type_promotion_follows_pytorch(tmp_path: Path) -> None:
     assert str(add.result.type) == "tensor<3xi64>" and str(module.body.ops[0].attrs["results"][0]) == "tensor<3xf32>"
 
 
+def test_pt2_expand_keeps_the_dimensions_given_as_minus_one(tmp_path: Path) -> None:
+    """expand(-1, 4) keeps dimension 0, whether it is 3 or 1, and stretches the 1 of dimension 1."""
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((3, 1)).astype(np.float32), rng.standard_normal((1, 1)).astype(np.float32)
+    a = "torch.ops.aten."
+    nodes = [(a + "expand.default", {"self": T("x"), "size": {"as_ints": [-1, 4]}}, ["ex"]),
+             (a + "expand.default", {"self": T("y"), "size": {"as_ints": [-1, 4]}}, ["ey"]),
+             (a + "mul.Tensor", {"self": T("ey"), "other": {"as_float": 2.0}}, ["ey2"]),
+             (a + "add.Tensor", {"self": T("ex"), "other": T("ey2")}, ["output"])]
+    path = write_pt2(tmp_path / "expand.pt2", {"x": x, "y": y}, {}, nodes, "output")
+    _check_graph(path, {"x": x, "y": y}, np.broadcast_to(x, (3, 4)) + 2 * np.broadcast_to(y, (1, 4)))
+
+
 def test_pt2_comparisons_and_logical_operators(tmp_path: Path) -> None:
     """Comparisons with numbers, logical_and and bitwise_or of booleans compute numpy's booleans; each
     result is named after the PyTorch operator, so ember-import's IR reads like the model."""
