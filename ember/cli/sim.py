@@ -84,8 +84,9 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
     the reference engine; --timing-only simulates tables of any size without their data.
     Statistics (docs/architecture.md): cycles, tokens and operands marshaled, queue occupancy, cache
     and DRAM traffic, the fraction of DRAM bandwidth used, the speed-of-light bound of the program's
-    operations (sol.*, which does not depend on its code) with the fraction of it reached, and this
-    program's own roofline.
+    operations (sol.*, which does not depend on its code) with the fraction of it reached, this
+    program's own roofline, and its energy: energy.<block>_j for each block and static power, their
+    sum energy_j, and power_w (the machine's [energy] numbers; docs/architecture.md, Energy).
 
     Host ops (the operators kept as ONNX) run as ONNX models, one per run of consecutive host ops,
     with onnxruntime when installed and onnx.reference otherwise (--host-runtime); their time is
