@@ -118,7 +118,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
     --timing-only), and measured.
     The tables show, where the variants needed were run: the speedup of O1-O3 over O0 (published
     Fig. 13 in parentheses); O3 as a share of hand-written performance (Fig. 16) with each one's
-    roofline fraction; the DAE machine at O3 against the core alone; and useful bandwidth as a
+    roofline fraction; the DAE machine at O3 against the core alone; useful bandwidth as a
     share of DRAM peak next to a measured H100 GPU's share of its copy bandwidth for the same
     embedding shape; and each point's energy per lookup and average power.  --plot adds
     energy_breakdown.png; --vs-gpu compares time and energy with the GPU on its own shapes.  Published figures are gem5 runs at paper scale, ours are at the chosen
