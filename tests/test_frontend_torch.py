@@ -643,6 +643,40 @@ def test_pt2_expand_keeps_the_dimensions_given_as_minus_one(tmp_path: Path) -> N
     _check_graph(path, {"x": x, "y": y}, np.broadcast_to(x, (3, 4)) + 2 * np.broadcast_to(y, (1, 4)))
 
 
+def test_pt2_with_a_symbolic_batch_size(tmp_path: Path) -> None:
+    """x of shape [s0, 4], s0 symbolic: ones_like(x) takes its shape from x at run time, and view(y, [s0,
+    2, -1]) with s0 from sym_size infers -1 from the known extents; any batch size then computes numpy's."""
+    a = "torch.ops.aten."
+    nodes = [(a + "sym_size.int", {"self": T("x"), "dim": I(0)}, [""]),
+             (a + "ones_like.default", {"self": T("x")}, ["one"]),
+             (a + "add.Tensor", {"self": T("x"), "other": T("one")}, ["y"]),
+             (a + "view.default", {"self": T("y"), "size": {"as_sym_ints": [{"as_name": "s"}, {"as_int": 2},
+                                                                            {"as_int": -1}]}}, ["output"])]
+    static = write_pt2(tmp_path / "static.pt2", {"x": np.zeros((3, 4), np.float32)}, {}, nodes, "output")
+    symbolic = _rewrite(static, tmp_path / "symbolic.pt2", {"model.json": (
+        '"outputs": [{"as_none": true}]', '"outputs": [{"as_sym_int": {"as_name": "s"}}]')})
+    symbolic = _rewrite(symbolic, tmp_path / "dynamic.pt2", {"model.json": (
+        '"sizes": [{"as_int": 3}, {"as_int": 4}]',
+        '"sizes": [{"as_expr": {"expr_str": "Symbol(\'s0\', positive=True, integer=True)", "hint": {"as_int": 3}}}, '
+        '{"as_int": 4}]')})
+    assert str(import_pt2(str(symbolic), "w").body.ops[0].attrs["results"][0]) == "tensor<?x2x2xf32>"
+    for n in (3, 5):
+        x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
+        np.testing.assert_array_equal(run_compiled(symbolic, "O0", {"x": x})["output"], (x + 1).reshape(n, 2, 2))
+
+
+def test_pt2_view_of_a_constant_is_computed_at_import(tmp_path: Path) -> None:
+    """arange(6).view(2, 3) is a constant the lowering made: it is reshaped at import, no host op left."""
+    a = "torch.ops.aten."
+    nodes = [(a + "arange.default", {"end": I(6), "dtype": {"as_scalar_type": 7}}, ["r"]),
+             (a + "view.default", {"self": T("r"), "size": {"as_ints": [2, 3]}}, ["v"]),
+             (a + "add.Tensor", {"self": T("x"), "other": T("v")}, ["output"])]
+    x = np.random.default_rng(6).standard_normal((2, 3)).astype(np.float32)
+    path = write_pt2(tmp_path / "view.pt2", {"x": x}, {}, nodes, "output")
+    module = _check_graph(path, {"x": x}, x + np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert [op.attrs["op"] for op in module.walk() if op.name == "host.onnx"] == ["Add"]
+
+
 def test_pt2_comparisons_and_logical_operators(tmp_path: Path) -> None:
     """Comparisons with numbers, logical_and and bitwise_or of booleans compute numpy's booleans; each
     result is named after the PyTorch operator, so ember-import's IR reads like the model."""
