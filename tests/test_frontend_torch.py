@@ -769,14 +769,15 @@ def test_pt2_scatter_add_reads_src_over_the_index_extent(tmp_path: Path) -> None
     (("_softmax.default", {"self": T("x"), "dim": I(2), "half_to_float": {"as_bool": False}}),
      "dim 2 is out of range for rank 2"),
     (("transpose.int", {"self": T("x"), "dim0": I(0), "dim1": I(-3)}), "dim1 -3 is out of range for rank 2"),
+    (("add.Tensor", {"self": T("x"), "other": T("y")}), r"shapes \[2, 4\] and \[1, 3\] do not broadcast"),
     (("bitwise_and.Tensor", {"self": T("i"), "other": T("i")}),
      r"bitwise_and of integers \(ONNX's bitwise operators are opset 18; Ember's host ops are opset 17\)"),
-], ids=["expand-fewer", "expand-width", "softmax-dim", "transpose-dim", "bitwise-ints"])
+], ids=["expand-fewer", "expand-width", "softmax-dim", "transpose-dim", "broadcast", "bitwise-ints"])
 def test_pt2_operator_arguments_out_of_range_are_refused(tmp_path: Path, node: tuple[str, dict[str, Any]],
                                                          error: str) -> None:
     """Arguments PyTorch itself would reject, or that Ember cannot translate: the node and the reason."""
     target, args = node
-    feeds = {"x": np.ones((2, 4), np.float32), "i": np.arange(4)}
+    feeds = {"x": np.ones((2, 4), np.float32), "y": np.ones(3, np.float32), "i": np.arange(4)}
     path = write_pt2(tmp_path / "m.pt2", feeds, {}, [("torch.ops.aten." + target, args, ["output"])], "output")
     with pytest.raises(EmberError) as e:
         import_pt2(str(path), "w")
