@@ -350,7 +350,9 @@ def test_traced_code_with_tuples(tmp_path: Path) -> None:
      r"int 3; Ember reads.*"),
     (_code("M", "    __torch__ = x\n    return __torch__.m.f(x)\n"),  # a local name hides the module root
      r"code/__torch__/m\.py:5: attribute 'm' of a Value is not supported; Ember reads.*"),
-], ids=["syntax", "inputs", "getattr", "dtype", "shadowed"])
+    (_code("M", "    return self.helper(x, x)\n") + "  def helper(self: __torch__.m.M, y: Tensor) -> Tensor:\n"
+     "    return y\n", r"code/__torch__/m\.py:5: helper takes 2 arguments, got 3; Ember reads.*"),
+], ids=["syntax", "inputs", "getattr", "dtype", "shadowed", "method-arguments"])
 def test_traced_code_that_cannot_be_read_is_refused(tmp_path: Path, code: str, error: str) -> None:
     bad = _traced_archive(tmp_path / "bad.pt", code)
     with pytest.raises(EmberError) as e:
@@ -628,6 +630,18 @@ def test_pt2_type_promotion_follows_pytorch(tmp_path: Path) -> None:
     module = _check_graph(path, {"idx": idx}, ((idx + 2) * 0.5).astype(np.float32))
     add = next(op for op in module.walk() if op.attrs.get("op") == "Add")
     assert str(add.result.type) == "tensor<3xi64>" and str(module.body.ops[0].attrs["results"][0]) == "tensor<3xf32>"
+
+
+def test_pt2_symbolic_size_node_is_named_in_its_error(tmp_path: Path) -> None:
+    """A node whose output is a symbolic integer is named by that output, as tensor nodes are."""
+    nodes = [("torch.ops.aten.sym_size.int", {"self": T("x"), "dim": I(5)}, [""]),
+             ("torch.ops.aten.relu.default", {"self": T("x")}, ["output"])]
+    path = write_pt2(tmp_path / "m.pt2", {"x": np.ones((2, 4), np.float32)}, {}, nodes, "output")
+    path = _rewrite(path, tmp_path / "sym.pt2", {"model.json": (
+        '"outputs": [{"as_none": true}]', '"outputs": [{"as_sym_int": {"as_name": "s"}}]')})
+    with pytest.raises(EmberError, match=r"sym\.pt2: error: node 's' \(torch\.ops\.aten\.sym_size\.int\): dim 5 is "
+                                         "out of range for rank 2; export"):
+        import_pt2(str(path), "w")
 
 
 def test_pt2_expand_keeps_the_dimensions_given_as_minus_one(tmp_path: Path) -> None:
