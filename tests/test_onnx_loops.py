@@ -319,7 +319,7 @@ def test_padding_filter_appending_with_unsqueeze_follows_onnx(tmp_path: Path) ->
 
 def _kept_starts_full(g: onnx.GraphProto) -> None:
     loop = _pad_filter(g)[0]
-    kept = next(t for t in g.initializer if t.name in loop.input[2:] and t.data_type == onnx.TensorProto.INT64
+    kept = next(t for t in g.initializer if t.name in loop.input[2:] and t.data_type == TensorProto.INT64
                 and list(t.dims) == [0])
     kept.CopyFrom(numpy_helper.from_array(np.array([5], dtype=np.int64), kept.name))
 
@@ -344,7 +344,8 @@ def _kept_list_from_max(g: onnx.GraphProto) -> None:
 def test_padding_filter_that_is_not_one_is_refused(edit: Callable[[onnx.GraphProto], None], message: str,
                                                   tmp_path: Path) -> None:
     """Inner loops that differ from padding_idx's filter in one place each: the message names that place."""
-    _refused(_tamper("pad.o20.static.seq-first.onnx", edit, tmp_path), "unsupported pattern: " + message)
+    path = _tamper("pad.o20.static.seq-first.onnx", edit, tmp_path)
+    _refused(path, f"unsupported pattern: {message}; docs/operators.md")
 
 
 def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
