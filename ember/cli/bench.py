@@ -121,8 +121,9 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
     roofline fraction; the DAE machine at O3 against the core alone; useful bandwidth as a
     share of DRAM peak next to a measured H100 GPU's share of its copy bandwidth for the same
     embedding shape; and each point's energy per lookup and average power.  --plot adds
-    energy_breakdown.png; --vs-gpu compares time and energy with the GPU on its own shapes.  Published figures are gem5 runs at paper scale, ours are at the chosen
-    scale and machine, so compare trends, not digits.
+    energy_breakdown.png; --vs-gpu compares time and energy with the GPU on its own shapes.
+    Published figures are gem5 runs at paper scale, ours are at the chosen scale and machine, so
+    compare trends, not digits.
 
     The paper suite has 8 tables x 1M rows and 512 bags per RM workload; the graph workloads keep
     the whole graph as the table and aggregate one mini-batch of destination nodes (4,096 for MP,
