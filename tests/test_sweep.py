@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, run_tool
 
 from ember.bench import sweep as sw
-from ember.bench.run import STATS, run
+from ember.bench.run import STATS, is_stat, run
 from ember.bench.workloads import Workload, suite
 from ember.ir.diagnostics import EmberError
 from ember.sim.engines import DEFAULT_ENGINE
@@ -82,9 +82,14 @@ def test_engine_is_a_sweepable_key_and_reaches_the_simulator() -> None:
 
 
 def test_stats_lists_every_statistic_run_reports() -> None:
-    """--plot-sweep checks METRIC against STATS before running, so STATS must be exactly what run() reports."""
+    """--plot-sweep checks METRIC against STATS before running, so STATS and the energy leaves must be exactly
+    what run() reports."""
     res = run(suite("tiny", ["KG_biokg"])[0], "O3", load_machine("default"))
-    assert sorted(res.stats) == sorted(STATS)
+    leaves = sorted(k for k in res.stats if k not in STATS)
+    assert sorted(k for k in res.stats if k in STATS) == sorted(STATS)
+    assert leaves == sorted(f"energy.{b}_j" for b in ("access", "core", "dram", "host", "l1", "l2", "llc", "queue",
+                                                       "static.access", "static.cache", "static.core", "static.dram"))
+    assert all(is_stat(k) for k in res.stats) and not is_stat("energy_of_nothing")
 
 
 # --- rows, resuming, parallel --------------------------------------------------------------------------------

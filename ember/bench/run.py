@@ -29,8 +29,15 @@ SUMMED = ("cycles", "tokens", "operands", "callbacks", "access.elements", "execu
 DERIVED = ("roofline.bound_cycles", "roofline_fraction", "sol.bound_cycles", "sol_fraction", "dram_bandwidth_fraction",
            "useful_bandwidth_fraction", "lookups_per_kcycle", "lookups_per_host_second", "sim_cycles_per_host_second",
            "power_w")
-STATS = SUMMED + DERIVED  # every statistic `run` reports, so a sweep can check a plotted metric before it runs
+STATS = SUMMED + DERIVED  # every statistic `run` reports but the energy leaves (is_stat), so a sweep can check a
+# plotted metric before it runs
 HOST_TIME = ("host_seconds", "lookups_per_host_second", "sim_cycles_per_host_second")  # vary run to run
+
+
+def is_stat(name: str) -> bool:
+    """Whether `run` reports `name`: one of STATS, or an energy leaf (energy.<block>_j; the blocks include
+    the machine's cache levels, so they are not a fixed list)."""
+    return name in STATS or (name.startswith("energy.") and name.endswith("_j"))
 
 
 @dataclass

@@ -28,7 +28,7 @@ from ..sim.engines import ENGINES
 from ..sim.machine import Machine
 from .report import cycles_cell, frac_cell
 from .run import HOST_TIME as HOST_TIME  # re-exported: the figures a row's readers leave out when comparing
-from .run import STATS, VARIANTS
+from .run import STATS, VARIANTS, is_stat
 from .workloads import Workload
 
 PSEUDO_KEYS = ("variant", "engine")  # swept like machine keys, but they pick what runs, not the machine
@@ -396,8 +396,9 @@ def parse_plots(items: Sequence[str], sweep: Sweep) -> list[tuple[str, str]]:
         metric, colon, param = (s.strip() for s in item.rpartition(":"))
         if not colon or not metric or not param:
             raise EmberError(f"bad --plot-sweep '{item}' (expected METRIC:PARAM, e.g. cycles:dram.bytes_per_cycle)")
-        if metric not in STATS:
-            raise EmberError(f"--plot-sweep {item}: unknown statistic '{metric}' (valid: {', '.join(STATS)})")
+        if not is_stat(metric):
+            raise EmberError(f"--plot-sweep {item}: unknown statistic '{metric}' (valid: {', '.join(STATS)}, "
+                              "energy.<block>_j)")
         if param not in sweep.swept:
             raise EmberError(f"--plot-sweep {item}: '{param}' is not swept (swept: {', '.join(sweep.swept)})")
         plots.append((metric, param))
