@@ -102,7 +102,7 @@ def test_the_gpu_gets_the_inputs_the_dae_twin_gets() -> None:
 
 def test_pytorch_kernels_compute_the_reference_on_the_cpu() -> None:
     pytest.importorskip("torch")
-    backend = TorchBackend("cpu")
+    backend = TorchBackend("cpu", ["torch"])
     assert backend.available() is None
     for case in (SMALL_BAG, SMALL_GRAPH):
         w = case.workload
@@ -127,3 +127,77 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
     res = run_tool("gpu_bench", "-o", str(tmp_path / "x.json"), "--ops", "conv")
     err = res.stderr.decode()
     assert res.returncode == 1 and err.count("\n") == 1 and "unknown operator 'conv'" in err, err
+    res = run_tool("gpu_bench", "-o", str(tmp_path / "x.json"), "--kernels", "torch,cuda")
+    err = res.stderr.decode()
+    assert res.returncode == 1 and err.count("\n") == 1 and "unknown kernel 'cuda' in --kernels" in err, err
+
+
+# Run with TRITON_INTERPRET=1 in a process of its own: Triton chooses between compiling and interpreting when it
+# is imported.  Bags of every kind the kernel's loop meets: empty, shorter than a block of indices, several
+# blocks with a partial last one; D neither a power of two nor a multiple of the column block.
+TRITON_ON_CPU = """
+import numpy as np, torch
+from ember.bench.gpu import Case, TorchBackend, measure
+from ember.bench.triton_bag import CONFIGS, embedding_bag
+from ember.bench.workloads import Workload
+rng = np.random.default_rng(7)
+table = rng.standard_normal((90, 200), dtype=np.float32)
+idx = rng.integers(0, 90, 150)
+off = np.array([0, 0, 3, 3, 70, 150])
+bags = [idx[a:b] for a, b in zip(off[:-1], off[1:])]
+want = {"sum": [table[b].sum(0) for b in bags],
+        "mean": [table[b].mean(0) if len(b) else np.zeros(200) for b in bags],
+        "max": [table[b].max(0) if len(b) else np.zeros(200) for b in bags]}
+for mode, rows in want.items():
+    for config in CONFIGS:
+        got = embedding_bag(*(torch.from_numpy(a) for a in (table, idx, off)), mode, config).numpy()
+        np.testing.assert_allclose(got, np.stack(rows), rtol=1e-5, atol=1e-5, err_msg=f"{mode} {config}")
+w = Workload("bag", "bag_sum", 1, 300, 48, 5, 8, 0.8)
+doc = measure(TorchBackend("cpu", ["triton"]), [Case("embedding_bag", w, "triton")], reps=2, power_seconds=0)
+row = doc["rows"][0]
+assert row["kernel"] == "triton" and row["lookups"] == 40 and row["time_s"] > 0, row
+print("ok")
+"""
+
+
+def test_the_triton_kernel_computes_numpys_bags_in_the_interpreter() -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", TRITON_ON_CPU], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-3000:]
+
+
+def test_the_triton_kernel_compiles_for_the_h100() -> None:
+    """Compiled (not interpreted) for sm_90 down to a cubin, which needs no GPU: what the interpreter cannot
+    check, types and block shapes the compiler accepts, is checked here for every mode."""
+    pytest.importorskip("triton")
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from ember.bench.triton_bag import MODES, bag
+
+    signature = {"table": "*fp32", "indices": "*i64", "offsets": "*i64", "out": "*fp32", "dim": "i32",
+                 "BLOCK_N": "constexpr", "BLOCK_D": "constexpr", "MODE": "constexpr"}
+    for mode in MODES.values():
+        src = ASTSource(bag, signature, constexprs={"BLOCK_N": 32, "BLOCK_D": 128, "MODE": mode})
+        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        assert kernel.asm["cubin"] and ".target sm_90" in kernel.asm["ptx"]
+
+
+def test_vs_gpu_keeps_the_faster_kernel_of_each_case(tmp_path: Path) -> None:
+    """Two kernels timed on one shape: the comparison is made against the faster, whichever it is."""
+    w = Workload("RM1_L0@gpu", "bag_sum", 1, 3_000, 32, 20, 64, 0.0)  # RM1_L0's D, pooling and Zipf
+    for slow, fast in (("torch", "triton"), ("triton", "torch")):
+        doc = with_copy_share(measure(Scripted([4e-5] * 3, None), [Case("embedding_bag", w, slow)], reps=3))
+        quick = with_copy_share(measure(Scripted([1e-5] * 3, None), [Case("embedding_bag", w, fast)], reps=3))
+        doc["rows"] += quick["rows"]
+        f = tmp_path / f"{fast}.json"  # a file name of its own: load_gpu_baseline caches by path
+        f.write_text(json.dumps(doc))
+        row = load_gpu_baseline(str(f)).match_time(suite("quick", ["RM1_L0"])[0])
+        assert row is not None and row.kernel == fast and row.time_s == 1e-5

@@ -1,11 +1,13 @@
 """`ember-gpu-bench`: measure the GPU side of `ember-bench --vs-gpu` on whatever GPU is present.
 
 It times the cases the shipped `data/gpu_h100_torch.json` holds: `embedding_bag` (sum, f32, one 4M-row
-table) over D x pooling x Zipf, and a CSR SpMM over each SNAP graph.  The inputs come from the benchmark's
-own seeded generators (`Workload.inputs`), so the DAE twins of `--vs-gpu` run on the very same indices.
-Times are CUDA-event medians after warm-up; board power is NVML's reading while the kernel runs in a loop,
-with the idle power read first.  The output is the shipped file's format plus what was measured about
-the run (driver, CUDA, date) and per row `power_w`, `idle_power_w` and every time.
+table) over D x pooling x Zipf, and a CSR SpMM over each SNAP graph.  Each embedding_bag case is timed
+twice, with PyTorch's operator and with a fused Triton kernel (`triton_bag`); the comparison keeps the
+faster.  The inputs come from the benchmark's own seeded generators (`Workload.inputs`), so the DAE
+twins of `--vs-gpu` run on the very same indices.  Times are CUDA-event medians after warm-up; board
+power is NVML's reading while the kernel runs in a loop, with the idle power read first.  The output is
+the shipped file's format plus what was measured about the run (driver, CUDA, date) and per row
+`power_w`, `idle_power_w` and every time.
 
 A `Backend` does the device work, so the whole tool runs on the CPU in tests (`TorchBackend("cpu")` or a
 fake): the timing and power parts are the only CUDA-specific lines.
@@ -30,6 +32,7 @@ TABLE_ROWS = 4_000_000
 DIMS = (32, 64, 128, 256)
 SHAPES = ((1, 65_536), (20, 4_096), (80, 4_096))  # (pooling, batch)
 ZIPFS = (0.0, 0.8, 1.05)
+KERNELS = ("torch", "triton")
 
 
 @dataclass(frozen=True)
@@ -38,23 +41,26 @@ class Case:
 
     op: str
     workload: Workload
+    kernel: str = "torch"  # "torch" (PyTorch's operator) or "triton" (triton_bag's fused kernel)
 
     def label(self) -> str:
         w = self.workload
         return f"spmm {w.graph} F={w.dim}" if self.op == "spmm" else \
-            f"embedding_bag D={w.dim} pool={w.pooling} zipf={w.zipf:g}"
+            f"embedding_bag[{self.kernel}] D={w.dim} pool={w.pooling} zipf={w.zipf:g}"
 
 
 def cases(ops: Iterable[str] = ("embedding_bag", "spmm"), table_rows: int = TABLE_ROWS,
-          graphs: Iterable[str] = tuple(GRAPHS)) -> list[Case]:
-    """The shipped file's grid; `table_rows` and `graphs` shrink it for a quick check."""
+          graphs: Iterable[str] = tuple(GRAPHS), kernels: Iterable[str] = KERNELS) -> list[Case]:
+    """The shipped file's grid, each embedding_bag case once per kernel; `table_rows` and `graphs` shrink it for
+    a quick check."""
     out = []
     if "embedding_bag" in ops:
         for dim in DIMS:
             for pooling, batch in SHAPES:
                 for zipf in ZIPFS:
-                    out.append(Case("embedding_bag", Workload(f"bag_D{dim}_p{pooling}_z{zipf:g}", "bag_sum", 1,
-                                                              table_rows, dim, pooling, batch, zipf)))
+                    w = Workload(f"bag_D{dim}_p{pooling}_z{zipf:g}", "bag_sum", 1, table_rows, dim, pooling, batch,
+                                 zipf)
+                    out += [Case("embedding_bag", w, k) for k in kernels]
     if "spmm" in ops:
         for g in graphs:
             nodes, edges = GRAPHS[g]
@@ -87,10 +93,11 @@ class Backend(Protocol):
 
 
 class TorchBackend:
-    """PyTorch's operators on `device` ("cuda", or "cpu" for tests); NVML for power on CUDA."""
+    """PyTorch's operators and the Triton kernel on `device` ("cuda", or "cpu" for tests); NVML for power on
+    CUDA."""
 
-    def __init__(self, device: str = "cuda"):
-        self.device = device
+    def __init__(self, device: str = "cuda", kernels: Iterable[str] = KERNELS):
+        self.device, self.kernels = device, tuple(kernels)
         try:
             import torch
         except ImportError:
@@ -103,6 +110,10 @@ class TorchBackend:
             return "needs PyTorch with CUDA, which is not installed: pip install 'ember[gpu]'"
         if self.device == "cuda" and not self.torch.cuda.is_available():
             return "no CUDA device (torch.cuda.is_available() is False); nothing measured"
+        if "triton" in self.kernels:
+            from . import triton_bag  # imports triton, which only the gpu extra installs
+
+            return triton_bag.available(self.device)
         return None
 
     def describe(self) -> dict[str, str]:
@@ -126,7 +137,16 @@ class TorchBackend:
                 adj = t.sparse_csr_tensor(off, idx, values, size=(len(off) - 1, table.shape[0]),
                                           check_invariants=False)
             return lambda: t.sparse.mm(adj, x)
+        if case.kernel == "triton":
+            from . import triton_bag
+
+            return self.fastest([lambda c=c: triton_bag.embedding_bag(x, idx, off, "sum", c)
+                                 for c in triton_bag.CONFIGS])
         return lambda: t.nn.functional.embedding_bag(idx, x, off, mode="sum", include_last_offset=True)
+
+    def fastest(self, candidates: list[Callable[[], Any]], reps: int = 5) -> Callable[[], Any]:
+        """The candidate with the lowest median time: the Triton kernel's block sizes, tuned per shape."""
+        return min(candidates, key=lambda fn: statistics.median(self.times(fn, reps)))
 
     def times(self, fn: Callable[[], Any], reps: int) -> list[float]:
         t = self.torch
@@ -227,7 +247,7 @@ def _row(case: Case, inputs: dict[str, np.ndarray], median: float, times: list[f
     if case.op == "spmm":
         row.update(graph=w.graph, nodes=w.rows, nnz=len(indices), F=w.dim, edges_per_s=len(indices) / median)
     else:
-        row.update(D=w.dim, pool=w.pooling, batch=w.bags, zipf=w.zipf, mode="sum", rows=w.rows,
+        row.update(kernel=case.kernel, D=w.dim, pool=w.pooling, batch=w.bags, zipf=w.zipf, mode="sum", rows=w.rows,
                    lookups=len(indices), unique_rows=unique, lookups_per_s=len(indices) / median)
     row.update(time_s=median, GBps=moved / median / 1e9, times_s=times, power_w=power, idle_power_w=idle)
     return row

@@ -45,6 +45,7 @@ class Point:
     machine: str
     cores: int
     gpu: str  # "measured" or "not measured"
+    gpu_kernel: str | None = None  # the measured kernel (the faster one where several were timed)
     dae_time_s: float | None = None
     gpu_time_s: float | None = None
     dae_energy_j: float | None = None
@@ -93,7 +94,7 @@ def compare(workloads: Sequence[Workload], gpu: GpuBaseline, overrides: Sequence
                 tw = twin(w, row)
                 st = simulate(tw, m)
                 per = row.lookups / tw.lookups  # the DAE run's figures for the GPU case's work
-                p.lookups, p.gpu_time_s = row.lookups, row.time_s
+                p.lookups, p.gpu_time_s, p.gpu_kernel = row.lookups, row.time_s, row.kernel
                 p.dae_time_s = m.seconds(st["cycles"]) * per
                 p.dae_energy_j, p.dae_power_w = st["energy_j"] * per, st["power_w"]
                 p.dae_floor_s = m.seconds(st["roofline.bound_cycles"]) * per

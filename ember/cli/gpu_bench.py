@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..bench.gpu import KERNELS
 from ..ir.diagnostics import EmberError
 from .common import guarded, write_output
 
@@ -18,6 +19,9 @@ OPS = ("embedding_bag", "spmm")
 @click.option("--ops", default=",".join(OPS), show_default=True, metavar="OP,...",
               help="which operators to measure: embedding_bag (D x pooling x Zipf, a 4M-row table), spmm (the SNAP "
                    "graphs)")
+@click.option("--kernels", default=",".join(KERNELS), show_default=True, metavar="K,...",
+              help="embedding_bag implementations to time: torch (PyTorch's operator), triton (a fused Triton "
+                   "kernel, its block sizes tuned per shape); --vs-gpu keeps the faster of each case")
 @click.option("--reps", default=30, show_default=True, help="timed runs of each case (the median is reported)")
 @click.option("--power-seconds", default=1.0, show_default=True,
               help="seconds each case runs in a loop while NVML reads board power (0: no power reading)")
@@ -25,9 +29,11 @@ OPS = ("embedding_bag", "spmm")
 @click.option("--device", default="cuda", show_default=True, hidden=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress lines")
 @guarded("ember-gpu-bench")
-def main(out: str, ops: str, reps: int, power_seconds: float, table_rows: int, device: str, quiet: bool) -> None:
-    """Time PyTorch's embedding_bag and CSR SpMM on this machine's GPU, on the inputs the benchmark's
-    seeded generators make (the same indices `ember-bench --vs-gpu` gives the DAE machine).
+def main(out: str, ops: str, kernels: str, reps: int, power_seconds: float, table_rows: int, device: str,
+         quiet: bool) -> None:
+    """Time PyTorch's embedding_bag, a fused Triton embedding-bag kernel and PyTorch's CSR SpMM on this
+    machine's GPU, on the inputs the benchmark's seeded generators make (the same indices
+    `ember-bench --vs-gpu` gives the DAE machine).
 
     Each case is timed with CUDA events (median of --reps runs after warm-up). Board power is NVML's
     median reading while the case runs in a loop, with the idle power read first; it needs the
@@ -40,16 +46,23 @@ def main(out: str, ops: str, reps: int, power_seconds: float, table_rows: int, d
     """
     from ..bench.gpu import TorchBackend, cases, measure, with_copy_share
 
-    chosen = [o.strip() for o in ops.split(",") if o.strip()]
-    bad = [o for o in chosen if o not in OPS]
-    if bad or not chosen:
-        raise EmberError(f"unknown operator '{(bad or [ops])[0]}' in --ops (valid: {', '.join(OPS)})")
+    chosen = _choose(ops, OPS, "operator", "--ops")
+    impls = _choose(kernels, KERNELS, "kernel", "--kernels")
     if reps < 1 or power_seconds < 0 or table_rows < 1:
         raise EmberError("--reps and --table-rows must be at least 1, --power-seconds at least 0")
-    backend = TorchBackend(device)
-    doc = measure(backend, cases(chosen, table_rows), reps, power_seconds,
+    backend = TorchBackend(device, impls if "embedding_bag" in chosen else ())
+    doc = measure(backend, cases(chosen, table_rows, kernels=impls), reps, power_seconds,
                   progress=lambda label: None if quiet else click.echo(f"ember-gpu-bench: {label}", err=True))
     write_output(out, json.dumps(with_copy_share(doc), indent=1) + "\n")
+
+
+def _choose(given: str, valid: tuple[str, ...], what: str, option: str) -> list[str]:
+    """The comma-separated names of `given`, each one of `valid`."""
+    chosen = [o.strip() for o in given.split(",") if o.strip()]
+    bad = [o for o in chosen if o not in valid]
+    if bad or not chosen:
+        raise EmberError(f"unknown {what} '{(bad or [given])[0]}' in {option} (valid: {', '.join(valid)})")
+    return chosen
 
 
 if __name__ == "__main__":
