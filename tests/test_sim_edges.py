@@ -1,0 +1,369 @@
+"""Edges of the simulator that the model and engine tests pass by (issue 13, mutation testing of ember/sim).
+
+Each test states a behaviour a user can see: an output or statistic checked against numpy or a value derived
+in a comment, the exact words of an error, what the compile cache does with a file, or the statistics of a
+multi-core run.  Programs are small hand-written DAE texts run on both engines, which must agree.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from test_engine_semantics import MACHINE, both_fail, program
+from test_fast_engine import HOST_TIME, assert_same, both
+
+from ember.backend.dae import Program
+from ember.ir.diagnostics import EmberError
+from ember.sim import host as sim_host
+from ember.sim import machine as machine_mod
+from ember.sim.engines import simulate
+from ember.sim.fast import build
+from ember.sim.fast import engine as fast
+from ember.sim.machine import load_machine
+from ember.sim.multicore import simulate_cores
+from ember.sim.stats import Histogram, Stats
+
+
+def agree(p: Program, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Stats]:
+    """Run on both engines (the fast one compiling the program itself); outputs and statistics must agree."""
+    want_out, want, got_out, got = both(p, inputs)
+    assert sorted(got_out) == sorted(want_out)
+    for k, a in want_out.items():
+        assert got_out[k].dtype == a.dtype
+        np.testing.assert_array_equal(got_out[k], a)
+    assert_same(want, got)
+    return want_out, want
+
+# --- the execute unit ----------------------------------------------------------------------------------
+
+FDIV = """
+.sym @0 input "x" f64 [2]
+.sym @1 output "y" f64 [1]
+.code
+  alloc @1, [1]
+  ld f0, @0[0]
+  ld f1, @0[1]
+  fdiv.f64 f2, f0, f1
+  st f2, @1[0]
+  halt
+.end
+"""
+
+
+@pytest.mark.parametrize(("a", "b"), [(0.5, 0.0), (0.5, -0.0), (-0.5, 0.0), (-0.5, -0.0), (3.0, 0.0),
+                                      (1.0, -0.0), (0.0, 0.0), (np.nan, 0.0), (np.inf, -0.0)])
+def test_division_by_a_zero_is_ieee(a: float, b: float) -> None:
+    """A signed infinity whose sign is the product of the operands' signs, NaN for 0/0 and NaN/0, as numpy
+    divides; the sign must not depend on the dividend's size (0.5 / 0 is +inf, as 3 / 0 is)."""
+    x = np.array([a, b])
+    out, _ = agree(program(FDIV), {"x": x})
+    with np.errstate(all="ignore"):
+        want = np.float64(a) / np.float64(b)
+    np.testing.assert_array_equal(out["y"], [want])
+
+
+def test_an_allocation_with_a_zero_extent_is_empty() -> None:
+    """alloc refuses negative extents only: a zero-length output (an empty batch) is legal."""
+    out, _ = agree(program("""
+.sym @0 output "y" f32 [?, 3]
+.code
+  li r0, 0
+  alloc @0, [r0, 3]
+  halt
+.end
+"""), {})
+    assert out["y"].shape == (0, 3) and out["y"].dtype == np.float32
+
+
+def test_a_vector_load_with_every_lane_off_gives_zeros_of_the_tensors_type() -> None:
+    """A vld whose mask is all off still yields a vector of the tensor's element type: here an i64 vector of
+    zeros that a gather uses as indices (every lane reads x[0])."""
+    x = np.arange(10, 18, dtype=np.float32)
+    out, _ = agree(program("""
+.sym @0 input "k" i64 [4]
+.sym @1 input "x" f32 [8]
+.sym @2 output "y" f32 [4]
+.code
+  alloc @2, [4]
+  vmask v0, 0, 0, 4
+  vld v1, @0[0], v0
+  vmask v2, 0, 4, 4
+  vgather v3, @1[v1], v2
+  vst v3, @2[0], v2
+  halt
+.end
+"""), {"k": np.array([5, 6, 7, 1]), "x": x})
+    np.testing.assert_array_equal(out["y"], np.full(4, x[0]))
+
+
+@pytest.mark.parametrize(("shape", "index", "words"), [
+    ("[4]", "5", "index 5 is out of range for dimension 0 of input 'x' (size 4) at [5]"),
+    ("[4]", "-1", "index -1 is out of range for dimension 0 of input 'x' (size 4) at [-1]"),
+    ("[2, 3]", "2, 1", "index 2 is out of range for dimension 0 of input 'x' (size 2) at [2, 1]"),
+])
+def test_an_index_out_of_range_is_shown_as_given(shape: str, index: str, words: str) -> None:
+    """Only a gather that counts negative indices from the end shows its index shifted back; a plain load
+    shows the index the program computed."""
+    regs = index.split(", ")
+    text = "\n".join(f"  li r{k}, {v}" for k, v in enumerate(regs))
+    p = program(f"""
+.sym @0 input "x" f32 {shape}
+.sym @1 output "y" f32 [1]
+.code
+  alloc @1, [1]
+{text}
+  ld f0, @0[{", ".join(f"r{k}" for k in range(len(regs)))}]
+  st f0, @1[0]
+  halt
+.end
+""")
+    dims = [int(d) for d in shape.strip("[]").split(", ")]
+    err = both_fail(p, inputs={"x": np.zeros(dims, np.float32)})
+    assert words in err
+
+
+# --- host operations -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
+def test_a_matrix_product_on_the_host_counts_two_flops_per_multiply_add(op: str) -> None:
+    """[2, 3] x [3, 4]: 8 outputs, each 3 multiply-adds, so 2 * 8 * 3 = 48 flops, at the matrix rate."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    out, st = agree(program(f"""
+.sym @0 input "a" f32 [2, 3]
+.sym @1 input "b" f32 [3, 4]
+.sym @2 output "y" f32 [2, 4]
+.code
+  host "{op}", [@0, @1], [@2], {{}}
+  halt
+.end
+"""), {"a": a, "b": b})
+    np.testing.assert_allclose(out["y"], a @ b, rtol=1e-6)
+    assert st["host.flops"] == 48
+    ex = MACHINE.execute
+    moved = (6 + 12 + 8) * 4  # bytes of a, b and y
+    rate = ex.matrix_flops_per_cycle or ex.host_flops_per_cycle
+    assert st["host.cycles"] == max(48 / rate, moved / MACHINE.dram.bytes_per_cycle)
+
+
+HOST_RUN = """
+.sym @0 input "x" f32 [4]
+.sym @1 input "z" f32 [4]
+.sym @2 temp "d" f32 [4]
+.sym @3 output "y" f32 [4]
+.code
+  host "Sub", [@0, @1], [@2], {}
+  host "Mul", [@2, @0], [@3], {}
+  halt
+.end
+"""
+
+
+def test_consecutive_host_ops_run_as_one_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ember/sim/host.py: a run of host instructions is one model, executed once when its first instruction is
+    reached (not once per instruction); each instruction still gets its own result."""
+    calls: list[int] = []
+    real = sim_host.run_nodes
+
+    def counting(nodes, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(len(nodes))
+        return real(nodes, *args, **kwargs)
+
+    monkeypatch.setattr(sim_host, "run_nodes", counting)
+    x, z = np.array([1.5, -2, 3, 4], np.float32), np.array([0.5, 1, -1, 2], np.float32)
+    out, _ = agree(program(HOST_RUN), {"x": x, "z": z})
+    np.testing.assert_array_equal(out["y"], (x - z) * x)
+    assert calls == [2, 2]  # one two-node model a run, on each engine
+
+
+def test_a_host_result_of_the_wrong_shape_names_the_op() -> None:
+    p = program("""
+.sym @0 input "x" f32 [4]
+.sym @1 output "y" f32 [3]
+.code
+  host "Neg", [@0], [@1], {}
+  halt
+.end
+""")
+    err = both_fail(p, inputs={"x": np.zeros(4, np.float32)})
+    assert "result of host Neg (output 'y') has shape [4], expected [3]" in err
+
+
+# --- the fast engine -------------------------------------------------------------------------------------
+
+def test_the_fast_engine_says_why_it_left_a_float_op_on_integers_to_the_reference() -> None:
+    p = program("""
+.sym @0 output "y" f32 [4]
+.code
+  alloc @0, [4]
+  li r0, 3
+  vsplat.i64 v0, r0, 4
+  vfadd.f32 v1, v0, v0
+  vmask v2, 0, 4, 4
+  vst v1, @0[0], v2
+  halt
+.end
+""")
+    out, _ = fast.simulate(p, {}, MACHINE, None, False)
+    assert fast.notes == ["the fast engine does not handle 'vfadd.f32' on vectors of different or non-float types; "
+                          "the reference engine ran it"]
+    np.testing.assert_array_equal(out["y"], np.full(4, 6, np.float32))
+
+
+def test_the_reference_engine_compiles_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--engine reference runs without a C compiler and writes nothing to the compile cache."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(cache))
+    monkeypatch.setattr(build, "_loaded", {})
+    p = program(FDIV)
+    x = {"x": np.array([1.0, 4.0])}
+    out, _ = simulate(p, x, MACHINE, engine="reference")
+    assert out["y"].tolist() == [0.25] and not cache.exists()
+    simulate(p, x, MACHINE, engine="fast")
+    assert len(list(cache.glob("ember_*.so"))) == 1  # the check above can fail: the fast engine does fill it
+
+
+# --- the compile cache -----------------------------------------------------------------------------------
+
+def elf(wide: bool, little: bool, segment_end: int, size: int) -> bytes:
+    """A minimal ELF header and one PT_LOAD program header (no sections) whose segment ends at `segment_end`,
+    padded to `size` bytes; the layouts are the System V gABI's (ELF32: 52-byte header, 32-byte entries)."""
+    o = "<" if little else ">"
+    ident = b"\x7fELF" + bytes([2 if wide else 1, 1 if little else 2, 1]) + bytes(9)
+    if wide:
+        head = ident + struct.pack(o + "HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, 1, 64, 0, 0)
+        ph = struct.pack(o + "IIQQQQQQ", 1, 5, 0, 0, 0, segment_end, segment_end, 4096)
+    else:
+        head = ident + struct.pack(o + "HHIIIIIHHHHHH", 3, 3, 1, 0, 52, 0, 0, 52, 32, 1, 40, 0, 0)
+        ph = struct.pack(o + "IIIIIIII", 1, 0, 0, 0, segment_end, segment_end, 5, 4096)
+    data = head + ph
+    return data + bytes(size - len(data))
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("little", [True, False])
+def test_elf_headers_are_checked_against_the_length_for_both_classes(wide: bool, little: bool) -> None:
+    """32- and 64-bit, either byte order: a library whose loadable segment lies within the file passes the check,
+    one cut short of its segment is refused before dlopen could map the missing pages."""
+    build._check_elf(elf(wide, little, 200, 200), Path("x.so"))
+    with pytest.raises(OSError, match=r"x.so: not a whole shared library \(it ends before its headers say\)"):
+        build._check_elf(elf(wide, little, 201, 200), Path("x.so"))
+
+
+def test_a_fifo_in_the_cache_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    """An entry replaced by a FIFO must not hang the run (opening a FIFO to read waits for a writer): it is not
+    trusted, and the entry is rebuilt."""
+    so, _ = build.entry(tmp_path, "k")
+    os.mkfifo(so)
+    got: list[bytes | None] = []
+    reader = threading.Thread(target=lambda: got.append(build.trusted_bytes(tmp_path, "k")), daemon=True)
+    reader.start()
+    reader.join(3)
+    blocked = reader.is_alive()
+    if blocked:  # release the reader (a writer that opens and closes at once) before failing
+        os.close(os.open(so, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(3)
+    assert not blocked and got == [None]
+    with pytest.raises(OSError, match="is not a regular file"):
+        build._read(so)
+
+
+# --- machines ----------------------------------------------------------------------------------------
+
+def test_a_negative_cache_latency_names_the_key() -> None:
+    with pytest.raises(EmberError) as e:
+        load_machine("default").set("caches.l2.latency", "-1")
+    assert e.value.message == "machine key 'caches.l2.latency' = -1.0: must be a finite number >= 0"
+
+
+def test_presets_that_inherit_in_a_cycle_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A preset folder where a inherits from b and b from a: the error shows the chain."""
+    folder = tmp_path.joinpath(*machine_mod._PRESET_DIR)
+    folder.mkdir(parents=True)
+    (folder / "a.toml").write_text('base = "b"\n')
+    (folder / "b.toml").write_text('base = "a"\n')
+    monkeypatch.setattr(machine_mod, "resources", SimpleNamespace(files=lambda package: tmp_path))
+    with pytest.raises(EmberError) as e:
+        load_machine("a")
+    assert e.value.message == "machine presets inherit in a cycle: a -> b -> a"
+
+
+# --- statistics ---------------------------------------------------------------------------------------
+
+def test_histogram_underflows_accumulate() -> None:
+    h = Histogram.linear(0, 10, 5)
+    for value, weight in ((-1, 1), (-5, 3), (4, 2), (12, 1)):
+        h.add(value, weight)
+    assert (h.underflows, h.overflows, h.counts) == (4, 1, [0, 0, 2, 0, 0])
+
+
+# --- multi-core runs ----------------------------------------------------------------------------------
+
+GATHER = """
+.sym @0 param "w" f32 [64]
+.sym @1 input "k" i64 [?]
+.sym @2 output "y" f32 [?]
+.access A0 1
+  tu t0, 0, p0, 1
+  mem s0, @1[t0]
+  mem s1, @0[s0]
+  on t0, ite, [s1], 1
+.end
+.code
+  dim r1, @1, 0
+  alloc @2, [r1]
+  li r2, 0
+  run A0, r1
+  halt
+A0.1:
+  pop f0
+  st f0, @2[r2]
+  add r2, r2, 1
+  ret
+.end
+"""
+
+
+def two_cores() -> tuple[list, list[dict[str, np.ndarray]], object]:
+    """The same gather program on two slices of the indices, with the table given to both."""
+    table = np.arange(64, dtype=np.float32) / 4
+    slices = [{"k": np.array([3, 60, 3, 7])}, {"k": np.array([9, 3, 41])}]
+    programs = []
+    for _ in slices:
+        p = program(GATHER)
+        p.data[0] = table
+        programs.append(p)
+    return programs, slices, load_machine("default").with_overrides(["cores=2"])
+
+
+def test_summed_statistics_keep_their_description_and_unit() -> None:
+    programs, slices, m = two_cores()
+    outs, st = simulate_cores(programs, slices, m, engine="reference")
+    for out, part in zip(outs, slices):
+        np.testing.assert_array_equal(out["y"], np.arange(64, dtype=np.float32)[part["k"]] / 4)
+    summed = [n for n in ("lookups", "tokens", "execute.instructions", "cache.l1.hits") if n in st]
+    assert len(summed) == 4
+    for name in summed:
+        total, one = st.get(name), st.get(f"core0.{name}")
+        assert total is not None and one is not None
+        assert (total.description, total.unit) == (f"{one.description} (all cores)", one.unit)
+        assert total.value == st[f"core0.{name}"] + st[f"core1.{name}"]
+
+
+def test_a_timing_only_multicore_run_times_as_the_run_with_data() -> None:
+    """Timing-only runs the fast engine without table data; every statistic but host time is the same."""
+    programs, slices, m = two_cores()
+    _, full = simulate_cores(programs, slices, m, engine="fast")
+    for p in programs:
+        del p.data[0]
+    _, timed = simulate_cores(programs, slices, m, engine="fast", timing_only=True)
+    same = [k for k in full if not k.endswith(tuple(HOST_TIME))]
+    assert list(timed) == list(full) and {k: timed[k] for k in same} == {k: full[k] for k in same}
+    with pytest.raises(EmberError, match="--timing-only needs the fast engine"):
+        simulate_cores(programs, slices, m, engine="reference", timing_only=True)
