@@ -40,6 +40,7 @@ def agree(p: Program, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarr
     assert_same(want, got)
     return want_out, want
 
+
 # --- the execute unit ----------------------------------------------------------------------------------
 
 FDIV = """
