@@ -81,7 +81,8 @@ def test_identical_on_every_quick_workload(name: str, variant: str) -> None:
     check_workload("quick", name, variant)
 
 
-@pytest.mark.parametrize("overrides", [("dram.bytes_per_cycle=2",), ("access.outstanding=2", "access.lanes=1"),
+@pytest.mark.parametrize("overrides", [("dram.bytes_per_cycle=2",), ("dram.channels=3", "dram.bytes_per_cycle=6"),
+                                       ("access.outstanding=2", "access.lanes=1"),
                                        ("caches.l1.size_bytes=768", "caches.l1.ways=3", "caches.l2.size_bytes=2048",
                                         "caches.l2.ways=2", "caches.llc.size_bytes=4096", "caches.llc.ways=4"),
                                        ("execute.rob_entries=3", "execute.store_buffer=2", "execute.miss_slots=1",
@@ -90,7 +91,8 @@ def test_identical_on_every_quick_workload(name: str, variant: str) -> None:
                                         "execute.load_throughput=0.25", "execute.mispredict_penalty=0")])
 def test_identical_on_other_machines(overrides: tuple[str, ...]) -> None:
     """Tight queues, few outstanding requests, tiny odd-sized caches (dirty lines written back through every
-    level), a saturated DRAM, a tiny reorder buffer, store buffer and fill-buffer pool, unpipelined FP."""
+    level), a saturated DRAM, one of three channels, a tiny reorder buffer, store buffer and fill-buffer pool,
+    unpipelined FP."""
     machine = MACHINE.with_overrides(overrides)
     for model, level in (("dlrm.dynamo.onnx", "O3"), ("bag_mean.ts.onnx", "O0"), ("mp_sum.ts.onnx", "O2")):
         _, ref_st, _, st = both(compile_model(MODELS / model, level), inputs_of(model), machine)

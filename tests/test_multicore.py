@@ -29,10 +29,11 @@ def programs_for(w: Workload, slices: list[dict[str, np.ndarray]], variant: str)
     return out
 
 
-@pytest.mark.parametrize(("cores", "variant"), [(2, "O3"), (3, "O0"), (2, "hand"), (4, "core")])
-def test_cores_split_the_batch_and_both_engines_agree(cores: int, variant: str) -> None:
+@pytest.mark.parametrize(("cores", "variant", "channels"), [(2, "O3", 1), (3, "O0", 1), (2, "hand", 1), (4, "core", 1),
+                                                         (3, "O3", 5)])
+def test_cores_split_the_batch_and_both_engines_agree(cores: int, variant: str, channels: int) -> None:
     w = suite("tiny", ["RM2_L1"])[0]
-    m1 = load_machine("default")
+    m1 = load_machine("default").with_overrides([f"dram.channels={channels}"])
     m = m1.with_overrides([f"cores={cores}"])
     inputs = w.inputs(0)
     slices = split_bags(inputs, cores)

@@ -598,7 +598,7 @@ def test_dram_booking_that_abuts_the_next_is_taken_in_the_python_model() -> None
     mem = MemorySystem.from_machine(machine)
     assert mem.xfer == 64 / 16 == 4
     assert [mem.book(float(now)) for now, _ in ABUTTING] == [float(s) for _, s in ABUTTING]
-    assert list(zip(mem.busy_starts, mem.busy_ends)) == [(2.0, 38.0)]  # merged: no gap left, no overlap
+    assert list(zip(mem.busy_starts[0], mem.busy_ends[0])) == [(2.0, 38.0)]  # merged: no gap left, no overlap
 
 
 def test_dram_booking_that_abuts_the_next_is_taken_in_the_fast_engine(tmp_path: Path) -> None:
@@ -613,12 +613,12 @@ def test_dram_booking_that_abuts_the_next_is_taken_in_the_fast_engine(tmp_path: 
         pytest.skip("no C compiler")
     src = resources.files("ember.sim.fast").joinpath("runtime.h").read_text() + """
 void book_all(const double *now, int64_t n, double x, double *out) {
-    double ds[64], de[64], dpar[2] = {0.0, x};
+    double ds[64], de[64], dpar[3] = {0.0, x, x};
     int64_t dn = 0;
     Mem m;
     memset(&m, 0, sizeof m);
-    m.ds = ds; m.de = de; m.dn = &dn; m.dcap = 64; m.dpar = dpar; m.floor = 0.0;
-    for (int64_t i = 0; i < n; i++) out[i] = book(&m, now[i], 0.0);
+    m.ds = ds; m.de = de; m.dn = &dn; m.dcap = 64; m.nch = 1; m.dpar = dpar; m.floor = 0.0;
+    for (int64_t i = 0; i < n; i++) out[i] = book(&m, 0, now[i], 0.0);
 }
 """
     (tmp_path / "b.c").write_text(src)

@@ -14,9 +14,11 @@ Definition of `MemorySystem.access(addr, t, write, entry)`:
      makes the hit wait for its data); the line becomes most recently used at level k.
    - Miss at level k: counted, and the lookup goes on to the next level.
 3. A miss at every level from `entry` outward goes to DRAM at time `now` (all visited latencies
-   added).  DRAM moves one line at a time, each transfer taking `xfer = line_bytes / bytes_per_cycle`
-   cycles: the request takes the earliest interval [start, start + xfer) with `start >= now` that
-   overlaps no transfer already booked, and completes at `done = start + dram_latency + xfer`.
+   added).  DRAM has `channels` channels sharing `bytes_per_cycle` equally; line n belongs to
+   channel `n % channels`.  A channel moves one line at a time, each transfer taking
+   `xfer = line_bytes * channels / bytes_per_cycle` cycles: the request takes the earliest interval
+   [start, start + xfer) of its channel with `start >= now` that overlaps no transfer already booked
+   on that channel, and completes at `done = start + dram_latency + xfer`.
    Booking by time (not by call order) matters because the engines make calls in program order
    while the access unit runs ahead of the core: a core request must not delay an access-unit
    request that reached DRAM earlier in simulated time.
@@ -35,9 +37,10 @@ Definition of `MemorySystem.access(addr, t, write, entry)`:
    used line, clean, with ready time `ready` (filled if absent, which may evict as above, at `t`).
 
 Statistics: per level `hits`, `misses` and `bytes` (bytes filled into the level from below =
-misses * line_bytes); DRAM `requests`, `bytes` and `busy_cycles` (the sum of `xfer`), reads and
-write-backs together, and `write_bytes` for the write-backs alone.  `busy_until` is the end of the
-last transfer this memory system booked: a run is not over before it.
+misses * line_bytes); DRAM `requests`, `bytes` and `busy_cycles` (`line_bytes / bytes_per_cycle` a
+transfer: cycles of the whole DRAM's bandwidth, whatever the channel count), reads and write-backs
+together, and `write_bytes` for the write-backs alone.  `busy_until` is the end of the last transfer
+this memory system booked: a run is not over before it.
 """
 
 from __future__ import annotations
@@ -128,12 +131,13 @@ class SharedMemory:
 
     def __init__(self) -> None:
         self.level: CacheLevel | None = None
-        self.starts: list[float] = []
-        self.ends: list[float] = []
+        self.starts: list[list[float]] = []  # per channel, as MemorySystem's
+        self.ends: list[list[float]] = []
 
     def attach(self, mem: MemorySystem) -> None:
         if self.level is None:
             self.level = mem.levels[-1]
+            self.starts, self.ends = mem.busy_starts, mem.busy_ends
         mem.levels[-1] = self.level
         mem.busy_starts, mem.busy_ends = self.starts, self.ends
         self.level.hits = self.level.misses = self.level.bytes = 0
@@ -154,9 +158,11 @@ class MemorySystem:
             raise EmberError("every cache level must have the same line size")
         self._entry = {lv.name: i for i, lv in enumerate(self.levels)}
         self.dram_latency = float(dram.latency)
-        self.xfer = self.line_bytes / dram.bytes_per_cycle
-        self.busy_starts: list[float] = []
-        self.busy_ends: list[float] = []
+        self.channels = dram.channels
+        self.xfer = self.line_bytes * self.channels / dram.bytes_per_cycle  # a line's time on its channel
+        self.line_busy = self.line_bytes / dram.bytes_per_cycle  # its share of the whole DRAM's cycles
+        self.busy_starts: list[list[float]] = [[] for _ in range(self.channels)]  # per channel
+        self.busy_ends: list[list[float]] = [[] for _ in range(self.channels)]
         self.dram_requests = 0
         self.dram_bytes = 0
         self.dram_write_bytes = 0
@@ -199,7 +205,7 @@ class MemorySystem:
             lv.misses += 1
             missed.append(k)
         else:
-            done = self.transfer(now) + self.dram_latency + self.xfer
+            done = self.transfer(now, line) + self.dram_latency + self.xfer
         for k in missed:
             lv = self.levels[k]
             lv.bytes += lv.line_bytes
@@ -216,7 +222,7 @@ class MemorySystem:
             return
         lv.dirty.discard(victim)
         if k + 1 == len(self.levels):
-            self.transfer(t)
+            self.transfer(t, victim)
             self.dram_write_bytes += self.line_bytes
             return
         outer = self.levels[k + 1]
@@ -224,12 +230,12 @@ class MemorySystem:
             self.fill(k + 1, victim, t, t)
         outer.dirty.add(victim)
 
-    def transfer(self, now: float) -> float:
-        """One line moved to or from DRAM, booked at or after `now`; returns its start."""
-        start = self.book(now)
+    def transfer(self, now: float, line: int) -> float:
+        """`line` moved to or from DRAM, booked on its channel at or after `now`; returns its start."""
+        start = self.book(now, line % self.channels)
         self.dram_requests += 1
         self.dram_bytes += self.line_bytes
-        self.dram_busy += self.xfer
+        self.dram_busy += self.line_busy
         self.busy_until = max(self.busy_until, start + self.xfer)
         return start
 
@@ -248,12 +254,12 @@ class MemorySystem:
             else:
                 self.fill(k, line, ready, t)
 
-    def book(self, now: float) -> float:
-        """Reserve the earliest free DRAM transfer slot starting at or after `now`; returns its start.
+    def book(self, now: float, channel: int = 0) -> float:
+        """Reserve the earliest free transfer slot of `channel` starting at or after `now`; returns its start.
 
-        Booked transfers are kept as sorted, disjoint, merged intervals [starts[i], ends[i]).
+        Each channel's booked transfers are kept as sorted, disjoint, merged intervals [starts[i], ends[i]).
         """
-        starts, ends, x = self.busy_starts, self.busy_ends, self.xfer
+        starts, ends, x = self.busy_starts[channel], self.busy_ends[channel], self.xfer
         i = bisect.bisect_right(ends, now)  # first interval that ends after `now`
         t = now
         while i < len(starts) and starts[i] < t + x:
@@ -274,8 +280,8 @@ class MemorySystem:
 
     @property
     def dram_free(self) -> float:
-        """End of the last booked transfer."""
-        return self.busy_ends[-1] if self.busy_ends else 0.0
+        """End of the last booked transfer, over every channel."""
+        return max((ends[-1] for ends in self.busy_ends if ends), default=0.0)
 
     def access_range(self, addr: int, nbytes: int, t: float, write: bool, entry: str) -> float:
         """Completion of an access to [addr, addr + nbytes): every line touched, in address order, at `t`."""

@@ -30,6 +30,7 @@ from ember.ir.diagnostics import EmberError, Loc
 
 _PRESET_DIR = ("sim", "machines")
 _SECTIONS = ("access", "execute", "caches", "dram", "energy")
+MAX_DRAM_CHANNELS = 1024  # each channel keeps its own bookings (the fast engine reserves room for each)
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -138,6 +139,8 @@ class Dram:
 
     latency: float = field(metadata=_doc("cycles from a request reaching DRAM to its line being sent"))
     bytes_per_cycle: float = field(metadata=_doc("DRAM bandwidth in bytes per cycle, shared by all cores"))
+    channels: int = field(default=1, metadata=_doc(
+        "independent channels sharing bytes_per_cycle equally; line n is served by channel n mod channels"))
 
 
 @dataclass(frozen=True)
@@ -401,11 +404,12 @@ def _build_section(prefix: str, cls: type, table: Any) -> Any:
         if k not in valid:
             raise EmberError(f"unknown machine key '{prefix}.{k}' (valid keys: "
                              f"{', '.join(f'{prefix}.{v}' for v in valid)})")
-    missing = [v for v in valid if v not in table]
+    fields = dataclasses.fields(cls)
+    missing = [f.name for f in fields if f.name not in table and f.default is dataclasses.MISSING]
     if missing:
         raise EmberError(f"machine section '{prefix}' is missing {', '.join(missing)}")
-    fields = dataclasses.fields(cls)
-    return cls(**{f.name: _from_toml(f"{prefix}.{f.name}", f, cls, table[f.name]) for f in fields})
+    return cls(**{f.name: _from_toml(f"{prefix}.{f.name}", f, cls, table[f.name]) for f in fields
+                  if f.name in table})
 
 
 # --- typing helpers ------------------------------------------------------------------------
@@ -533,6 +537,8 @@ def _validate(m: Machine) -> None:
          f"must name a cache level ({', '.join(m.cache_names)})")
     non_negative("dram.latency", m.dram.latency)
     positive("dram.bytes_per_cycle", m.dram.bytes_per_cycle)
+    need(1 <= m.dram.channels <= MAX_DRAM_CHANNELS, "dram.channels", m.dram.channels,
+         f"must be from 1 to {MAX_DRAM_CHANNELS}")
     for f in dataclasses.fields(Energy):
         non_negative(f"energy.{f.name}", getattr(m.energy, f.name))
 

@@ -41,8 +41,8 @@ _P = ctypes.c_void_p
 
 class _Mem(ctypes.Structure):
     _fields_ = [("nlev", ctypes.c_int64), ("lv", _P), ("lat", _P), ("tags", _P), ("rdy", _P),
-                ("cst", _P), ("ds", _P), ("de", _P), ("dn", _P), ("dcap", ctypes.c_int64), ("dst", _P),
-                ("dpar", _P), ("floor", ctypes.c_double)]
+                ("cst", _P), ("ds", _P), ("de", _P), ("dn", _P), ("dcap", ctypes.c_int64),
+                ("nch", ctypes.c_int64), ("dst", _P), ("dpar", _P), ("floor", ctypes.c_double)]
 
 
 class SharedArrays:
@@ -50,7 +50,7 @@ class SharedArrays:
 
     def __init__(self) -> None:
         self.level: tuple[np.ndarray, np.ndarray] | None = None  # tags (with counts), ready times
-        self.dram: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, count
+        self.dram: tuple[list[np.ndarray], list[np.ndarray], np.ndarray] | None = None  # per channel: starts, ends, n
 
 
 class _Queue(ctypes.Structure):
@@ -165,21 +165,25 @@ class _State:
         self.rdy = np.zeros(slot)
         self.cst = np.zeros((len(levels), 3), dtype=np.int64)
         slots = DRAM_SLOTS if shared is None else 16 * DRAM_SLOTS  # later cores may book before this one's times
-        self.ds, self.de = np.zeros(slots), np.zeros(slots)
-        self.dn = np.zeros(1, dtype=np.int64)
+        nch = machine.dram.channels
+        # each channel's room; np.zeros maps untouched pages lazily, so only the room used costs memory
+        self.ds, self.de = np.zeros((nch, slots)), np.zeros((nch, slots))
+        self.dn = np.zeros(nch, dtype=np.int64)
         k = len(levels) - 1
         self.llc = (slice(int(self.lv[k, 2]), int(self.lv[k, 2] + self.lv[k, 0] * (self.lv[k, 1] + 1))),
                     slice(int(self.lv[k, 4]), int(self.lv[k, 4] + self.lv[k, 0] * self.lv[k, 1])))
         if shared is not None and shared.level is not None and shared.dram is not None:
             self.tags[self.llc[0]] = shared.level[0]
             self.rdy[self.llc[1]] = 0.0  # present from cycle 0 (cache.SharedMemory)
-            count = int(shared.dram[2][0])
-            self.ds[:count], self.de[:count], self.dn[:] = shared.dram[0][:count], shared.dram[1][:count], count
+            self.dn[:] = shared.dram[2]
+            for ch, count in enumerate(self.dn):
+                self.ds[ch, :count], self.de[ch, :count] = shared.dram[0][ch], shared.dram[1][ch]
         self.dst = np.zeros(5)  # DRAM requests, bytes, busy cycles, write-back bytes, end of the last transfer
-        self.dpar = np.array([float(machine.dram.latency), levels[0].line_bytes / machine.dram.bytes_per_cycle])
+        line_busy = levels[0].line_bytes / machine.dram.bytes_per_cycle
+        self.dpar = np.array([float(machine.dram.latency), line_busy * nch, line_busy])  # as cache.MemorySystem
         self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.cst,
                                                                self.ds, self.de, self.dn)),
-                        slots, self.dst.ctypes.data, self.dpar.ctypes.data, np.inf if shared is None else 0.0)
+                        slots, nch, self.dst.ctypes.data, self.dpar.ctypes.data, np.inf if shared is None else 0.0)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
                 raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(names)})")
@@ -211,8 +215,8 @@ class _State:
     def share(self, shared: SharedArrays) -> None:
         """Hand the last level and the DRAM bookings on to the next core."""
         shared.level = (self.tags[self.llc[0]].copy(), self.rdy[self.llc[1]].copy())
-        count = int(self.dn[0])
-        shared.dram = (self.ds[:count].copy(), self.de[:count].copy(), self.dn.copy())
+        shared.dram = ([self.ds[ch, :n].copy() for ch, n in enumerate(self.dn)],
+                       [self.de[ch, :n].copy() for ch, n in enumerate(self.dn)], self.dn.copy())
 
     def point(self, n: int, a: np.ndarray) -> None:
         """Let symbol n's C pointer see array `a` (kept alive until the run ends)."""

@@ -13,22 +13,25 @@ typedef struct {
     double *lat;                 /* latency each level adds */
     int64_t *tags; double *rdy;  /* per set: count, then lines most recent first; their arrival times */
     int64_t *cst;                /* per level: hits, misses, bytes filled */
-    double *ds, *de; int64_t *dn, dcap;  /* booked DRAM transfers: sorted disjoint intervals */
+    double *ds, *de; int64_t *dn, dcap;  /* booked DRAM transfers of each channel: sorted disjoint intervals,
+                                    channel c's from slot c * dcap, dn[c] of them */
+    int64_t nch;                 /* DRAM channels; line n is channel n % nch's */
     double *dst, *dpar;          /* DRAM requests, bytes, busy cycles, write-back bytes, end of the last
-                                    transfer; DRAM latency, transfer time */
+                                    transfer; DRAM latency, a line's time on its channel, its share of the
+                                    whole DRAM's cycles */
     double floor;                /* never prune bookings ending after this (a later core starts at 0) */
 } Mem;
 
-static double book(Mem *m, double now, double watermark) {
-    double x = m->dpar[1], *ds = m->ds, *de = m->de;
-    int64_t n = m->dn[0];
+static double book(Mem *m, int64_t ch, double now, double watermark) {
+    double x = m->dpar[1], *ds = m->ds + ch * m->dcap, *de = m->de + ch * m->dcap;
+    int64_t n = m->dn[ch];
     if (watermark > m->floor) watermark = m->floor;
     if (n + 2 > m->dcap) {  /* intervals ending before any future request starts can never matter again */
         int64_t keep = 0;
         for (int64_t k = 0; k < n; k++)
             if (de[k] >= watermark) { ds[keep] = ds[k]; de[keep] = de[k]; keep++; }
         n = keep;
-        m->dn[0] = n;
+        m->dn[ch] = n;
         if (n + 2 > m->dcap) return -1.0;
     }
     int64_t lo = 0, hi = n;  /* first interval ending after now (bisect_right on ends) */
@@ -42,7 +45,7 @@ static double book(Mem *m, double now, double watermark) {
             de[i - 1] = de[i];
             memmove(ds + i, ds + i + 1, (size_t)(n - i - 1) * sizeof(double));
             memmove(de + i, de + i + 1, (size_t)(n - i - 1) * sizeof(double));
-            m->dn[0] = n - 1;
+            m->dn[ch] = n - 1;
         }
     } else if (i < n && ds[i] == t + x) {
         ds[i] = t;
@@ -50,7 +53,7 @@ static double book(Mem *m, double now, double watermark) {
         memmove(ds + i + 1, ds + i, (size_t)(n - i) * sizeof(double));
         memmove(de + i + 1, de + i, (size_t)(n - i) * sizeof(double));
         ds[i] = t; de[i] = t + x;
-        m->dn[0] = n + 1;
+        m->dn[ch] = n + 1;
     }
     return t;
 }
@@ -81,11 +84,12 @@ static inline int mem_contains(Mem *m, int64_t k, int64_t line) {
     return find_line(set_tags(m, k, line), line) >= 0;
 }
 
-/* cache.MemorySystem.transfer: one line to or from DRAM; returns its start (negative: out of slots). */
-static double transfer(Mem *m, double now, double watermark) {
-    double start = book(m, now, watermark);
+/* cache.MemorySystem.transfer: `line` to or from DRAM on its channel; returns its start (negative: out of
+ * slots). */
+static double transfer(Mem *m, double now, int64_t line, double watermark) {
+    double start = book(m, m->nch == 1 ? 0 : line % m->nch, now, watermark);
     if (start < 0.0) return -1.0;
-    m->dst[0] += 1.0; m->dst[1] += (double)m->lv[3]; m->dst[2] += m->dpar[1];
+    m->dst[0] += 1.0; m->dst[1] += (double)m->lv[3]; m->dst[2] += m->dpar[2];
     if (start + m->dpar[1] > m->dst[4]) m->dst[4] = start + m->dpar[1];
     return start;
 }
@@ -104,7 +108,7 @@ static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t, doub
     tg[0] = n + 1;
     if (victim < 0 || !(victim & 1)) return 0;
     if (k + 1 == m->nlev) {
-        if (transfer(m, t, watermark) < 0.0) return -1;
+        if (transfer(m, t, victim >> 1, watermark) < 0.0) return -1;
         m->dst[3] += (double)m->lv[3];
         return 0;
     }
@@ -140,7 +144,7 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double w
         m->cst[k * 3 + 1] += 1;
     }
     if (last == nlev) {
-        double start = transfer(m, now, watermark);
+        double start = transfer(m, now, line, watermark);
         if (start < 0.0) return -1.0;
         done = start + m->dpar[0] + m->dpar[1];
     }
