@@ -149,3 +149,21 @@ def test_interleaved_cores_share_the_last_level_while_they_run_and_agree_with_nu
         assert (st[f"core{k}.cache.llc.hits"] + st[f"core{k}.cache.llc.misses"]
                 == seq[f"core{k}.cache.llc.hits"] + seq[f"core{k}.cache.llc.misses"] > 0)
     assert st["cycles"] == max(st[f"core{k}.cycles"] for k in range(4))
+
+
+def test_bookings_that_outgrow_their_room_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast engine starts each DRAM channel with a little room for bookings; a shared run prunes none of
+    them, so the room must grow (runtime.h, dram_grow) and the run still agree with the reference engine."""
+    from ember.sim.fast import engine as fast_engine
+
+    monkeypatch.setattr(fast_engine, "DRAM_SLOTS", 8)
+    monkeypatch.setattr(fast_engine, "DRAM_ROOM_MIN", 2)
+    w = suite("tiny", ["RM2_L1"])[0]
+    m = load_machine("default").with_overrides(["cores=3", "dram.channels=3"])
+    slices = split_bags(w.inputs(0), 3)
+    programs = programs_for(w, slices, "O3")
+    _, ref = simulate_cores(programs, slices, m, engine="reference")
+    _, st = simulate_cores(programs, slices, m, engine="fast")
+    assert {k: st[k] for k in st if not k.endswith(HOST_TIME)} == {k: ref[k] for k in ref if not k.endswith(HOST_TIME)}
+    assert st["dram.requests"] > 3 * 8  # more than the room each channel started with
+

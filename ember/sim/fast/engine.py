@@ -35,14 +35,26 @@ from .build import HOST_FN, load, notes
 from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
 from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, XP_NAMES, generate
 
-DRAM_SLOTS = 1 << 16  # booked DRAM intervals kept; older ones are pruned (they can never matter again)
+DRAM_SLOTS = 1 << 16  # booked DRAM intervals kept over all channels before the older ones are pruned (they can
+# never matter again); a channel whose room is still full then gets twice the room (runtime.h, dram_grow)
+DRAM_ROOM_MIN = 1024  # a channel's room to start with, however many channels share DRAM_SLOTS
 _P = ctypes.c_void_p
 
 
 class _Mem(ctypes.Structure):
     _fields_ = [("nlev", ctypes.c_int64), ("lv", _P), ("lat", _P), ("tags", _P), ("rdy", _P),
                 ("cst", _P), ("ds", _P), ("de", _P), ("dn", _P), ("dcap", ctypes.c_int64),
-                ("nch", ctypes.c_int64), ("dst", _P), ("dpar", _P), ("floor", ctypes.c_double)]
+                ("nch", ctypes.c_int64), ("grown", ctypes.c_int64), ("dst", _P), ("dpar", _P),
+                ("floor", ctypes.c_double)]
+
+
+def _free(pointers: list[int]) -> None:
+    """Give memory the C side allocated back to the C library."""
+    if pointers:
+        free = ctypes.CDLL(None).free
+        free.argtypes = [_P]
+        for p in pointers:
+            free(p)
 
 
 class SharedArrays:
@@ -108,10 +120,11 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
         status = state.run(lib)
         if status == OK:
             outputs = state.outputs()
+            if shared is not None:
+                state.share(shared)
     finally:
         lib.release(state.ptrs.ctypes.data, state.own.ctypes.data, len(program.symbols))
-    if status == OK and shared is not None:
-        state.share(shared)
+        state.release_bookings()
     if status == MAX_CYCLES:
         raise exceeded(limit, float(state.fs[0]))
     if status != OK:
@@ -164,9 +177,9 @@ class _State:
         self.tags = np.zeros(tag_slot, dtype=np.int64)
         self.rdy = np.zeros(slot)
         self.cst = np.zeros((len(levels), 3), dtype=np.int64)
-        slots = DRAM_SLOTS if shared is None else 16 * DRAM_SLOTS  # later cores may book before this one's times
         nch = machine.dram.channels
-        # each channel's room; np.zeros maps untouched pages lazily, so only the room used costs memory
+        before = shared.dram if shared is not None else None  # an earlier core's bookings, each channel's
+        slots = max(DRAM_ROOM_MIN, DRAM_SLOTS // nch, 2 * int(before[2].max()) if before is not None else 0)
         self.ds, self.de = np.zeros((nch, slots)), np.zeros((nch, slots))
         self.dn = np.zeros(nch, dtype=np.int64)
         k = len(levels) - 1
@@ -183,7 +196,7 @@ class _State:
         self.dpar = np.array([float(machine.dram.latency), line_busy * nch, line_busy])  # as cache.MemorySystem
         self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.cst,
                                                                self.ds, self.de, self.dn)),
-                        slots, nch, self.dst.ctypes.data, self.dpar.ctypes.data, np.inf if shared is None else 0.0)
+                        slots, nch, 0, self.dst.ctypes.data, self.dpar.ctypes.data, np.inf if shared is None else 0.0)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
                 raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(names)})")
@@ -215,8 +228,24 @@ class _State:
     def share(self, shared: SharedArrays) -> None:
         """Hand the last level and the DRAM bookings on to the next core."""
         shared.level = (self.tags[self.llc[0]].copy(), self.rdy[self.llc[1]].copy())
-        shared.dram = ([self.ds[ch, :n].copy() for ch, n in enumerate(self.dn)],
-                       [self.de[ch, :n].copy() for ch, n in enumerate(self.dn)], self.dn.copy())
+        ds, de = self.bookings()
+        shared.dram = ([ds[ch, :n].copy() for ch, n in enumerate(self.dn)],
+                       [de[ch, :n].copy() for ch, n in enumerate(self.dn)], self.dn.copy())
+
+    def bookings(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each channel's booked intervals (starts, ends), wherever the run left them (grown rooms are C's)."""
+        if not self.mem.grown:
+            return self.ds, self.de
+        shape = (self.m.dram.channels, int(self.mem.dcap))
+        size = shape[0] * shape[1]
+        return tuple(np.ctypeslib.as_array((ctypes.c_double * size).from_address(p)).reshape(shape)
+                     for p in (self.mem.ds, self.mem.de))  # type: ignore[return-value]
+
+    def release_bookings(self) -> None:
+        """Free the rooms the C side grew (once)."""
+        if self.mem.grown:
+            _free([self.mem.ds, self.mem.de])
+            self.mem.grown = 0
 
     def point(self, n: int, a: np.ndarray) -> None:
         """Let symbol n's C pointer see array `a` (kept alive until the run ends)."""
@@ -278,11 +307,7 @@ class _State:
                               ctypes.addressof(self.mem), ctypes.addressof(self.queue),
                               *(a.ctypes.data for a in (self.xp, self.cnt, self.fs, self.is_, self.levels)),
                               callback, self.hc.ctypes.data)
-        if self.orphans:
-            free = ctypes.CDLL(None).free
-            free.argtypes = [_P]
-            for ptr in self.orphans:
-                free(ptr)
+        _free(self.orphans)
         return int(status)
 
     def outputs(self) -> dict[str, np.ndarray]:

@@ -15,12 +15,28 @@ typedef struct {
     int64_t *cst;                /* per level: hits, misses, bytes filled */
     double *ds, *de; int64_t *dn, dcap;  /* booked DRAM transfers of each channel: sorted disjoint intervals,
                                     channel c's from slot c * dcap, dn[c] of them */
-    int64_t nch;                 /* DRAM channels; line n is channel n % nch's */
+    int64_t nch, grown;          /* DRAM channels (line n is channel n % nch's); whether ds and de are this
+                                    runtime's (grown by dram_grow: the engine frees them) or the engine's */
     double *dst, *dpar;          /* DRAM requests, bytes, busy cycles, write-back bytes, end of the last
                                     transfer; DRAM latency, a line's time on its channel, its share of the
                                     whole DRAM's cycles */
     double floor;                /* never prune bookings ending after this (a later core starts at 0) */
 } Mem;
+
+/* Twice the room for every channel's bookings, each channel's kept in place at the start of its new room. */
+static int dram_grow(Mem *m) {
+    int64_t cap = m->dcap * 2;
+    size_t bytes = (size_t)(m->nch * cap) * sizeof(double);
+    double *ds = malloc(bytes), *de = malloc(bytes);
+    if (!ds || !de) { free(ds); free(de); return -1; }
+    for (int64_t c = 0; c < m->nch; c++) {
+        memcpy(ds + c * cap, m->ds + c * m->dcap, (size_t)m->dn[c] * sizeof(double));
+        memcpy(de + c * cap, m->de + c * m->dcap, (size_t)m->dn[c] * sizeof(double));
+    }
+    if (m->grown) { free(m->ds); free(m->de); }
+    m->ds = ds; m->de = de; m->dcap = cap; m->grown = 1;
+    return 0;
+}
 
 static double book(Mem *m, int64_t ch, double now, double watermark) {
     double x = m->dpar[1], *ds = m->ds + ch * m->dcap, *de = m->de + ch * m->dcap;
@@ -32,7 +48,10 @@ static double book(Mem *m, int64_t ch, double now, double watermark) {
             if (de[k] >= watermark) { ds[keep] = ds[k]; de[keep] = de[k]; keep++; }
         n = keep;
         m->dn[ch] = n;
-        if (n + 2 > m->dcap) return -1.0;
+        if (n + 2 > m->dcap) {  /* every one may still matter (a shared run keeps them all): more room */
+            if (dram_grow(m) < 0) return -1.0;
+            ds = m->ds + ch * m->dcap; de = m->de + ch * m->dcap;
+        }
     }
     int64_t lo = 0, hi = n;  /* first interval ending after now (bisect_right on ends) */
     while (lo < hi) { int64_t mid = (lo + hi) / 2; if (now < de[mid]) hi = mid; else lo = mid + 1; }
