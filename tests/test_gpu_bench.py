@@ -12,12 +12,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import run_tool
+from conftest import MODELS, run_tool
 
-from ember.bench.gpu import Case, TorchBackend, cases, measure, with_copy_share
+from ember.bench.gpu import Case, ModelCase, TorchBackend, cases, measure, with_copy_share
 from ember.bench.published import load_gpu_baseline
 from ember.bench.vs_gpu import twin
 from ember.bench.workloads import Workload, suite
+from ember.ir.diagnostics import EmberError
 
 SMALL_BAG = Case("embedding_bag", Workload("bag", "bag_sum", 1, 3_000, 32, 20, 64, 0.8))
 SMALL_GRAPH = Case("spmm", Workload("g", "bag_sum", 1, 2_000, 16, 2, 2_000, 0.9, graph="wiki-Talk"))
@@ -40,6 +41,9 @@ class Scripted:
             self.ran += 1
             return case.workload.reference(0, table, inputs)
         return run
+
+    def prepare_model(self, case: ModelCase) -> Callable[[], Any]:
+        return lambda: None
 
     def times(self, fn: Callable[[], Any], reps: int) -> list[float]:
         fn()
@@ -201,3 +205,65 @@ def test_vs_gpu_keeps_the_faster_kernel_of_each_case(tmp_path: Path) -> None:
         f.write_text(json.dumps(doc))
         row = load_gpu_baseline(str(f)).match_time(suite("quick", ["RM1_L0"])[0])
         assert row is not None and row.kernel == fast and row.time_s == 1e-5
+
+
+def test_an_exported_model_is_timed_whole_on_its_inputs() -> None:
+    """PyTorch on the CPU runs the sample DLRM's torch.export archive on its inputs: the very function timed
+    gives torch's own saved outputs, and its row has the model's name and a median time."""
+    pytest.importorskip("torch")
+    feeds = dict(np.load(MODELS / "dlrm.in.npz"))
+    case = ModelCase("dlrm", str(MODELS / "dlrm.pt2"), feeds)
+    backend = TorchBackend("cpu", [])
+    want = np.load(MODELS / "dlrm.torch.out.npz")
+    got = backend.prepare_model(case)()
+    np.testing.assert_allclose(got.detach().numpy(), want[want.files[0]], rtol=1e-5, atol=1e-6)
+    doc = with_copy_share(measure(backend, [case], reps=3, power_seconds=0))
+    (row,) = doc["rows"]
+    assert row["op"] == "model" and row["model"] == "dlrm" and row["time_s"] == statistics.median(row["times_s"])
+    assert load_gpu_baseline().match_model("dlrm") is None  # the shipped file times no model
+    short = ModelCase("dlrm", case.file, {k: v for k, v in feeds.items() if k != "idx1"})
+    with pytest.raises(EmberError, match="the inputs have no array 'idx1'"):
+        backend.prepare_model(short)
+
+
+def test_vs_gpu_runs_a_model_on_one_core_of_each_server(tmp_path: Path) -> None:
+    """--model: the model's DAE time is what the tools give for it on one core of the server (ember-import, -O3,
+    ember-asm, ember-sim --machine), and with a timed GPU row of the same name the speedup is their ratio."""
+    w = Workload("RM1_L0@gpu", "bag_sum", 1, 3_000, 32, 20, 64, 0.0)
+    doc = measure(Scripted([4e-5] * 3, None), [Case("embedding_bag", w)], reps=3)
+    doc["rows"].append({"op": "model", "model": "dlrm", "time_s": 2e-5, "power_w": 350.0})
+    f = tmp_path / "gpu.json"
+    f.write_text(json.dumps(with_copy_share(doc)))
+    out = tmp_path / "vs.json"
+    model = MODELS / "dlrm.dynamo.onnx"
+    res = run_tool("bench", "--suite", "quick", "--only", "RM1_L0", "--vs-gpu", "--timing-only", "--gpu-data",
+                   str(f), "--model", f"{model}:{MODELS / 'dlrm.in.npz'}", "--json", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr.decode()
+    rows = [r for r in json.loads(out.read_text())["rows"] if r["workload"] == "model dlrm"]
+    assert [r["basis"] for r in rows] == ["iso-bandwidth", "iso-power"] and all(r["cores"] == 1 for r in rows)
+    steps = [("import", str(model), "-o", str(tmp_path / "m.eir")),
+             ("opt", "-O3", str(tmp_path / "m.eir"), "-o", str(tmp_path / "m.dae")),
+             ("asm", str(tmp_path / "m.dae"), "-o", str(tmp_path / "m.bin"))]
+    for name, *args in steps:
+        assert run_tool(name, *args).returncode == 0
+    for r in rows:
+        res = run_tool("sim", str(tmp_path / "m.bin"), "--inputs", str(MODELS / "dlrm.in.npz"), "--machine",
+                       r["machine"], "--set", "cores=1", "--stats", str(tmp_path / "st.json"))
+        assert res.returncode == 0, res.stderr.decode()
+        st = json.loads((tmp_path / "st.json").read_text())
+        assert r["dae_time_s"] == pytest.approx(st["sim_seconds"])
+        assert r["dae_energy_j"] == pytest.approx(st["energy_j"])
+        assert r["gpu"] == "measured" and r["gpu_time_s"] == 2e-5
+        assert r["speedup"] == pytest.approx(2e-5 / st["sim_seconds"])
+        assert r["perf_per_watt_ratio"] == pytest.approx(350.0 * 2e-5 / st["energy_j"])
+
+
+def test_model_options_are_checked_before_any_run(tmp_path: Path) -> None:
+    res = run_tool("gpu_bench", "-o", str(tmp_path / "x.json"), "--ops", "none")
+    assert res.returncode == 1 and "nothing to measure" in res.stderr.decode()
+    res = run_tool("gpu_bench", "-o", str(tmp_path / "x.json"), "--model", str(tmp_path / "none.pt2"))
+    err = res.stderr.decode()
+    assert res.returncode == 1 and err.count("\n") == 1 and "none.pt2: error: no such model file" in err, err
+    res = run_tool("bench", "--suite", "tiny", "--only", "RM1_L0", "--model", str(MODELS / "dlrm.pt2"))
+    assert res.returncode == 1 and "--model applies to --vs-gpu runs only" in res.stderr.decode()
+

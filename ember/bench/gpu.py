@@ -20,7 +20,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -70,6 +70,19 @@ def cases(ops: Iterable[str] = ("embedding_bag", "spmm"), table_rows: int = TABL
     return out
 
 
+@dataclass(frozen=True)
+class ModelCase:
+    """An end-to-end model exported with torch.export (a `.pt2` file), timed whole on its own inputs."""
+
+    name: str
+    file: str
+    feeds: dict[str, np.ndarray] = field(compare=False)  # one array per model input, by name
+    op: str = "model"
+
+    def label(self) -> str:
+        return f"model {self.name}"
+
+
 class Backend(Protocol):
     """Where kernels run and how they are timed."""
 
@@ -81,6 +94,9 @@ class Backend(Protocol):
 
     def prepare(self, case: Case, inputs: dict[str, np.ndarray], table: np.ndarray) -> Callable[[], Any]:
         """The case's kernel, with its data on the device; calling it runs it once and returns the output."""
+
+    def prepare_model(self, case: ModelCase) -> Callable[[], Any]:
+        """The model's forward pass, weights and inputs on the device; calling it runs it once."""
 
     def times(self, fn: Callable[[], Any], reps: int) -> list[float]:
         """Seconds of each of `reps` runs after warm-up."""
@@ -143,6 +159,22 @@ class TorchBackend:
             return self.fastest([lambda c=c: triton_bag.embedding_bag(x, idx, off, "sum", c)
                                  for c in triton_bag.CONFIGS])
         return lambda: t.nn.functional.embedding_bag(idx, x, off, mode="sum", include_last_offset=True)
+
+    def prepare_model(self, case: ModelCase) -> Callable[[], Any]:
+        t = self.torch
+        assert t is not None
+        try:
+            program = t.export.load(case.file)
+        except Exception as e:  # torch raises many kinds on a file that is not an export archive
+            raise EmberError(f"cannot load the exported model ({type(e).__name__}: {e})", case.file) from None
+        order = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+        missing = [n for n in order if n not in case.feeds]
+        if missing:
+            raise EmberError(f"the inputs have no array '{missing[0]}' (the model's inputs: {', '.join(order)})",
+                             case.file)
+        module = program.module().to(self.device)
+        args = [t.from_numpy(case.feeds[n]).to(self.device) for n in order]
+        return lambda: module(*args)
 
     def fastest(self, candidates: list[Callable[[], Any]], reps: int = 5) -> Callable[[], Any]:
         """The candidate with the lowest median time: the Triton kernel's block sizes, tuned per shape."""
@@ -211,15 +243,22 @@ def _nvml(read: Callable[[Any, Any], Any]) -> Any:
         return None
 
 
-def measure(backend: Backend, chosen: list[Case], reps: int = 30, power_seconds: float = 1.0,
+def measure(backend: Backend, chosen: list[Case | ModelCase], reps: int = 30, power_seconds: float = 1.0,
             progress: Callable[[str], None] = lambda label: None) -> dict[str, Any]:
     """Every case on `backend`: the document `load_gpu_baseline` reads, with the run's own facts."""
     reason = backend.available()
     if reason is not None:
         raise EmberError(reason)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for case in chosen:
         progress(case.label())
+        if isinstance(case, ModelCase):
+            fn = backend.prepare_model(case)
+            times = backend.times(fn, reps)
+            power, idle = backend.power_w(fn, power_seconds)
+            rows.append({"op": "model", "model": case.name, "file": case.file, "time_s": statistics.median(times),
+                         "times_s": times, "power_w": power, "idle_power_w": idle})
+            continue
         w = case.workload
         inputs = w.inputs(0)
         rng = np.random.default_rng(w.seed)
@@ -256,5 +295,6 @@ def _row(case: Case, inputs: dict[str, np.ndarray], median: float, times: list[f
 def with_copy_share(doc: dict[str, Any]) -> dict[str, Any]:
     """Each row's share of the device's copy bandwidth, as the shipped file has it."""
     for r in doc["rows"]:
-        r["frac_copy_bw"] = r["GBps"] / doc["copy_GBps"]
+        if "GBps" in r:  # an end-to-end model's row has no one byte count to compare
+            r["frac_copy_bw"] = r["GBps"] / doc["copy_GBps"]
     return doc

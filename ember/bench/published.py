@@ -84,6 +84,7 @@ class GpuRow:
     table_rows: int | None = None  # rows of the table (embedding_bag) or nodes of the graph (spmm)
     power_w: float | None = None  # board power while the kernel ran (NVML), where it was measured
     kernel: str = "torch"  # which implementation was timed: PyTorch's operator, or ember-gpu-bench's Triton kernel
+    model: str | None = None  # an end-to-end model's name (op "model"): its whole forward pass was timed
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,10 @@ class GpuBaseline:
                          and r.time_s and r.lookups), None)
         r = self.match(w)
         return r if r is not None and r.time_s and r.lookups and r.batch and r.table_rows else None
+
+    def match_model(self, name: str) -> GpuRow | None:
+        """The row timing the end-to-end model called `name`, if any."""
+        return next((r for r in self.rows if r.op == "model" and r.model == name), None)
 
     def missing_reason(self, w: Workload) -> str:
         """Why `w` has no GPU figure, naming only the parameters no measured row shares, for a footnote."""
@@ -147,6 +152,9 @@ def _gpu_row(r: dict[str, Any]) -> GpuRow:
     def opt(key: str, kind: type) -> Any:
         return None if r.get(key) is None else kind(r[key])
 
+    if op == "model":
+        return GpuRow(op, 0, None, None, None, 0.0, 0.0, float(r["time_s"]), power_w=opt("power_w", float),
+                      model=str(r["model"]))
     if op == "embedding_bag":
         return GpuRow(op, int(r["D"]), int(r["pool"]), float(r["zipf"]), None, float(r["GBps"]),
                       float(r["frac_copy_bw"]), opt("time_s", float), opt("lookups", int), opt("batch", int),

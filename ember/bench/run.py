@@ -87,6 +87,22 @@ def compile_variant(w: Workload, variant: str) -> Program:
     return program
 
 
+def run_model(file: str, feeds: dict[str, np.ndarray], variant: str, machine: Machine,
+              engine: str = DEFAULT_ENGINE) -> Stats:
+    """A model file (anything ember-import reads) compiled at a preset and run with its weights on `feeds`:
+    what ember-import | ember-opt | ember-asm | ember-sim do, in one process."""
+    from ..frontends import import_model, load_weights_any
+
+    passes = parse_pipeline(PRESETS[variant])
+    run_passes(import_model(file, file), passes)
+    program = passes[-1].program  # type: ignore[attr-defined]
+    weights = load_weights_any(file)
+    for n, s in enumerate(program.symbols):
+        if s.kind == "param":
+            program.data[n] = weights[s.name]
+    return simulate(program, feeds, machine, engine=engine)[1]
+
+
 def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGINE,
         timing_only: bool = False, hands: Hands | None = None) -> Result:
     """Simulate every table of `w` with `engine` and sum the statistics.  With data, every output is checked

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..sim.machine import Machine, load_machine
+from .gpu import ModelCase
 from .published import GpuBaseline, GpuRow
 from .workloads import Workload, suite
 
@@ -46,6 +47,7 @@ class Point:
     cores: int
     gpu: str  # "measured" or "not measured"
     gpu_kernel: str | None = None  # the measured kernel (the faster one where several were timed)
+    model: bool = False  # an end-to-end model: one inference on one core, against the GPU's whole forward pass
     dae_time_s: float | None = None
     gpu_time_s: float | None = None
     dae_energy_j: float | None = None
@@ -98,12 +100,39 @@ def compare(workloads: Sequence[Workload], gpu: GpuBaseline, overrides: Sequence
                 p.dae_time_s = m.seconds(st["cycles"]) * per
                 p.dae_energy_j, p.dae_power_w = st["energy_j"] * per, st["power_w"]
                 p.dae_floor_s = m.seconds(st["roofline.bound_cycles"]) * per
-                if row.power_w is not None:
-                    p.gpu_energy_j = row.power_w * row.time_s
-                else:
-                    p.gpu_energy_bound_j = GPU_BOARD_W * row.time_s
+                _gpu_energy(p, row)
             points.append(p)
     return points
+
+
+def compare_models(models: Sequence[ModelCase], gpu: GpuBaseline, overrides: Sequence[str],
+                   simulate: Callable[[ModelCase, Machine], dict[str, float]]) -> list[Point]:
+    """Every end-to-end model on one core of each basis's server (the models' batches are a few samples, and
+    the multi-core split is for a batch of bags), against the GPU's time for the same file where measured.
+    `simulate` compiles the model at O3 and runs it on its own inputs."""
+    points = []
+    for basis, m in machines(overrides):
+        one = m.with_overrides(["cores=1"])
+        for case in models:
+            row = gpu.match_model(case.name)
+            p = Point(f"model {case.name}", basis, m.name, 1, "measured" if row else "not measured", model=True)
+            st = simulate(case, one)
+            p.dae_time_s, p.dae_floor_s = one.seconds(st["cycles"]), one.seconds(st["roofline.bound_cycles"])
+            p.dae_energy_j, p.dae_power_w = st["energy_j"], st["power_w"]
+            if row is not None and row.time_s:
+                p.gpu_time_s, p.gpu_kernel = row.time_s, row.kernel
+                _gpu_energy(p, row)
+            points.append(p)
+    return points
+
+
+def _gpu_energy(p: Point, row: GpuRow) -> None:
+    """Measured board power x time, or the 700 W bound x time where no power was read."""
+    assert row.time_s
+    if row.power_w is not None:
+        p.gpu_energy_j = row.power_w * row.time_s
+    else:
+        p.gpu_energy_bound_j = GPU_BOARD_W * row.time_s
 
 
 def geomean(values: Sequence[float]) -> float | None:
@@ -111,43 +140,54 @@ def geomean(values: Sequence[float]) -> float | None:
 
 
 def tables(points: Sequence[Point], gpu: GpuBaseline) -> list[Any]:
-    """One console table per basis, then its geomeans and the energy model's sensitivity."""
-    from rich.table import Table
-
+    """One console table per basis, then its geomeans and the energy model's sensitivity; the end-to-end models
+    in a table of their own (one core each, left out of the operators' geomeans)."""
     out = []
     for basis, _ in BASES:
-        mine = [p for p in points if p.basis == basis]
-        if not mine:
-            continue
-        t = Table(title=f"DAE vs GPU, {basis}: {mine[0].machine}, {mine[0].cores} cores", title_justify="left")
-        for name in ("workload", "DAE time (µs)", "DAE floor (µs)", "GPU time (µs)", "speedup", "DAE energy (mJ)",
-                     "DAE power (W)", "GPU energy (mJ)", "perf/W, DAE over GPU", "GPU"):
-            t.add_column(name, justify="left" if name in ("workload", "GPU") else "right",
-                         no_wrap=name in ("workload", "GPU"))
-        for p in mine:
-            ratio, bound = p.perf_per_watt()
-            gpu_e = (f"{1e3 * p.gpu_energy_j:.3f}" if p.gpu_energy_j is not None else
-                     f"≤ {1e3 * p.gpu_energy_bound_j:.3f}" if p.gpu_energy_bound_j is not None else "—")
-            t.add_row(p.workload, _num(p.dae_time_s, 1e6, ".1f"), _num(p.dae_floor_s, 1e6, ".1f"),
-                      _num(p.gpu_time_s, 1e6, ".1f"),
-                      _num(p.speedup, 1, ".2f", "×"), _num(p.dae_energy_j, 1e3, ".3f"), _num(p.dae_power_w, 1, ".0f"),
-                      gpu_e, "—" if ratio is None else f"{'≤ ' if bound else ''}{ratio:.2f}×", p.gpu)
-        timed = [p for p in mine if p.speedup]
-        t.add_section()
-        t.add_row("geomean", "", "", "", _num(geomean([p.speedup for p in timed if p.speedup]), 1, ".2f", "×"), "", "",
-                  "", _ratio_mean(timed, 1.0), f"{len(timed)} of {len(mine)}",
-                  style="bold")
-        for k in SENSITIVITY:
-            t.add_row(f"energy ×{k:g}", "", "", "", "", "", "", "", _ratio_mean(timed, k), "")
-        t.caption = (f"GPU: {gpu.device}, torch {gpu.torch}, measured times. Each DAE figure is its twin's "
-                     "(the GPU case's shape, O3, timing-only) scaled to the GPU case's lookups or edges. The floor "
-                     "is the run's own roofline bound (all cores' DRAM bytes over peak, or the busiest core's "
-                     "work); the sequential multicore model overshoots it when the cores together are "
-                     "bandwidth-bound. GPU energy: NVML power x time where measured; otherwise ≤ 700 W (H100 SXM "
-                     "board power) x time, an upper bound, so perf/W is an upper bound too. Rows 'energy ×k': the "
-                     "geomean perf/W with every DAE energy number times k.")
-        out.append(t)
+        mine = [p for p in points if p.basis == basis and not p.model]
+        if mine:
+            t = _table(f"DAE vs GPU, {basis}: {mine[0].machine}, {mine[0].cores} cores", mine)
+            timed = [p for p in mine if p.speedup]
+            t.add_section()
+            t.add_row("geomean", "", "", "", _num(geomean([p.speedup for p in timed if p.speedup]), 1, ".2f", "×"),
+                      "", "", "", _ratio_mean(timed, 1.0), f"{len(timed)} of {len(mine)}", style="bold")
+            for k in SENSITIVITY:
+                t.add_row(f"energy ×{k:g}", "", "", "", "", "", "", "", _ratio_mean(timed, k), "")
+            t.caption = (f"GPU: {gpu.device}, torch {gpu.torch}, measured times. Each DAE figure is its twin's "
+                         "(the GPU case's shape, O3, timing-only) scaled to the GPU case's lookups or edges. The floor "
+                         "is the run's own roofline bound (all cores' DRAM bytes over peak, or the busiest core's "
+                         "work); the sequential multicore model overshoots it when the cores together are "
+                         "bandwidth-bound. GPU energy: NVML power x time where measured; otherwise ≤ 700 W (H100 "
+                         "SXM board power) x time, an upper bound, so perf/W is an upper bound too. Rows 'energy "
+                         "×k': the geomean perf/W with every DAE energy number times k.")
+            out.append(t)
+        models = [p for p in points if p.basis == basis and p.model]
+        if models:
+            t = _table(f"End-to-end models, {basis}: one inference on one core of {models[0].machine}", models)
+            t.caption = ("Each model's own file and inputs, O3, with data; the DAE energy counts the whole shared "
+                         "LLC's static power. GPU: the whole forward pass of the same file, where ember-gpu-bench "
+                         "--model timed it; otherwise not measured. Not in the geomeans above.")
+            out.append(t)
     return out
+
+
+def _table(title: str, points: Sequence[Point]) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for name in ("workload", "DAE time (µs)", "DAE floor (µs)", "GPU time (µs)", "speedup", "DAE energy (mJ)",
+                 "DAE power (W)", "GPU energy (mJ)", "perf/W, DAE over GPU", "GPU"):
+        t.add_column(name, justify="left" if name in ("workload", "GPU") else "right",
+                     no_wrap=name in ("workload", "GPU"))
+    for p in points:
+        ratio, bound = p.perf_per_watt()
+        gpu_e = (f"{1e3 * p.gpu_energy_j:.3f}" if p.gpu_energy_j is not None else
+                 f"≤ {1e3 * p.gpu_energy_bound_j:.3f}" if p.gpu_energy_bound_j is not None else "—")
+        t.add_row(p.workload, _num(p.dae_time_s, 1e6, ".1f"), _num(p.dae_floor_s, 1e6, ".1f"),
+                  _num(p.gpu_time_s, 1e6, ".1f"),
+                  _num(p.speedup, 1, ".2f", "×"), _num(p.dae_energy_j, 1e3, ".3f"), _num(p.dae_power_w, 1, ".0f"),
+                  gpu_e, "—" if ratio is None else f"{'≤ ' if bound else ''}{ratio:.2f}×", p.gpu)
+    return t
 
 
 def _num(v: float | None, scale: float, fmt: str, unit: str = "") -> str:

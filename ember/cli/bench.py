@@ -103,6 +103,10 @@ def to_csv(table: list[dict[str, Any]]) -> str:
                    "--timing-only; docs/workloads.md, DAE vs GPU)")
 @click.option("--gpu-data", metavar="FILE.json",
               help="with --vs-gpu: GPU measurements written by ember-gpu-bench instead of the shipped H100 file")
+@click.option("--model", "models", multiple=True, metavar="FILE[:INPUTS.npz]",
+              help="with --vs-gpu: also an end-to-end model (any file ember-import reads; inputs default to "
+                   "NAME.in.npz beside it), one inference at O3 on one core of each server, against the GPU's "
+                   "forward pass of a model of the same name where --gpu-data has one (repeatable)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress bar and no tables (errors are still printed)")
 @click.pass_context
 @guarded("ember-bench")
@@ -111,7 +115,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
          json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, timing_only: bool,
          compare_engines: bool, speed: bool, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None,
          scheduler: str | None, plot_sweeps: tuple[str, ...], vs_gpu: bool, gpu_data: str | None,
-         quiet: bool) -> None:
+         models: tuple[str, ...], quiet: bool) -> None:
     """Run the benchmark suite (docs/workloads.md) on the simulated DAE machine and compare with published figures.
 
     Every workload is compiled at each variant, simulated, checked against numpy (unless
@@ -181,10 +185,10 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
         require_matplotlib()
     if vs_gpu:
         _vs_gpu(ctx, scale, workloads, overrides, timing_only, json_path, csv_path, plot_dir, quiet,
-                bool(sweeps or compare_engines or hand_kernels or speed), gpu_data)
+                bool(sweeps or compare_engines or hand_kernels or speed), gpu_data, models)
         return
-    if gpu_data:
-        raise EmberError("--gpu-data applies to --vs-gpu runs only")
+    if gpu_data or models:
+        raise EmberError(f"{'--gpu-data' if gpu_data else '--model'} applies to --vs-gpu runs only")
     if sweeps:
         swept = {item.partition("=")[0].strip() for item in sweeps}
         for param, key in (("variants", "variant"), ("engine", "engine")):
@@ -308,11 +312,14 @@ def _compare(scale: str, workloads: list[Workload], variants: list[str], m: Mach
 
 def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides: tuple[str, ...], timing_only: bool,
             json_path: str | None, csv_path: str | None, plot_dir: str | None, quiet: bool, other_mode: bool,
-            gpu_data: str | None) -> None:
-    """--vs-gpu: every workload's GPU twin on both server presets, against the measured GPU rows."""
+            gpu_data: str | None, models: tuple[str, ...]) -> None:
+    """--vs-gpu: every workload's GPU twin on both server presets, against the measured GPU rows; then each
+    --model file on one core of each."""
     from ..bench import vs_gpu
+    from ..bench.gpu import ModelCase
     from ..bench.published import load_gpu_baseline
-    from ..bench.run import run
+    from ..bench.run import run, run_model
+    from .gpu_bench import model_case
 
     if not timing_only:
         raise EmberError("--vs-gpu simulates the GPU's table sizes (up to 4 GB), so it needs --timing-only")
@@ -322,8 +329,9 @@ def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides
     if other_mode:
         raise EmberError("--vs-gpu is a run of its own (leave out --sweep, --compare-engines, --hand and --speed)")
     gpu = load_gpu_baseline(gpu_data)
+    cases = [model_case(m) for m in models]  # every file and its inputs read before any simulation
     with _progress(quiet) as progress:
-        task = progress.add_task("", total=2 * sum(gpu.match_time(w) is not None for w in workloads))
+        task = progress.add_task("", total=2 * (sum(gpu.match_time(w) is not None for w in workloads) + len(cases)))
 
         def simulate(w: Workload, m: Machine) -> dict[str, float]:
             progress.update(task, description=f"{w.name} on {m.name}")
@@ -331,7 +339,14 @@ def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides
             progress.advance(task)
             return res.stats
 
+        def simulate_model(case: ModelCase, m: Machine) -> dict[str, float]:
+            progress.update(task, description=f"{case.name} on {m.name}")
+            stats = run_model(case.file, case.feeds, "O3", m)
+            progress.advance(task)
+            return stats
+
         points = vs_gpu.compare(workloads, gpu, overrides, simulate)
+        points += vs_gpu.compare_models(cases, gpu, overrides, simulate_model)
     table = [p.row() for p in points]
     if json_path:
         doc = {"suite": scale, "vs_gpu": True, "gpu": {"device": gpu.device, "torch": gpu.torch},

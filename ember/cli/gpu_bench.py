@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
-from ..bench.gpu import KERNELS
+from ..bench.gpu import KERNELS, ModelCase
 from ..ir.diagnostics import EmberError
 from .common import guarded, write_output
+from .sim import load_inputs
 
 OPS = ("embedding_bag", "spmm")
 
@@ -18,7 +20,10 @@ OPS = ("embedding_bag", "spmm")
               help="where to write the measurements (the format of ember/bench/data/gpu_h100_torch.json)")
 @click.option("--ops", default=",".join(OPS), show_default=True, metavar="OP,...",
               help="which operators to measure: embedding_bag (D x pooling x Zipf, a 4M-row table), spmm (the SNAP "
-                   "graphs)")
+                   "graphs), or none (only the --model files)")
+@click.option("--model", "models", multiple=True, metavar="FILE.pt2[:INPUTS.npz]",
+              help="also time this end-to-end model, exported with torch.export, on its inputs (default: NAME.in.npz "
+                   "beside it, NAME being the file name up to its first dot); repeatable")
 @click.option("--kernels", default=",".join(KERNELS), show_default=True, metavar="K,...",
               help="embedding_bag implementations to time: torch (PyTorch's operator), triton (a fused Triton "
                    "kernel, its block sizes tuned per shape); --vs-gpu keeps the faster of each case")
@@ -29,11 +34,13 @@ OPS = ("embedding_bag", "spmm")
 @click.option("--device", default="cuda", show_default=True, hidden=True)
 @click.option("-q", "--quiet", is_flag=True, help="no progress lines")
 @guarded("ember-gpu-bench")
-def main(out: str, ops: str, kernels: str, reps: int, power_seconds: float, table_rows: int, device: str,
-         quiet: bool) -> None:
+def main(out: str, ops: str, models: tuple[str, ...], kernels: str, reps: int, power_seconds: float,
+         table_rows: int, device: str, quiet: bool) -> None:
     """Time PyTorch's embedding_bag, a fused Triton embedding-bag kernel and PyTorch's CSR SpMM on this
     machine's GPU, on the inputs the benchmark's seeded generators make (the same indices
-    `ember-bench --vs-gpu` gives the DAE machine).
+    `ember-bench --vs-gpu` gives the DAE machine), and any end-to-end model given with --model, whole
+    forward passes on its own inputs (`ember-bench --vs-gpu --model` runs the same file on the DAE
+    servers).
 
     Each case is timed with CUDA events (median of --reps runs after warm-up). Board power is NVML's
     median reading while the case runs in a loop, with the idle power read first; it needs the
@@ -41,19 +48,33 @@ def main(out: str, ops: str, kernels: str, reps: int, power_seconds: float, tabl
     torch versions and the date. Install the extra with: pip install 'ember[gpu]'.
 
     \b
-      ember-gpu-bench -o gpu_mine.json
-      ember-bench --vs-gpu --suite paper --timing-only --gpu-data gpu_mine.json
+      ember-gpu-bench -o gpu_mine.json --model samples/models/dlrm.pt2
+      ember-bench --vs-gpu --suite paper --timing-only --gpu-data gpu_mine.json \
+          --model samples/models/dlrm.pt2
     """
     from ..bench.gpu import TorchBackend, cases, measure, with_copy_share
 
-    chosen = _choose(ops, OPS, "operator", "--ops")
+    chosen = [] if ops.strip() == "none" else _choose(ops, OPS, "operator", "--ops")
+    if not chosen and not models:
+        raise EmberError("nothing to measure: --ops none and no --model")
     impls = _choose(kernels, KERNELS, "kernel", "--kernels")
     if reps < 1 or power_seconds < 0 or table_rows < 1:
         raise EmberError("--reps and --table-rows must be at least 1, --power-seconds at least 0")
     backend = TorchBackend(device, impls if "embedding_bag" in chosen else ())
-    doc = measure(backend, cases(chosen, table_rows, kernels=impls), reps, power_seconds,
+    todo = [*cases(chosen, table_rows, kernels=impls), *(model_case(m) for m in models)]
+    doc = measure(backend, todo, reps, power_seconds,
                   progress=lambda label: None if quiet else click.echo(f"ember-gpu-bench: {label}", err=True))
     write_output(out, json.dumps(with_copy_share(doc), indent=1) + "\n")
+
+
+def model_case(spec: str) -> ModelCase:
+    """FILE[:INPUTS.npz], its inputs read and checked now (before any GPU time is spent)."""
+    file, _, inputs = spec.partition(":")
+    name = Path(file).name.split(".")[0]
+    inputs = inputs or str(Path(file).with_name(f"{name}.in.npz"))
+    if not Path(file).is_file():
+        raise EmberError("no such model file", file)
+    return ModelCase(name, file, load_inputs(inputs))
 
 
 def _choose(given: str, valid: tuple[str, ...], what: str, option: str) -> list[str]:
