@@ -597,7 +597,7 @@ def test_dram_booking_that_abuts_the_next_is_taken_in_the_python_model() -> None
     machine = load_machine("default").with_overrides(["dram.bytes_per_cycle=16"])
     mem = MemorySystem.from_machine(machine)
     assert mem.xfer == 64 / 16 == 4
-    assert [mem.book(float(now)) for now, _ in ABUTTING] == [float(s) for _, s in ABUTTING]
+    assert [mem.book(float(now), 0) for now, _ in ABUTTING] == [float(s) for _, s in ABUTTING]
     assert list(zip(mem.busy_starts[0], mem.busy_ends[0])) == [(2.0, 38.0)]  # merged: no gap left, no overlap
 
 

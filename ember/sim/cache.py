@@ -254,7 +254,7 @@ class MemorySystem:
             else:
                 self.fill(k, line, ready, t)
 
-    def book(self, now: float, channel: int = 0) -> float:
+    def book(self, now: float, channel: int) -> float:
         """Reserve the earliest free transfer slot of `channel` starting at or after `now`; returns its start.
 
         Each channel's booked transfers are kept as sorted, disjoint, merged intervals [starts[i], ends[i]).

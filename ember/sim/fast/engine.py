@@ -192,8 +192,8 @@ class _State:
             for ch, count in enumerate(self.dn):
                 self.ds[ch, :count], self.de[ch, :count] = shared.dram[0][ch], shared.dram[1][ch]
         self.dst = np.zeros(5)  # DRAM requests, bytes, busy cycles, write-back bytes, end of the last transfer
-        line_busy = levels[0].line_bytes / machine.dram.bytes_per_cycle
-        self.dpar = np.array([float(machine.dram.latency), line_busy * nch, line_busy])  # as cache.MemorySystem
+        line, bw = levels[0].line_bytes, machine.dram.bytes_per_cycle
+        self.dpar = np.array([float(machine.dram.latency), line * nch / bw, line / bw])  # as cache.MemorySystem rounds
         self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.cst,
                                                                self.ds, self.de, self.dn)),
                         slots, nch, 0, self.dst.ctypes.data, self.dpar.ctypes.data, np.inf if shared is None else 0.0)
