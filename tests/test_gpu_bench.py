@@ -221,9 +221,13 @@ def test_an_exported_model_is_timed_whole_on_its_inputs() -> None:
     (row,) = doc["rows"]
     assert row["op"] == "model" and row["model"] == "dlrm" and row["time_s"] == statistics.median(row["times_s"])
     assert load_gpu_baseline().match_model("dlrm") is None  # the shipped file times no model
+    assert row["inputs"] == {k: list(v.shape) for k, v in feeds.items()}
     short = ModelCase("dlrm", case.file, {k: v for k, v in feeds.items() if k != "idx1"})
     with pytest.raises(EmberError, match="the inputs have no array 'idx1'"):
         backend.prepare_model(short)
+    floats = ModelCase("dlrm", case.file, {k: v.astype(np.float32) for k, v in feeds.items()})
+    with pytest.raises(EmberError, match="the model does not run on its inputs"):
+        backend.prepare_model(floats)
 
 
 def test_vs_gpu_runs_a_model_on_one_core_of_each_server(tmp_path: Path) -> None:
@@ -231,14 +235,20 @@ def test_vs_gpu_runs_a_model_on_one_core_of_each_server(tmp_path: Path) -> None:
     ember-asm, ember-sim --machine), and with a timed GPU row of the same name the speedup is their ratio."""
     w = Workload("RM1_L0@gpu", "bag_sum", 1, 3_000, 32, 20, 64, 0.0)
     doc = measure(Scripted([4e-5] * 3, None), [Case("embedding_bag", w)], reps=3)
-    doc["rows"].append({"op": "model", "model": "dlrm", "time_s": 2e-5, "power_w": 350.0})
+    shapes = {k: list(v.shape) for k, v in np.load(MODELS / "dlrm.in.npz").items()}
+    doc["rows"].append({"op": "model", "model": "dlrm", "time_s": 2e-5, "power_w": 350.0, "inputs": shapes})
+    kg = {k: [2 * d for d in v.shape] for k, v in np.load(MODELS / "kg_transe.in.npz").items()}
+    doc["rows"].append({"op": "model", "model": "kg_transe", "time_s": 2e-5, "inputs": kg})  # other shapes
     f = tmp_path / "gpu.json"
     f.write_text(json.dumps(with_copy_share(doc)))
     out = tmp_path / "vs.json"
     model = MODELS / "dlrm.dynamo.onnx"
     res = run_tool("bench", "--suite", "quick", "--only", "RM1_L0", "--vs-gpu", "--timing-only", "--gpu-data",
-                   str(f), "--model", f"{model}:{MODELS / 'dlrm.in.npz'}", "--json", str(out), "--quiet")
+                   str(f), "--model", f"{model}:{MODELS / 'dlrm.in.npz'}", "--model", str(MODELS / "kg_transe.pt2"),
+                   "--json", str(out), "--quiet")
     assert res.returncode == 0, res.stderr.decode()
+    kg_rows = [r for r in json.loads(out.read_text())["rows"] if r["workload"] == "model kg_transe"]
+    assert [r["gpu"] for r in kg_rows] == ["not measured"] * 2  # the GPU ran it on inputs of other shapes
     rows = [r for r in json.loads(out.read_text())["rows"] if r["workload"] == "model dlrm"]
     assert [r["basis"] for r in rows] == ["iso-bandwidth", "iso-power"] and all(r["cores"] == 1 for r in rows)
     steps = [("import", str(model), "-o", str(tmp_path / "m.eir")),
@@ -266,4 +276,17 @@ def test_model_options_are_checked_before_any_run(tmp_path: Path) -> None:
     assert res.returncode == 1 and err.count("\n") == 1 and "none.pt2: error: no such model file" in err, err
     res = run_tool("bench", "--suite", "tiny", "--only", "RM1_L0", "--model", str(MODELS / "dlrm.pt2"))
     assert res.returncode == 1 and "--model applies to --vs-gpu runs only" in res.stderr.decode()
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    np.savez(tmp_path / "bad.in.npz", x=np.zeros(3))
+    res = run_tool("bench", "--suite", "tiny", "--only", "RM1_L0", "--vs-gpu", "--timing-only", "--model", str(bad))
+    err = res.stderr.decode()
+    assert res.returncode == 1 and err.count("\n") == 1 and "bad.onnx" in err, err  # refused before any run
+
+
+def test_a_file_that_is_no_export_archive_is_one_line() -> None:
+    pytest.importorskip("torch")
+    case = ModelCase("dlrm", str(MODELS / "dlrm.dynamo.onnx"), dict(np.load(MODELS / "dlrm.in.npz")))
+    with pytest.raises(EmberError, match="not a torch.export archive"):
+        TorchBackend("cpu", []).prepare_model(case)
 

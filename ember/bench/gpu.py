@@ -16,11 +16,13 @@ fake): the timing and power parts are the only CUDA-specific lines.
 from __future__ import annotations
 
 import datetime
+import logging
 import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -81,6 +83,22 @@ class ModelCase:
 
     def label(self) -> str:
         return f"model {self.name}"
+
+    def shapes(self) -> dict[str, list[int]]:
+        """Each input's shape: a GPU row is compared only with a DAE run on inputs of the same shapes."""
+        return {k: list(v.shape) for k, v in self.feeds.items()}
+
+
+def model_case(spec: str, load: Callable[[str], dict[str, np.ndarray]]) -> ModelCase:
+    """`FILE[:INPUTS.npz]` (the inputs default to NAME.in.npz beside the file, NAME being its name up to the
+    first dot, as samples/models names them), the inputs read with `load` now, before any run."""
+    file, sep, inputs = spec.rpartition(":")
+    if not sep or not inputs.endswith(".npz"):  # a colon inside the file's own path
+        file, inputs = spec, ""
+    name = Path(file).name.split(".")[0]
+    if not Path(file).is_file():
+        raise EmberError("no such model file", file)
+    return ModelCase(name, file, load(inputs or str(Path(file).with_name(f"{name}.in.npz"))))
 
 
 class Backend(Protocol):
@@ -163,18 +181,37 @@ class TorchBackend:
     def prepare_model(self, case: ModelCase) -> Callable[[], Any]:
         t = self.torch
         assert t is not None
+        quiet = logging.getLogger("torch")  # torch logs a traceback of its own before raising on a foreign file
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
         try:
             program = t.export.load(case.file)
         except Exception as e:  # torch raises many kinds on a file that is not an export archive
-            raise EmberError(f"cannot load the exported model ({type(e).__name__}: {e})", case.file) from None
+            why = " ".join(str(e).split())[:200]
+            raise EmberError(f"not a torch.export archive ({type(e).__name__}: {why})", case.file) from None
+        finally:
+            quiet.setLevel(level)
         order = [s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
         missing = [n for n in order if n not in case.feeds]
         if missing:
             raise EmberError(f"the inputs have no array '{missing[0]}' (the model's inputs: {', '.join(order)})",
                              case.file)
-        module = program.module().to(self.device)
+        # devices recorded in the graph (a model exported on the CPU) move too, not only the weights
+        from torch.export.passes import move_to_device_pass
+
+        module = move_to_device_pass(program, self.device).module()
         args = [t.from_numpy(case.feeds[n]).to(self.device) for n in order]
-        return lambda: module(*args)
+
+        def forward() -> Any:
+            with t.inference_mode():  # as a server runs it: no autograd records kept
+                return module(*args)
+
+        try:
+            forward()
+        except Exception as e:  # the model's own error on these inputs (a dtype, a shape)
+            why = " ".join(str(e).split())[:200]
+            raise EmberError(f"the model does not run on its inputs ({type(e).__name__}: {why})", case.file) from None
+        return forward
 
     def fastest(self, candidates: list[Callable[[], Any]], reps: int = 5) -> Callable[[], Any]:
         """The candidate with the lowest median time: the Triton kernel's block sizes, tuned per shape."""
@@ -250,19 +287,21 @@ def measure(backend: Backend, chosen: list[Case | ModelCase], reps: int = 30, po
     if reason is not None:
         raise EmberError(reason)
     rows: list[dict[str, Any]] = []
+    made: tuple[Workload, dict[str, np.ndarray], np.ndarray] | None = None
     for case in chosen:
         progress(case.label())
         if isinstance(case, ModelCase):
             fn = backend.prepare_model(case)
             times = backend.times(fn, reps)
             power, idle = backend.power_w(fn, power_seconds)
-            rows.append({"op": "model", "model": case.name, "file": case.file, "time_s": statistics.median(times),
-                         "times_s": times, "power_w": power, "idle_power_w": idle})
+            rows.append({"op": "model", "model": case.name, "file": case.file, "inputs": case.shapes(),
+                         "time_s": statistics.median(times), "times_s": times, "power_w": power, "idle_power_w": idle})
             continue
         w = case.workload
-        inputs = w.inputs(0)
-        rng = np.random.default_rng(w.seed)
-        table = rng.standard_normal((w.rows, w.dim), dtype=np.float32)
+        if made is None or made[0] != w:  # the kernels of one shape share its inputs and table
+            rng = np.random.default_rng(w.seed)
+            made = (w, w.inputs(0), rng.standard_normal((w.rows, w.dim), dtype=np.float32))
+        _, inputs, table = made
         fn = backend.prepare(case, inputs, table)
         times = backend.times(fn, reps)
         median = statistics.median(times)

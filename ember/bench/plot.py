@@ -198,7 +198,7 @@ def render_sweep(rows: Sequence[dict[str, Any]], metric: str, param: str, swept:
 def render_vs_gpu(points: Sequence[Any]) -> bytes:
     """--vs-gpu: speedup and perf/W over the GPU of each measured workload, one bar per basis (log scale)."""
     figure, canvas = require_matplotlib()
-    measured = [p for p in points if p.speedup]
+    measured = [p for p in points if p.speedup and not p.model]  # the end-to-end models are not this comparison
     names = list(dict.fromkeys(p.workload for p in measured))
     bases = list(dict.fromkeys(p.basis for p in measured))
     fig = figure(figsize=(max(6.0, 0.9 * len(names) + 2.0), 6.5))

@@ -85,6 +85,7 @@ class GpuRow:
     power_w: float | None = None  # board power while the kernel ran (NVML), where it was measured
     kernel: str = "torch"  # which implementation was timed: PyTorch's operator, or ember-gpu-bench's Triton kernel
     model: str | None = None  # an end-to-end model's name (op "model"): its whole forward pass was timed
+    inputs: dict[str, list[int]] | None = None  # the shapes of the model's inputs in that run
 
 
 @dataclass(frozen=True)
@@ -153,8 +154,12 @@ def _gpu_row(r: dict[str, Any]) -> GpuRow:
         return None if r.get(key) is None else kind(r[key])
 
     if op == "model":
-        return GpuRow(op, 0, None, None, None, 0.0, 0.0, float(r["time_s"]), power_w=opt("power_w", float),
-                      model=str(r["model"]))
+        time_s = float(r["time_s"])
+        if not time_s > 0:
+            raise ValueError(f"model {r['model']}: time_s must be positive")
+        shapes = r.get("inputs")
+        return GpuRow(op, 0, None, None, None, 0.0, 0.0, time_s, power_w=opt("power_w", float), model=str(r["model"]),
+                      inputs=None if shapes is None else {str(k): [int(d) for d in v] for k, v in shapes.items()})
     if op == "embedding_bag":
         return GpuRow(op, int(r["D"]), int(r["pool"]), float(r["zipf"]), None, float(r["GBps"]),
                       float(r["frac_copy_bw"]), opt("time_s", float), opt("lookups", int), opt("batch", int),

@@ -87,10 +87,9 @@ def compile_variant(w: Workload, variant: str) -> Program:
     return program
 
 
-def run_model(file: str, feeds: dict[str, np.ndarray], variant: str, machine: Machine,
-              engine: str = DEFAULT_ENGINE) -> Stats:
-    """A model file (anything ember-import reads) compiled at a preset and run with its weights on `feeds`:
-    what ember-import | ember-opt | ember-asm | ember-sim do, in one process."""
+def compile_file(file: str, variant: str) -> Program:
+    """A model file (anything ember-import reads) compiled at a preset, its weights attached: what ember-import,
+    ember-opt and ember-asm make of it, in one process."""
     from ..frontends import import_model, load_weights_any
 
     passes = parse_pipeline(PRESETS[variant])
@@ -100,7 +99,7 @@ def run_model(file: str, feeds: dict[str, np.ndarray], variant: str, machine: Ma
     for n, s in enumerate(program.symbols):
         if s.kind == "param":
             program.data[n] = weights[s.name]
-    return simulate(program, feeds, machine, engine=engine)[1]
+    return program
 
 
 def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGINE,

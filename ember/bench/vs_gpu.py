@@ -115,11 +115,13 @@ def compare_models(models: Sequence[ModelCase], gpu: GpuBaseline, overrides: Seq
         one = m.with_overrides(["cores=1"])
         for case in models:
             row = gpu.match_model(case.name)
+            if row is not None and row.inputs is not None and row.inputs != case.shapes():
+                row = None  # timed on other inputs (another batch): not this run's work
             p = Point(f"model {case.name}", basis, m.name, 1, "measured" if row else "not measured", model=True)
             st = simulate(case, one)
             p.dae_time_s, p.dae_floor_s = one.seconds(st["cycles"]), one.seconds(st["roofline.bound_cycles"])
             p.dae_energy_j, p.dae_power_w = st["energy_j"], st["power_w"]
-            if row is not None and row.time_s:
+            if row is not None:
                 p.gpu_time_s, p.gpu_kernel = row.time_s, row.kernel
                 _gpu_energy(p, row)
             points.append(p)
@@ -163,10 +165,13 @@ def tables(points: Sequence[Point], gpu: GpuBaseline) -> list[Any]:
             out.append(t)
         models = [p for p in points if p.basis == basis and p.model]
         if models:
-            t = _table(f"End-to-end models, {basis}: one inference on one core of {models[0].machine}", models)
-            t.caption = ("Each model's own file and inputs, O3, with data; the DAE energy counts the whole shared "
-                         "LLC's static power. GPU: the whole forward pass of the same file, where ember-gpu-bench "
-                         "--model timed it; otherwise not measured. Not in the geomeans above.")
+            t = _table(f"End-to-end models: one inference on one core of {models[0].machine}", models)
+            t.caption = ("Each model's own file and inputs, O3, with data, on one core: neither iso-bandwidth nor "
+                         "iso-power holds for it. Its energy counts that core's static power and the whole server's "
+                         "shared-LLC and memory static power. GPU: the whole forward pass of a model of the same "
+                         "name on inputs of the same shapes, where ember-gpu-bench --model timed one; a batch of a "
+                         "few samples keeps a GPU waiting on kernel launches, so a speedup here says little about "
+                         "serving. Not in the geomeans above.")
             out.append(t)
     return out
 

@@ -316,10 +316,11 @@ def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides
     """--vs-gpu: every workload's GPU twin on both server presets, against the measured GPU rows; then each
     --model file on one core of each."""
     from ..bench import vs_gpu
-    from ..bench.gpu import ModelCase
+    from ..bench.gpu import ModelCase, model_case
     from ..bench.published import load_gpu_baseline
-    from ..bench.run import run, run_model
-    from .gpu_bench import model_case
+    from ..bench.run import compile_file, run
+    from ..sim.engines import simulate as simulate_program
+    from .sim import load_inputs
 
     if not timing_only:
         raise EmberError("--vs-gpu simulates the GPU's table sizes (up to 4 GB), so it needs --timing-only")
@@ -329,7 +330,8 @@ def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides
     if other_mode:
         raise EmberError("--vs-gpu is a run of its own (leave out --sweep, --compare-engines, --hand and --speed)")
     gpu = load_gpu_baseline(gpu_data)
-    cases = [model_case(m) for m in models]  # every file and its inputs read before any simulation
+    cases = [model_case(m, load_inputs) for m in models]
+    programs = {c.file: compile_file(c.file, "O3") for c in cases}  # a model that fails stops the run before it starts
     with _progress(quiet) as progress:
         task = progress.add_task("", total=2 * (sum(gpu.match_time(w) is not None for w in workloads) + len(cases)))
 
@@ -341,7 +343,7 @@ def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides
 
         def simulate_model(case: ModelCase, m: Machine) -> dict[str, float]:
             progress.update(task, description=f"{case.name} on {m.name}")
-            stats = run_model(case.file, case.feeds, "O3", m)
+            stats = simulate_program(programs[case.file], case.feeds, m)[1]
             progress.advance(task)
             return stats
 

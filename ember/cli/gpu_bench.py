@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
-from ..bench.gpu import KERNELS, ModelCase
+from ..bench.gpu import KERNELS, model_case
 from ..ir.diagnostics import EmberError
 from .common import guarded, write_output
 from .sim import load_inputs
@@ -61,20 +60,10 @@ def main(out: str, ops: str, models: tuple[str, ...], kernels: str, reps: int, p
     if reps < 1 or power_seconds < 0 or table_rows < 1:
         raise EmberError("--reps and --table-rows must be at least 1, --power-seconds at least 0")
     backend = TorchBackend(device, impls if "embedding_bag" in chosen else ())
-    todo = [*cases(chosen, table_rows, kernels=impls), *(model_case(m) for m in models)]
+    todo = [*cases(chosen, table_rows, kernels=impls), *(model_case(m, load_inputs) for m in models)]
     doc = measure(backend, todo, reps, power_seconds,
                   progress=lambda label: None if quiet else click.echo(f"ember-gpu-bench: {label}", err=True))
     write_output(out, json.dumps(with_copy_share(doc), indent=1) + "\n")
-
-
-def model_case(spec: str) -> ModelCase:
-    """FILE[:INPUTS.npz], its inputs read and checked now (before any GPU time is spent)."""
-    file, _, inputs = spec.partition(":")
-    name = Path(file).name.split(".")[0]
-    inputs = inputs or str(Path(file).with_name(f"{name}.in.npz"))
-    if not Path(file).is_file():
-        raise EmberError("no such model file", file)
-    return ModelCase(name, file, load_inputs(inputs))
 
 
 def _choose(given: str, valid: tuple[str, ...], what: str, option: str) -> list[str]:
