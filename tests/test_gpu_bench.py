@@ -137,25 +137,27 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
 
 
 # Run with TRITON_INTERPRET=1 in a process of its own: Triton chooses between compiling and interpreting when it
-# is imported.  Bags of every kind the kernel's loop meets: empty, shorter than a block of indices, several
-# blocks with a partial last one; D neither a power of two nor a multiple of the column block.
+# is imported.  Bags of every kind the kernel's loop meets: empty, of one index, shorter than a block of indices,
+# several blocks with a partial last one, a program's bags of unequal lengths and a last program with fewer bags
+# than its block; D neither a power of two nor a multiple of the column block; 64- and 32-bit indices.
 TRITON_ON_CPU = """
 import numpy as np, torch
 from ember.bench.gpu import Case, TorchBackend, measure
 from ember.bench.triton_bag import CONFIGS, embedding_bag
 from ember.bench.workloads import Workload
 rng = np.random.default_rng(7)
-table = rng.standard_normal((90, 200), dtype=np.float32)
-idx = rng.integers(0, 90, 150)
-off = np.array([0, 0, 3, 3, 70, 150])
-bags = [idx[a:b] for a, b in zip(off[:-1], off[1:])]
-want = {"sum": [table[b].sum(0) for b in bags],
-        "mean": [table[b].mean(0) if len(b) else np.zeros(200) for b in bags],
-        "max": [table[b].max(0) if len(b) else np.zeros(200) for b in bags]}
-for mode, rows in want.items():
-    for config in CONFIGS:
-        got = embedding_bag(*(torch.from_numpy(a) for a in (table, idx, off)), mode, config).numpy()
-        np.testing.assert_allclose(got, np.stack(rows), rtol=1e-5, atol=1e-5, err_msg=f"{mode} {config}")
+for dim, itype in ((200, np.int64), (3, np.int32)):
+    table = rng.standard_normal((90, dim), dtype=np.float32)
+    idx = rng.integers(0, 90, 150).astype(itype)
+    off = np.array([0, 0, 3, 3, 70, 71, 150], dtype=itype)
+    bags = [idx[a:b] for a, b in zip(off[:-1], off[1:])]
+    want = {"sum": [table[b].sum(0) for b in bags],
+            "mean": [table[b].mean(0) if len(b) else np.zeros(dim) for b in bags],
+            "max": [table[b].max(0) if len(b) else np.zeros(dim) for b in bags]}
+    for mode, rows in want.items():
+        for config in CONFIGS if mode == "sum" else (CONFIGS[0], CONFIGS[3]):  # one bag, then 4 bags, a program
+            got = embedding_bag(*(torch.from_numpy(a) for a in (table, idx, off)), mode, config).numpy()
+            np.testing.assert_allclose(got, np.stack(rows), rtol=1e-5, atol=1e-5, err_msg=f"{mode} {config} {dim}")
 w = Workload("bag", "bag_sum", 1, 300, 48, 5, 8, 0.8)
 doc = measure(TorchBackend("cpu", ["triton"]), [Case("embedding_bag", w, "triton")], reps=2, power_seconds=0)
 row = doc["rows"][0]
@@ -184,14 +186,17 @@ def test_the_triton_kernel_compiles_for_the_h100() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from ember.bench.triton_bag import MODES, bag
+    from ember.bench.triton_bag import CONFIGS, MODES, bag
 
-    signature = {"table": "*fp32", "indices": "*i64", "offsets": "*i64", "out": "*fp32", "dim": "i32",
-                 "BLOCK_N": "constexpr", "BLOCK_D": "constexpr", "MODE": "constexpr"}
+    signature = {"table": "*fp32", "indices": "*i64", "offsets": "*i64", "out": "*fp32", "bags": "i32", "dim": "i32",
+                 "BLOCK_B": "constexpr", "BLOCK_N": "constexpr", "BLOCK_D": "constexpr", "MODE": "constexpr"}
     for mode in MODES.values():
-        src = ASTSource(bag, signature, constexprs={"BLOCK_N": 32, "BLOCK_D": 128, "MODE": mode})
-        kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-        assert kernel.asm["cubin"] and ".target sm_90" in kernel.asm["ptx"]
+        for block_b, block_n, block_d, warps, stages in CONFIGS if mode == MODES["sum"] else CONFIGS[:1]:
+            src = ASTSource(bag, signature, constexprs={"BLOCK_B": block_b, "BLOCK_N": block_n, "BLOCK_D": block_d,
+                                                         "MODE": mode})
+            kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                                    options={"num_warps": warps, "num_stages": stages})
+            assert kernel.asm["cubin"] and ".target sm_90" in kernel.asm["ptx"]
 
 
 def test_vs_gpu_keeps_the_faster_kernel_of_each_case(tmp_path: Path) -> None:

@@ -171,12 +171,18 @@ class TorchBackend:
                 adj = t.sparse_csr_tensor(off, idx, values, size=(len(off) - 1, table.shape[0]),
                                           check_invariants=False)
             return lambda: t.sparse.mm(adj, x)
+        torch_bag = lambda: t.nn.functional.embedding_bag(idx, x, off, mode="sum", include_last_offset=True)  # noqa: E731
         if case.kernel == "triton":
             from . import triton_bag
 
-            return self.fastest([lambda c=c: triton_bag.embedding_bag(x, idx, off, "sum", c)
-                                 for c in triton_bag.CONFIGS])
-        return lambda: t.nn.functional.embedding_bag(idx, x, off, mode="sum", include_last_offset=True)
+            want = torch_bag()
+            candidates = [triton_bag.launcher(x, idx, off, "sum", c) for c in triton_bag.CONFIGS]
+            for c, fn in zip(triton_bag.CONFIGS, candidates, strict=True):
+                if not t.allclose(fn(), want, rtol=1e-4, atol=1e-4):  # never time a kernel that computes wrong
+                    raise EmberError(f"the Triton kernel with blocks {c} differs from PyTorch's embedding_bag "
+                                     f"on {case.label()}")
+            return self.fastest(candidates)
+        return torch_bag
 
     def prepare_model(self, case: ModelCase) -> Callable[[], Any]:
         t = self.torch
