@@ -617,8 +617,8 @@ void book_all(const double *now, int64_t n, double x, double *out) {
     int64_t dn = 0;
     Mem m;
     memset(&m, 0, sizeof m);
-    m.ds = ds; m.de = de; m.dn = &dn; m.dcap = 64; m.nch = 1; m.dpar = dpar; m.floor = 0.0;
-    for (int64_t i = 0; i < n; i++) out[i] = book(&m, 0, now[i], 0.0);
+    m.ds = ds; m.de = de; m.dn = &dn; m.dcap = 64; m.nch = 1; m.dpar = dpar;
+    for (int64_t i = 0; i < n; i++) out[i] = book(&m, 0, now[i]);
 }
 """
     (tmp_path / "b.c").write_text(src)

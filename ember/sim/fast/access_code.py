@@ -157,7 +157,7 @@ class AccessCode:
     def request(self, addr: str, when: str, done: str) -> None:
         """access.AccessUnit.slot_free/take_slot: it leaves at `when`, or once the slot free earliest is."""
         self(f"if (wn == outst) {when} = maxd({when}, win[0]);")
-        self(f"{done} = mem_access(mem, {addr}, {when}, lacc, mind({when}, P->d), 0);")
+        self(f"{done} = mem_access(mem, {addr}, {when}, lacc, 0);")
         self(f"if ({done} < 0.0) {self.fail()}")
         self(f"if (wn == outst) heap_replace(win, wn, {done}); else heap_push(win, wn++, {done});")
         self("is_requests += 1;")

@@ -404,10 +404,6 @@ class Generator(AccessCode):
     def addr(self, n: int, flat: str) -> str:
         return f"(b{n} + ({flat}) * {elem_bytes(self.p.symbols[n].dtype)})"
 
-    def watermark(self) -> str:
-        """No later memory request starts before this (runtime.h's book prunes DRAM intervals ending before it)."""
-        return "mind(ac, P->d)" if self.unit is not None else "P->d"
-
     def count_lookup(self, n: int, column: str) -> None:
         """Tensors.is_lookup: a load starting at column 0 of a table (tensors.is_table) reads one row."""
         if is_table(self.p.symbols[n]):
@@ -417,7 +413,7 @@ class Generator(AccessCode):
         """execute.Core.lines (and, for a load, its store-to-load forwarding): a C variable holding the arrival."""
         k = self.new_site()
         d = self.var(f"ld{k}", "double")
-        self(f"{d} = core_lines(P, mem, {addr}, {nbytes}, {e}, {int(write)}, pf, &is_prefetches, {self.watermark()});")
+        self(f"{d} = core_lines(P, mem, {addr}, {nbytes}, {e}, {int(write)}, pf, &is_prefetches);")
         self(f"if ({d} < 0.0) {self.fail()}")
         if forward:
             f = self.var(f"fw{k}", "double")
@@ -723,7 +719,7 @@ class Generator(AccessCode):
         self.close()
         if store:  # execute.Core.store over the lanes, in three passes as there
             self(f"for (int64_t j = 0; j < {np_}; j++) {{ pl{k}[j] = core_lines(P, mem, pa{k}[j], {isz}, pe{k}[j], "
-                 f"1, pf, &is_prefetches, {self.watermark()}); if (pl{k}[j] < 0.0) {self.fail()} }}")
+                 f"1, pf, &is_prefetches); if (pl{k}[j] < 0.0) {self.fail()} }}")
             self(f"for (int64_t j = 0; j < {np_}; j++) if (pe{k}[j] > {dn}) {dn} = pe{k}[j];")
             self(f"{dn} = pipe_retire(P, {dn}, CAT_STORE);")
             self(f"for (int64_t j = 0; j < {np_}; j++) pipe_commit(P, pa{k}[j], pa{k}[j] + {isz}, pe{k}[j], {dn}, "
@@ -821,7 +817,7 @@ class Generator(AccessCode):
         self.close()
         self(f"memcpy(a{n}, BUF{push.stream}, (size_t){ln} * sizeof({ct}));")
         self(f"d{n}_0 = {ln}; SH[{n} * shw] = {ln}; OK[{n}] = 1;")
-        self(f"if ({ln} > 0 && mem_place(mem, b{n}, {ln} * {isz}, lacc, {push.ready}, lpop, {self.watermark()}) < 0) "
+        self(f"if ({ln} > 0 && mem_place(mem, b{n}, {ln} * {isz}, lacc, {push.ready}, lpop) < 0) "
              f"{self.fail()}")
 
     def next_push(self) -> Push:

@@ -35,17 +35,16 @@ from .build import HOST_FN, load, notes
 from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
 from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, XP_NAMES, generate
 
-DRAM_SLOTS = 1 << 16  # booked DRAM intervals kept over all channels before the older ones are pruned (they can
-# never matter again); a channel whose room is still full then gets twice the room (runtime.h, dram_grow)
-DRAM_ROOM_MIN = 1024  # a channel's room to start with, however many channels share DRAM_SLOTS
+DRAM_ROOM = 1 << 16  # booked DRAM intervals the C side makes room for at first, over all channels; every one is
+# kept (as the reference keeps them), and the room doubles when a channel fills (runtime.h, dram_grow)
+DRAM_ROOM_MIN = 1024  # a channel's room to start with, however many channels share DRAM_ROOM
 _P = ctypes.c_void_p
 
 
 class _Mem(ctypes.Structure):
     _fields_ = [("nlev", ctypes.c_int64), ("lv", _P), ("lat", _P), ("tags", _P), ("rdy", _P),
                 ("cst", _P), ("ds", _P), ("de", _P), ("dn", _P), ("dcap", ctypes.c_int64),
-                ("nch", ctypes.c_int64), ("grown", ctypes.c_int64), ("dst", _P), ("dpar", _P),
-                ("floor", ctypes.c_double)]
+                ("nch", ctypes.c_int64), ("grown", ctypes.c_int64), ("dst", _P), ("dpar", _P)]
 
 
 def _free(pointers: list[int]) -> None:
@@ -179,7 +178,7 @@ class _State:
         self.cst = np.zeros((len(levels), 3), dtype=np.int64)
         nch = machine.dram.channels
         before = shared.dram if shared is not None else None  # an earlier core's bookings, each channel's
-        slots = max(DRAM_ROOM_MIN, DRAM_SLOTS // nch, 2 * int(before[2].max()) if before is not None else 0)
+        slots = max(DRAM_ROOM_MIN, DRAM_ROOM // nch, 2 * int(before[2].max()) if before is not None else 0)
         self.ds, self.de = np.zeros((nch, slots)), np.zeros((nch, slots))
         self.dn = np.zeros(nch, dtype=np.int64)
         k = len(levels) - 1
@@ -196,7 +195,7 @@ class _State:
         self.dpar = np.array([float(machine.dram.latency), line * nch / bw, line / bw])  # as cache.MemorySystem rounds
         self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.cst,
                                                                self.ds, self.de, self.dn)),
-                        slots, nch, 0, self.dst.ctypes.data, self.dpar.ctypes.data, np.inf if shared is None else 0.0)
+                        slots, nch, 0, self.dst.ctypes.data, self.dpar.ctypes.data)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
                 raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(names)})")

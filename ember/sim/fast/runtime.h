@@ -20,7 +20,6 @@ typedef struct {
     double *dst, *dpar;          /* DRAM requests, bytes, busy cycles, write-back bytes, end of the last
                                     transfer; DRAM latency, a line's time on its channel, its share of the
                                     whole DRAM's cycles */
-    double floor;                /* never prune bookings ending after this (a later core starts at 0) */
 } Mem;
 
 /* Twice the room for every channel's bookings, each channel's kept in place at the start of its new room. */
@@ -38,21 +37,12 @@ static int dram_grow(Mem *m) {
     return 0;
 }
 
-static double book(Mem *m, int64_t ch, double now, double watermark) {
+/* cache.MemorySystem.book: every booking is kept, as the reference keeps them (a request may come earlier
+ * in simulated time than one already booked, so no booking can be known never to matter again). */
+static double book(Mem *m, int64_t ch, double now) {
+    if (m->dn[ch] + 2 > m->dcap && dram_grow(m) < 0) return -1.0;
     double x = m->dpar[1], *ds = m->ds + ch * m->dcap, *de = m->de + ch * m->dcap;
     int64_t n = m->dn[ch];
-    if (watermark > m->floor) watermark = m->floor;
-    if (n + 2 > m->dcap) {  /* intervals ending before any future request starts can never matter again */
-        int64_t keep = 0;
-        for (int64_t k = 0; k < n; k++)
-            if (de[k] >= watermark) { ds[keep] = ds[k]; de[keep] = de[k]; keep++; }
-        n = keep;
-        m->dn[ch] = n;
-        if (n + 2 > m->dcap) {  /* every one may still matter (a shared run keeps them all): more room */
-            if (dram_grow(m) < 0) return -1.0;
-            ds = m->ds + ch * m->dcap; de = m->de + ch * m->dcap;
-        }
-    }
     int64_t lo = 0, hi = n;  /* first interval ending after now (bisect_right on ends) */
     while (lo < hi) { int64_t mid = (lo + hi) / 2; if (now < de[mid]) hi = mid; else lo = mid + 1; }
     int64_t i = lo;
@@ -105,8 +95,8 @@ static inline int mem_contains(Mem *m, int64_t k, int64_t line) {
 
 /* cache.MemorySystem.transfer: `line` to or from DRAM on its channel; returns its start (negative: out of
  * slots). */
-static double transfer(Mem *m, double now, int64_t line, double watermark) {
-    double start = book(m, m->nch == 1 ? 0 : line % m->nch, now, watermark);
+static double transfer(Mem *m, double now, int64_t line) {
+    double start = book(m, m->nch == 1 ? 0 : line % m->nch, now);
     if (start < 0.0) return -1.0;
     m->dst[0] += 1.0; m->dst[1] += (double)m->lv[3]; m->dst[2] += m->dpar[2];
     if (start + m->dpar[1] > m->dst[4]) m->dst[4] = start + m->dpar[1];
@@ -115,7 +105,7 @@ static double transfer(Mem *m, double now, int64_t line, double watermark) {
 
 /* cache.MemorySystem.fill: the line becomes level k's most recent (tag carries its dirty bit); a dirty
  * victim is written back at t to the next level, or to DRAM from the last.  Returns 0, or -1 on failure. */
-static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t, double watermark) {
+static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t) {
     int64_t ways = m->lv[k * 5 + 1], line = tag >> 1;
     int64_t *tg = set_tags(m, k, line);
     double *rd = set_rdy(m, k, line);
@@ -127,17 +117,17 @@ static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t, doub
     tg[0] = n + 1;
     if (victim < 0 || !(victim & 1)) return 0;
     if (k + 1 == m->nlev) {
-        if (transfer(m, t, victim >> 1, watermark) < 0.0) return -1;
+        if (transfer(m, t, victim >> 1) < 0.0) return -1;
         m->dst[3] += (double)m->lv[3];
         return 0;
     }
     int64_t vline = victim >> 1, *otg = set_tags(m, k + 1, vline), pos = find_line(otg, vline);
-    if (pos < 0) return mem_fill(m, k + 1, vline * 2 + 1, t, t, watermark);
+    if (pos < 0) return mem_fill(m, k + 1, vline * 2 + 1, t, t);
     otg[1 + pos] |= 1;
     return 0;
 }
 
-static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double watermark, int write) {
+static double mem_access(Mem *m, int64_t addr, double t, int64_t first, int write) {
     int64_t nlev = m->nlev, *lv = m->lv;
     int64_t line = lv[3] == 64 ? addr >> 6 : addr / lv[3];
     double now = t, done = 0.0;
@@ -163,20 +153,20 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, double w
         m->cst[k * 3 + 1] += 1;
     }
     if (last == nlev) {
-        double start = transfer(m, now, line, watermark);
+        double start = transfer(m, now, line);
         if (start < 0.0) return -1.0;
         done = start + m->dpar[0] + m->dpar[1];
     }
     for (int64_t k = first; k < last; k++) {
         m->cst[k * 3 + 2] += lv[k * 5 + 3];
-        if (mem_fill(m, k, line * 2, done, t, watermark) < 0) return -1.0;
+        if (mem_fill(m, k, line * 2, done, t) < 0) return -1.0;
     }
     if (write) set_tags(m, first, line)[1] |= 1;  /* the line is level first's most recent */
     return done;
 }
 
 /* cache.MemorySystem.place: lines the access unit wrote into level k (its queue); victims leave at t. */
-static int mem_place(Mem *m, int64_t addr, int64_t nbytes, int64_t k, double ready, double t, double watermark) {
+static int mem_place(Mem *m, int64_t addr, int64_t nbytes, int64_t k, double ready, double t) {
     int64_t lb = m->lv[3], lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
     for (int64_t line = lo; line <= hi; line++) {
         for (int64_t j = 0; j < k; j++) {
@@ -193,7 +183,7 @@ static int mem_place(Mem *m, int64_t addr, int64_t nbytes, int64_t k, double rea
             memmove(tg + 2, tg + 1, (size_t)pos * sizeof(int64_t));
             memmove(rd + 1, rd, (size_t)pos * sizeof(double));
             tg[1] = line * 2; rd[0] = ready;
-        } else if (mem_fill(m, k, line * 2, ready, t, watermark) < 0) {
+        } else if (mem_fill(m, k, line * 2, ready, t) < 0) {
             return -1;
         }
     }
@@ -232,7 +222,6 @@ static double q_push(Queue *q, int64_t nbytes, double t) {
 }
 
 static inline double maxd(double a, double b) { return b > a ? b : a; }
-static inline double mind(double a, double b) { return b < a ? b : a; }
 static inline int64_t maxi(int64_t a, int64_t b) { return b > a ? b : a; }
 static inline int64_t mini(int64_t a, int64_t b) { return b < a ? b : a; }
 /* The ISA's integers (ember/sim/integers.py): add, sub and mul wrap modulo 2^64, computed in uint64_t so
@@ -539,24 +528,24 @@ static inline void pipe_commit(Pipe *p, int64_t lo, int64_t hi, double data, dou
  * buffer, holds it until the line arrives, and has the next `pf` lines prefetched if a buffer is free.
  * Returns the last arrival (negative on failure). */
 static double core_lines(Pipe *p, Mem *m, int64_t addr, int64_t nbytes, double e, int write, int64_t pf,
-                         int64_t *prefetches, double watermark) {
+                         int64_t *prefetches) {
     int64_t lb = m->lv[3], lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
     double done = e;
     for (int64_t line = lo; line <= hi; line++) {
         double d;
         if (mem_contains(m, 0, line)) {
-            d = mem_access(m, line * lb, e, 0, watermark, write);
+            d = mem_access(m, line * lb, e, 0, write);
         } else {
             int64_t k = miss_slot(p);
             double start = p->miss_free[k] > e ? p->miss_free[k] : e;
-            d = mem_access(m, line * lb, start, 0, watermark, write);
+            d = mem_access(m, line * lb, start, 0, write);
             if (d < 0.0) return -1.0;
             p->miss_free[k] = d;
             for (int64_t nxt = line + 1; nxt <= line + pf; nxt++) {
                 if (mem_contains(m, 0, nxt)) continue;
                 int64_t s = miss_slot(p);
                 if (p->miss_free[s] > start) continue;
-                double f = mem_access(m, nxt * lb, start, 0, watermark, 0);
+                double f = mem_access(m, nxt * lb, start, 0, 0);
                 if (f < 0.0) return -1.0;
                 p->miss_free[s] = f;
                 *prefetches += 1;
