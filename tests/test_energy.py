@@ -71,7 +71,7 @@ def test_a_straight_line_program_costs_what_its_instructions_and_time_cost() -> 
     for key, value in (("energy.uop_pj", "100"), ("energy.int_op_pj", "7"), ("energy.int_mul_pj", "30"),
                        ("energy.cache_pj_8kib", "64"), ("energy.cache_size_exponent", "0.5"),
                        ("energy.core_static_w", "1"), ("energy.access_static_w", "0.5"),
-                       ("energy.cache_static_w_per_mib", "2"), ("energy.dram_static_w", "3")):
+                       ("energy.cache_static_w_per_mib", "2"), ("energy.dram_channel_static_w", "3")):
         m = m.set(key, value)
     out, st = reference.simulate(program, {}, m)
     assert out["y"][0] == 81
@@ -137,14 +137,14 @@ def test_the_default_uop_energy_is_its_documented_calibration() -> None:
 
 
 def test_peak_power_counts_every_core_at_full_issue_and_dram_at_full_bandwidth() -> None:
-    m = SMALL.set("cores", "3").set("clock_ghz", "1")
+    m = SMALL.set("cores", "3").set("clock_ghz", "1").set("dram.channels", "2")
     for key, value in (("energy.uop_pj", "200"), ("energy.access_element_pj", "10"), ("energy.dram_byte_pj", "50"),
                        ("energy.core_static_w", "1"), ("energy.access_static_w", "0.25"),
-                       ("energy.cache_static_w_per_mib", "1024"), ("energy.dram_static_w", "4")):
+                       ("energy.cache_static_w_per_mib", "1024"), ("energy.dram_channel_static_w", "4")):
         m = m.set(key, value)
     per_core = (5 * 200 + 8 * 10) * 1e-12 * 1e9  # issue width 5, 8 access lanes, at 1 GHz
     dram = 8 * 50 * 1e-12 * 1e9  # small's DRAM moves 8 bytes a cycle
-    static = 3 * (1 + 0.25) + 1024 * (3 * 1024 + 4096) / 2**20 + 4
+    static = 3 * (1 + 0.25) + 1024 * (3 * 1024 + 4096) / 2**20 + 2 * 4  # two DRAM channels
     assert peak_power_w(m) == pytest.approx(3 * per_core + dram + static, rel=1e-12)
 
 

@@ -70,7 +70,7 @@ def static_w(m: Machine, cores: int) -> dict[str, tuple[float, str]]:
     return {"core": (e.core_static_w * cores, f"{cores} core(s)"),
             "access": (e.access_static_w * cores, f"{cores} access unit(s)"),
             "cache": (e.cache_static_w_per_mib * mib, f"{mib:g} MiB of cache"),
-            "dram": (e.dram_static_w, "the memory system")}
+            "dram": (e.dram_channel_static_w * m.dram.channels, f"{m.dram.channels} DRAM channel(s)")}
 
 
 def report_energy(st: Stats, m: Machine, cores: int = 1) -> None:

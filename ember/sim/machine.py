@@ -170,8 +170,8 @@ class Energy:
     core_static_w: float = field(metadata=_doc("leakage and clock power of one core, in watts"))
     access_static_w: float = field(metadata=_doc("leakage and clock power of one access unit, in watts"))
     cache_static_w_per_mib: float = field(metadata=_doc("leakage power of a MiB of cache, in watts"))
-    dram_static_w: float = field(metadata=_doc("background power of the memory system (refresh, interfaces), "
-                                               "in watts"))
+    dram_channel_static_w: float = field(metadata=_doc("background power of one DRAM channel (refresh, "
+                                                       "interface), in watts"))
 
 
 @dataclass(frozen=True)
