@@ -204,6 +204,50 @@ def test_identical_on_16_bit_tables(elem: str, mode: str, level: str) -> None:
     assert_same(ref_st, st)
 
 
+ROUND_TRIP = """.dae 2
+.sym @0 output "w" f64 [3]
+.code
+  alloc @0, [3]
+  li f0, 3e+38
+  li f5, {x}
+  li r9, 0
+  vsplat.f64 v0, f0, 3
+  vsplat.f64 v1, f0, 3
+  vsplat.f64 v4, f5, 3
+L1:
+  vfmin.f64 v1, v0, v1
+  vcvt.f32 v7, v4
+  vcvt.f64 v0, v7
+  vfmin.f64 v4, v4, v0
+  add r9, r9, 1
+  blt r9, 3, L1
+  vmask v5, 0, 3, 3
+  vst v1, @0[0], v5
+  halt
+.end
+"""
+
+
+@pytest.mark.parametrize("x", ["5e-324", "548837.7523607607", "-1e-40"])
+def test_a_round_trip_through_float32_rounds_every_lane(x: str) -> None:
+    """The fuzzer's find: GCC 12.2 vectorized these lane loops so that lanes 0 and 1 kept the double (5e-324,
+    or 548837.7523... for 548837.75) where float32 rounds it; build.CFLAGS turns its vectorizer off.  numpy's
+    float32 gives the value each lane must hold after the loop."""
+    from ember.backend.binary import assemble, disassemble
+    from ember.backend.dae_text import parse_dae
+
+    program = disassemble(assemble(parse_dae(ROUND_TRIP.format(x=x), "t.dae")), "t.bin")
+    ref_out, ref_st, out, st = both(program, {})
+    v0, v1, v4 = 3e38, 3e38, float(x)
+    for _ in range(3):
+        v1 = min(v0, v1)
+        v0 = float(np.float32(v4))
+        v4 = min(v4, v0)
+    np.testing.assert_array_equal(out["w"], [v1] * 3)
+    np.testing.assert_array_equal(ref_out["w"], out["w"])
+    assert_same(ref_st, st)
+
+
 def test_16_bit_conversions_round_as_numpy(tmp_path: Path) -> None:
     """runtime.h's d2h/d2b/h2d/b2d against numpy and ml_dtypes on edge cases and random doubles."""
     import ctypes
