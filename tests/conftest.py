@@ -101,7 +101,7 @@ def compile_model(path: Path, level: str) -> Program:
 
 # Optional test groups: the module a skipped test could not import -> the extra that installs it.
 OPTIONAL_GROUPS = {"torch": "torch", "onnxscript": "torch", "transformers": "corpus", "matplotlib": "plot",
-                   "distributed": "dask", "dask": "dask", "onnxruntime": "test"}
+                   "distributed": "dask", "dask": "dask", "onnxruntime": "test", "triton": "gpu"}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
