@@ -17,8 +17,7 @@ import pytest
 
 from ember.backend.binary import assemble, disassemble
 from ember.backend.dae import Program
-from ember.frontends import import_model, load_weights_any
-from ember.passes import PRESETS, parse_pipeline, run_passes
+from ember.bench.run import compile_file
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "samples" / "models"
@@ -88,15 +87,7 @@ def run() -> object:
 def compile_model(path: Path, level: str) -> Program:
     """Import any model file, compile at `level`, attach its weights and round-trip the binary, as
     `ember-import | ember-opt | ember-asm` would."""
-    module = import_model(str(path), str(path))
-    passes = parse_pipeline(PRESETS[level])
-    run_passes(module, passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    weights = load_weights_any(str(path))
-    for n, s in enumerate(program.symbols):
-        if s.kind == "param":
-            program.data[n] = weights[s.name]
-    return disassemble(assemble(program), "m.bin")
+    return disassemble(assemble(compile_file(str(path), level)), "m.bin")
 
 
 # Optional test groups: the module a skipped test could not import -> the extra that installs it.
