@@ -9,6 +9,8 @@ Integer overflow is left to the fuzzer's tests (docs/isa.md fixes wrap-around).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from test_fast_engine import assert_same, both
@@ -27,6 +29,7 @@ HEADER = """.dae 2
 .sym @5 temp "t" f32 [?]
 .sym @6 temp "buf" f32 [?]
 .sym @7 input "y" f32 [?]
+.sym @8 input "q" u8 [?, ?]
 """
 PROLOGUE = """  alloc @2, [32]
   alloc @3, [64]
@@ -333,6 +336,75 @@ def vector_case() -> tuple[str, dict[str, np.ndarray]]:
     return body, {"f": f, "i": i, "g": g}
 
 
+def exact_fma32(a: float, b: float, c: float) -> np.float32:
+    """a * b + c in exact rational arithmetic, rounded to the nearest float32 (ties to even): independent of the
+    engines' double-based construction."""
+    x = Fraction(a) * Fraction(b) + Fraction(c)
+    near = np.float32(float(x))
+    options = [np.nextafter(near, F32(-np.inf)), near, np.nextafter(near, F32(np.inf))]
+    return min(options, key=lambda y: (abs(Fraction(float(y)) - x), int(y.view(np.uint32)) & 1))
+
+
+FMA = [(1 + 2**-12, 1 + 2**-12, 2.0**-60), (1 + 2**-12, 1 + 2**-12, -(2.0**-60)), (1.5, -2.25, 0.1),
+       (0.1, 0.2, -0.02)]
+
+
+def fma_case() -> tuple[str, dict[str, np.ndarray]]:
+    """ffma and vfma round once: (1 + 2^-12)^2 = 1 + 2^-11 + 2^-24 lies halfway between two float32 values, so
+    a tiny addend decides the rounding, which a multiply then an add (or a double result rounded again) loses;
+    operands in order (a * b + c, not a * c + b)."""
+    lines = []
+    for n, (a, b, c) in enumerate(FMA):
+        lines += [f"  li f1, {a!r}", f"  li f2, {b!r}", f"  li f3, {c!r}", "  ffma.f32 f4, f1, f2, f3",
+                  f"  st f4, @2[{n}]", "  vsplat.f32 v1, f1, 3", "  vsplat.f32 v2, f2, 3", "  vsplat.f32 v3, f3, 3",
+                  "  vfma.f32 v4, v1, v2, v3", "  vmask v5, 0, 3, 3", f"  vst v4, @2[{8 + 3 * n}], v5"]
+    f = {}
+    for n, (a, b, c) in enumerate(FMA):
+        a, b, c = (float(F32(v)) for v in (a, b, c))  # the operands as float32 registers hold them
+        f |= {n: exact_fma32(a, b, c)} | {8 + 3 * n + k: exact_fma32(a, b, c) for k in range(3)}
+    return "\n".join(lines), out(f=f)
+
+
+# byte tensor q: row r holds, from byte 0, an f32, an i16, an f16 and an f64, then a byte
+Q_VALUES = [(1.5, -300, 0.25, 1e300, 250), (-2.0**-149, 32767, -65504.0, -0.1, 7), (3.0e38, -32768, 2.0**-24, 2.5, 0)]
+
+
+def q_bytes() -> np.ndarray:
+    rows = []
+    for f32, i16, f16, f64, byte in Q_VALUES:
+        raw = (np.array([f32], "<f4").tobytes() + np.array([i16], "<i2").tobytes() + np.array([f16], "<f2").tobytes()
+               + np.array([f64], "<f8").tobytes() + bytes([byte]))
+        rows.append(np.frombuffer(raw, np.uint8))
+    return np.stack(rows)
+
+
+TYPED_ACCESS = """.access A0 0
+  tu t0, 0, 3, 1
+  mem.f64 s0, @8[t0, 8]
+  mem.i16 s1, @8[t0, 4]
+  mem s2, @8[t0, 16]
+  on t0, ite, [t0, s0, s1, s2], 1
+.end
+"""
+
+
+def typed_read_case() -> tuple[str, dict[str, np.ndarray]]:
+    """ld.T and mem.T read the bytes of one T value from a byte tensor, at any byte (the f64 at byte 8 of a
+    17-byte row is unaligned); a plain ld or mem of it reads one unsigned byte."""
+    lines = []
+    for r in range(3):
+        lines += [f"  ld.f32 f1, @8[{r}, 0]", f"  st f1, @2[{r}]", f"  ld.f16 f1, @8[{r}, 6]", f"  st f1, @2[{4 + r}]",
+                  f"  ld.i16 r1, @8[{r}, 4]", f"  st r1, @3[{r}]", f"  ld r1, @8[{r}, 16]", f"  st r1, @3[{4 + r}]"]
+    lines += ["  run A0", "  halt", "A0.1:", "  pop r1", "  pop f1", "  pop r2", "  pop r3", "  st f1, @4[r1]",
+              "  add r4, r1, 8", "  st r2, @3[r4]", "  add r4, r1, 12", "  st r3, @3[r4]", "  ret"]
+    f, i, g = {}, {}, {}
+    for r, (f32, i16, f16, f64, byte) in enumerate(Q_VALUES):
+        f |= {r: F32(f32), 4 + r: F32(np.float16(f16))}
+        i |= {r: i16, 4 + r: byte, 8 + r: i16, 12 + r: byte}
+        g |= {r: f64}
+    return "\n".join(lines), out(f=f, i=i, g=g)
+
+
 def host_case() -> tuple[str, dict[str, np.ndarray]]:
     """A host op with operands in order (x - y, not y - x)."""
     body = """  host "Sub", [@0, @7], [@5], {}
@@ -346,7 +418,8 @@ def host_case() -> tuple[str, dict[str, np.ndarray]]:
 CASES = {"int": (int_case, ""), "f32": (lambda: float_case("f32"), ""), "f64": (lambda: float_case("f64"), ""),
          "li_mov_sel": (li_mov_sel_case, ""), "fcvt": (fcvt_case, ""), "branches": (branch_case, ""),
          "access": (access_case, ACCESS), "vector_access": (vector_access_case, VECTOR_ACCESS),
-         "vectors": (vector_case, ""), "host": (host_case, "")}
+         "vectors": (vector_case, ""), "host": (host_case, ""), "fma": (fma_case, ""),
+         "typed_reads": (typed_read_case, TYPED_ACCESS)}
 
 
 def program_of(name: str) -> tuple[Program, dict[str, np.ndarray]]:
@@ -360,7 +433,7 @@ def program_of(name: str) -> tuple[Program, dict[str, np.ndarray]]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_instruction_is_identical_on_both_engines_and_right(name: str) -> None:
     program, want = program_of(name)
-    ref_out, ref_st, got, st = both(program, {"x": X, "k": K, "y": Y})
+    ref_out, ref_st, got, st = both(program, {"x": X, "k": K, "y": Y, "q": q_bytes()})
     for k in ("f", "i", "g"):
         assert got[k].dtype == ref_out[k].dtype
         np.testing.assert_array_equal(got[k], ref_out[k], err_msg=f"{name}: {k} differs between the engines")

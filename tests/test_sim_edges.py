@@ -368,3 +368,106 @@ def test_a_timing_only_multicore_run_times_as_the_run_with_data() -> None:
     assert list(timed) == list(full) and {k: timed[k] for k in same} == {k: full[k] for k in same}
     with pytest.raises(EmberError, match="--timing-only needs the fast engine"):
         simulate_cores(programs, slices, m, engine="reference", timing_only=True)
+
+
+# --- byte tensors and typed reads (docs/isa.md) --------------------------------------------------------
+
+STRADDLE = """
+.sym @0 input "q" u8 [1, 128]
+.sym @1 output "y" f32 [1]
+.access A0 0
+  tu t0, 0, 1, 1
+  mem.f32 s0, @0[0, COL]
+  on t0, ite, [s0], 1
+.end
+.code
+  alloc @1, [1]
+  run A0
+  halt
+A0.1:
+  pop f0
+  st f0, @1[0]
+  ret
+.end
+"""
+
+
+def test_a_typed_read_across_a_line_fetches_both_lines() -> None:
+    """Bytes 60..63 lie in line 0; bytes 62..65 in lines 0 and 1, so that read fetches one line more from DRAM."""
+    q = np.arange(128, dtype=np.uint8).reshape(1, 128)
+    out, st = {}, {}
+    for col in (60, 62):
+        out[col], st[col] = agree(program(STRADDLE.replace("COL", str(col))), {"q": q})
+        assert out[col]["y"][0] == q[0, col:col + 4].view(np.float32)[0]
+    assert st[62]["dram.requests"] == st[60]["dram.requests"] + 1
+    assert st[62]["access.requests"] == st[60]["access.requests"] == 1
+
+
+TYPED_PAST_END = """
+.sym @0 input "q" u8 [3, 13]
+.sym @1 output "y" f32 [3]
+.access A0 0
+  tu t0, 0, 3, 1
+  mem.f64 s0, @0[t0, COL]
+  on t0, ite, [t0, s0], 1
+.end
+.code
+  alloc @1, [3]
+  ld.f32 f0, @0[2, LDCOL]
+  run A0
+  halt
+A0.1:
+  pop r1
+  pop f1
+  st f1, @1[r1]
+  ret
+.end
+"""
+
+
+@pytest.mark.parametrize(("col", "ldcol", "message"), [
+    (5, 10, "a read of 4 bytes at index 10 runs past the end of dimension 1 of input 'q' (size 13) at [2, 10]"),
+    (6, 9, "a read of 8 bytes at index 6 runs past the end of dimension 1 of input 'q' (size 13) at [0, 6]")])
+def test_a_typed_read_past_the_row_stops_both_engines_alike(col: int, ldcol: int, message: str) -> None:
+    """The last byte of the read must lie in the row too (9 + 4 = 13 fits, 10 + 4 does not; 5 + 8 fits)."""
+    text = TYPED_PAST_END.replace("LDCOL", str(ldcol)).replace("COL", str(col))
+    assert both_fail(program(text), inputs={"q": np.zeros((3, 13), np.uint8)}) == f"error: {message}"
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("ld.f32 f0, @0[2, LDCOL]", "ld.f32 f0, @1[0]", "'ld.f32' is a typed read, which needs a byte tensor (u8); "
+                                                     "@1 holds f32"),
+    ("ld.f32 f0, @0[2, LDCOL]", "ld.f32 r0, @0[2, 0]", "'ld.f32' reads a float, so it needs an f register, got r0"),
+    ("ld.f32 f0, @0[2, LDCOL]", "ld.i32 f0, @0[2, 0]", "'ld.i32' reads an integer, so it needs an r register, got f0"),
+    ("ld.f32 f0, @0[2, LDCOL]", "ld.i1 r0, @0[2, 0]", "a typed read gives one of i8, i16, i32, i64, f16, bf16, f32, "
+                                                       "f64, not i1"),
+    ("tu t0, 0, 3, 1", "tu.i64 t0, 0, 3, 1", "'tu' takes no type suffix"),
+    ("tu t0, 0, 3, 1\n  mem.f64 s0, @0[t0, COL]", "vtu t0, 0, 3, 4\n  mem.f64 s0, @0[0, t0]",
+     "'mem.f64' reads one value: its last index cannot be the vector TU t0"),
+    ("ld.f32 f0, @0[2, LDCOL]", "ffma.f64 f0, f0, f0, f0", "'ffma' is defined for float32: write 'ffma.f32'")])
+def test_typed_reads_and_fma_are_checked_by_the_assembler(old: str, new: str, message: str) -> None:
+    text = TYPED_PAST_END.replace(old, new).replace("LDCOL", "0").replace("COL", "0")
+    with pytest.raises(EmberError, match="t.dae:[0-9]+:[0-9]+: error: ") as e:
+        program(text)
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize("op", ["vfadd.f32 v2, v0, v1", "vfma.f32 v2, v0, v1, v0", "vsel v2, v4, v0, v1",
+                                "vst v1, @0[0], v4"])
+def test_vectors_of_different_lane_counts_stop_both_engines_alike(op: str) -> None:
+    """A vector's lane count comes from the instruction that made it, so only a run sees two that differ."""
+    text = f"""
+.sym @0 output "y" f32 [8]
+.code
+  alloc @0, [8]
+  li f0, 1.5
+  vsplat.f32 v0, f0, 4
+  vsplat.f32 v1, f0, 8
+  vmask v4, 0, 4, 4
+  {op}
+  halt
+.end
+"""
+    message = both_fail(program(text), compiled=False)
+    assert message.startswith(f"error: '{op.split()[0]}' combines vectors of different lane counts: ")
+    assert "has 4" in message and "has 8" in message

@@ -240,8 +240,10 @@ OPCODES: dict[str, tuple[str, str]] = {
     "fadd": ("F F F", "float add"), "fsub": ("F F F", "float subtract"), "fmul": ("F F F", "float multiply"),
     "fdiv": ("F F F", "float divide"), "fmax": ("F F F", "float maximum (NaN-propagating)"),
     "fmin": ("F F F", "float minimum"),
+    "ffma": ("F F F F", "fused multiply-add: d = a * b + c of float32 values, rounded once (.f32)"),
     "fcvt": ("F D", "integer or float to the float type of the suffix"),
-    "ld": ("D M", "load an element"), "st": ("D M", "store an element"),
+    "ld": ("D M", "load an element (ld.T of a byte tensor: the bytes of one T value)"),
+    "st": ("D M", "store an element"),
     "dim": ("R S I", "extent of a symbol's dimension"),
     "alloc": ("S *I", "give a temporary or output symbol its runtime shape"),
     "blt": ("I I L", "branch if less"), "bge": ("I I L", "branch if greater or equal"),
@@ -263,11 +265,12 @@ OPCODES: dict[str, tuple[str, str]] = {
     "vfadd": ("W W W", "vector float add"), "vfsub": ("W W W", "vector float subtract"),
     "vfmul": ("W W W", "vector float multiply"), "vfdiv": ("W W W", "vector float divide"),
     "vfmax": ("W W W", "vector float maximum"), "vfmin": ("W W W", "vector float minimum"),
+    "vfma": ("W W W W", "vector fused multiply-add of float32 lanes, each rounded once (.f32)"),
     "vsel": ("W Y W W", "select whole vectors (r condition) or lanes (mask)"),
     "vcvt": ("W W", "convert every lane to the element type of the suffix"),
     # --- access unit (inside .access) ---
     "tu": ("T P P P T?", "traversal unit over [lb, ub) by step, nested in an optional parent TU"),
-    "mem": ("N M", "memory stream: one load per iteration of its TU"),
+    "mem": ("N M", "memory stream: one load per iteration of its TU (mem.T of a byte tensor: one T value)"),
     "alu": ("N U P P", "integer ALU stream"),
     "vtu": ("T P P I T?", "vector traversal unit: heads of `lanes` consecutive values in [lb, ub)"),
     "mask": ("N T", "stream of a vector TU's lane mask"),
@@ -282,13 +285,15 @@ EVENTS = ("beg", "ite", "end")
 # fit in one; a vector has 1..MAX_LANES lanes, a constant of the instruction that makes it.
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_LANES = 4096
+# Typed reads (`ld.T`, `mem.T`) of a byte tensor (u8): the element types T whose bytes one read takes.
+TYPED_READS = ("i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
 LANES_OPERAND = {"vsplat": 2, "viota": 2, "vmask": 3, "vtu": 3}  # opcode -> index of its lane count
 # Execute-unit opcodes whose first operand is the register they write; every other register operand is read.
 WRITES_FIRST = frozenset({
     "li", "mov", "add", "sub", "mul", "div", "rem", "min", "max", "slt", "sle", "seq", "sne", "sel",
-    "fadd", "fsub", "fmul", "fdiv", "fmax", "fmin", "fcvt", "ld", "dim", "pop",
+    "fadd", "fsub", "fmul", "fdiv", "fmax", "fmin", "ffma", "fcvt", "ld", "dim", "pop",
     "vld", "vgather", "vsplat", "viota", "vmask", "vfadd", "vfsub", "vfmul", "vfdiv", "vfmax", "vfmin",
-    "vsel", "vcvt"})
+    "vfma", "vsel", "vcvt"})
 
 
 # ----------------------------------------------------------------------------- signatures

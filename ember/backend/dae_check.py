@@ -28,6 +28,7 @@ from .dae import (
     LANES_OPERAND,
     MAX_LANES,
     OPCODES,
+    TYPED_READS,
     Access,
     Instr,
     Label,
@@ -302,6 +303,10 @@ class Checker:
             self.fail(f"'{base}' is an access-unit instruction: it belongs inside .access", key)
         if acc is not None and base not in ACCESS_OPS:
             self.fail(f"'{base}' is an execute-unit instruction: it belongs inside .code", key)
+        if dot and base in ACCESS_OPS and base != "mem":
+            self.fail(f"'{base}' takes no type suffix", key)
+        if base in ("ffma", "vfma") and suffix != "f32":
+            self.fail(f"'{base}' is defined for float32: write '{base}.f32'", key)
         lo, hi = arity(base)
         if len(ins.args) < lo or (hi is not None and len(ins.args) > hi):
             self.fail(arity_message(base, len(ins.args)), key)
@@ -378,7 +383,13 @@ class Checker:
                 if base == "sel" and v.cls != a[0].cls:
                     self.fail(f"'sel' needs its destination and both values in registers of one kind, got "
                               f"{a[0]} and {v}", key + (j,))
-        if base in ("ld", "st"):  # a float (inf, NaN, 1.5) has no integer value: it never reaches an integer
+        if base == "ld" and "." in ins.op:
+            self.typed_read(ins, key)
+            floats = ins.op.split(".")[1][0] in "fb"
+            if (a[0].cls == "f") != floats:
+                self.fail(f"'{ins.op}' reads {'a float' if floats else 'an integer'}, so it needs "
+                          f"{'an f' if floats else 'an r'} register, got {a[0]}", key + (0,))
+        elif base in ("ld", "st"):  # a float (inf, NaN, 1.5) has no integer value: it never reaches an integer
             floats = self.p.symbols[a[1].sym].dtype[0] in "fb"
             if (base, a[0].cls, floats) in (("ld", "r", True), ("st", "f", False)):
                 self.fail(f"'{base}' of {a[0]} needs a symbol of {'integers' if floats else 'floats'}, "
@@ -420,12 +431,29 @@ class Checker:
                       key + (3,))
         if ins.base in ("tu", "vtu"):
             self.traversal(ins, key)
+        if ins.base == "mem" and "." in ins.op:
+            self.typed_read(ins, key)
+            last = ins.args[1].index[-1] if ins.args[1].index else None
+            vector = {i.args[0] for i in acc.body if i.base == "vtu"}
+            if last in vector:
+                self.fail(f"'{ins.op}' reads one value: its last index cannot be the vector TU {last}", key + (1,))
         if defines:
             r = ins.args[0]
             if r in defined:
                 self.fail(f"{r} is defined twice", key + (0,))
             defined.add(r)
 
+
+    def typed_read(self, ins: Instr, key: Key) -> None:
+        """`ld.T` / `mem.T` read the bytes of one T value from a byte tensor (u8) along its last axis."""
+        suffix, sym = ins.op.split(".")[1], ins.args[1].sym
+        if suffix not in TYPED_READS:
+            self.fail(f"'{ins.op}': a typed read gives one of {', '.join(TYPED_READS)}, not {suffix}", key)
+        s = self.p.symbols[sym]
+        if s.dtype != "u8":
+            self.fail(f"'{ins.op}' is a typed read, which needs a byte tensor (u8); @{sym} holds {s.dtype}", key + (1,))
+        if not s.shape:
+            self.fail(f"'{ins.op}' reads along the last axis, and @{sym} has rank 0", key + (1,))
 
     def traversal(self, ins: Instr, key: Key) -> None:
         """A TU counts lb, lb + step, ... while below ub: a constant step is at least 1, and with ub and the

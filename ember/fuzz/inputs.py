@@ -81,6 +81,8 @@ def _values(rng: np.random.Generator, s: Symbol, shape: tuple[int, ...]) -> np.n
         return _float_values(rng, shape, dt)
     if dt.kind == "b":
         return rng.random(shape) < 0.5
+    if s.dtype == "u8":  # a byte tensor, read as every type: any byte
+        return rng.integers(0, 256, size=shape).astype(dt)
     a = rng.integers(0, max(2, min(shape, default=2)), size=shape)
     odd = rng.random(shape) < 0.02  # an out-of-range value now and then: the engines must trap alike
     a[odd] = rng.choice((-1, 2**31, -2**63, 2**63 - 1), size=int(odd.sum()))

@@ -35,9 +35,11 @@ FLOAT_TYPES = ("f32", "f64", "f32", "f64", "f16", "bf16")
 # v8 the mask of every lane (for the trace)
 VALUE_R, VALUE_F, VALUE_V = 8, 6, 5
 COUNTERS = (8, 9, 10)
-X, K, TABLE, Y, Z, W, BUF, H, RI, RF, RV, TI, TF, TV = range(14)  # symbol numbers
+X, K, TABLE, Y, Z, W, BUF, H, RI, RF, RV, TI, TF, TV, BYTES = range(15)  # symbol numbers
+TYPED = {"i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}  # typed reads: bytes
 # ops whose result a trace may record: scalar ones in ti/tf, vector ones in tv (through v8, a mask of every lane)
-TRACED = frozenset(INT_OPS + FLOAT_OPS + VEC_OPS + ("fcvt", "sel", "mov", "ld", "pop", "vsel", "vld", "vgather",
+TRACED = frozenset(INT_OPS + FLOAT_OPS + VEC_OPS + ("ffma", "vfma", "fcvt", "sel", "mov", "ld", "pop", "vsel", "vld",
+                                                     "vgather",
                                                      "vsplat"))
 
 
@@ -74,6 +76,7 @@ class _Gen:
         self.n = self.pick(range(1, 13))  # length of x, k, y, z
         self.rows = self.pick(range(1, 7))
         self.cols = self.pick(range(1, 13))
+        self.row_bytes = self.pick(range(8, 24))  # the byte tensor: rows x row_bytes, read by typed reads
         self.lanes = self.pick((1, 2, 3, 4, 8, 8, 16, 5, 13, 32))
         self.other_ty = self.pick([t for t in ("f32", "f64", "f16", "bf16") if t != self.ty])
 
@@ -143,6 +146,9 @@ class _Gen:
         self.emit(f"{op} {self.r()}, {a}, {b}")
 
     def float_op(self) -> None:
+        if self.chance(0.15):
+            self.emit(f"ffma.f32 {self.f()}, {self.f()}, {self.f()}, {self.f()}")
+            return
         op = self.pick(FLOAT_OPS)
         ty = self.pick((self.ty, self.ty, "f64", "f32"))
         self.emit(f"{op}.{ty} {self.f()}, {self.f()}, {self.f()}")
@@ -174,7 +180,7 @@ class _Gen:
             self.emit(f"add {self.r()}, {self.r()}, r14")
 
     def memory_op(self) -> None:
-        kind = self.pick(range(6))
+        kind = self.pick(range(7))
         if kind == 0:
             i = self.index_into(self.n)
             self.emit(f"ld {self.f()}, @{X}[{i}]")
@@ -191,6 +197,12 @@ class _Gen:
         elif kind == 4:
             i = self.index_into(self.n)
             self.emit(f"st {self.r()}, @{Z}[{i}]")
+        elif kind == 6:  # a typed read of the byte tensor (or a plain byte)
+            ty = self.pick(list(TYPED) + [""])
+            i = self.index_into(self.rows)
+            j = self.index_into(self.row_bytes - TYPED.get(ty, 1) + 1, "r13")
+            dst = self.f() if ty[:1] in ("f", "b") else self.r()
+            self.emit(f"ld{'.' + ty if ty else ''} {dst}, @{BYTES}[{i}, {j}]")
         else:
             i = self.index_into(self.rows)
             j = self.index_into(self.cols, "r13")
@@ -200,6 +212,9 @@ class _Gen:
         kind = self.pick(range(10))
         ty, lanes = self.ty, self.lanes
         if kind <= 2:
+            if self.chance(0.2 if ty == "f32" else 0.03):  # float32 only: other types leave it to the reference
+                self.emit(f"vfma.f32 {self.v()}, {self.v()}, {self.v()}, {self.v()}")
+                return
             op = self.pick(VEC_OPS)
             self.emit(f"{op}.{ty} {self.v()}, {self.v()}, {self.v()}")
         elif kind == 3:
@@ -288,6 +303,7 @@ class _Gen:
                 f'.sym @{TI} output "ti" i64 [{self.traces[0] + 1}]',
                 f'.sym @{TF} output "tf" f64 [{self.traces[1] + 1}]',
                 f'.sym @{TV} output "tv" {ty} [{self.traces[2] + 1}, {self.lanes}]',
+                f'.sym @{BYTES} input "bytes" u8 [{self.rows}, {self.row_bytes}]',
                 f".work gather table=@{TABLE} indices=@{K} output=@{W}"]  # so k's values are rows of the table
 
     def prologue(self) -> None:
@@ -409,6 +425,11 @@ class _Access:
                 other = str(g.pick((1, 2, -3, 2**63 - 1)))
             self.body(f"alu s2, {op}, s0, {other}")
             level0.append(("s2", "r"))
+        if g.chance(0.3):  # a typed read of row k[t0] of the byte tensor
+            ty = g.pick(list(TYPED))
+            col = draw(st.integers(0, g.row_bytes - TYPED[ty] + (1 if g.chance(0.97) else 3)))  # rarely past the end
+            self.body(f"mem.{ty} s8, @{BYTES}[s0, {col}]")
+            level0.append(("s8", "f" if ty[:1] in ("f", "b") else "r"))
         if g.chance(0.15):
             level0.append(("p0", "r"))
         if g.chance(0.05):

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SCALARS = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "index")
+SCALARS = ("i1", "i8", "u8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "index")
 
 _NUMPY = {
-    "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "u8": np.dtype(np.uint8), "i16": np.dtype(np.int16),
     "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "index": np.dtype(np.int64),
     "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
 }
@@ -44,7 +44,7 @@ class ScalarType(Type):
 
     @property
     def bytes(self) -> int:
-        return {"i1": 1, "i8": 1, "i16": 2, "f16": 2, "bf16": 2, "i32": 4, "f32": 4}.get(self.name, 8)
+        return {"i1": 1, "i8": 1, "u8": 1, "i16": 2, "f16": 2, "bf16": 2, "i32": 4, "f32": 4}.get(self.name, 8)
 
     def numpy(self) -> np.dtype:
         if self.name == "bf16":  # numpy has none; ml_dtypes (a dependency of onnx) provides it

@@ -40,7 +40,7 @@ from . import integers, limits
 from .cache import MemorySystem
 from .machine import Machine
 from .queue import TOKEN_BYTES, Entry, OutputQueue
-from .tensors import Tensors
+from .tensors import Tensors, dtype_of
 
 ALU_FN = {"add": integers.add, "sub": integers.sub, "mul": integers.mul, "min": min, "max": max,
           "div": lambda a, b: integers.div(a, b, "an access-unit ALU stream")}
@@ -72,8 +72,8 @@ def check_resources(program: Program, machine: Machine) -> None:
     stream; one that needs more than the machine has is refused before anything runs."""
     a = machine.access
     for acc in program.access:
-        tus = sum(1 for i in acc.body if i.op in ("tu", "vtu"))
-        streams = sum(1 for i in acc.body if i.op in ("mem", "alu", "mask", "buf"))
+        tus = sum(1 for i in acc.body if i.base in ("tu", "vtu"))
+        streams = sum(1 for i in acc.body if i.base in ("mem", "alu", "mask", "buf"))
         if tus > a.traversal_units:
             raise EmberError(f"access program {acc.name} uses {tus} traversal units; the machine has "
                              f"{a.traversal_units} (access.traversal_units)")
@@ -137,19 +137,19 @@ class AccessUnit:
 
     def declare(self, ins: Instr) -> None:
         a = ins.args
-        if ins.op in ("tu", "vtu"):
+        if ins.base in ("tu", "vtu"):
             parent = a[4].n if len(a) > 4 else None
-            bounds = a[1:4] if ins.op == "tu" else [a[1], a[2], a[3]]
+            bounds = a[1:4] if ins.base == "tu" else [a[1], a[2], a[3]]
             tu = _TU(a[0].n, bounds, parent, depth=0 if parent is None else self.tus[parent].depth + 1,
-                     vl=a[3] if ins.op == "vtu" else 0)
+                     vl=a[3] if ins.base == "vtu" else 0)
             self.tus[tu.n] = tu
             (self.tus[parent].children if parent is not None else self.roots).append(tu.n)
             self.blank[a[0]] = 0
-        elif ins.op == "mask":
+        elif ins.base == "mask":
             self.stream_of[a[0].n] = a[1].n
             self.tus[a[1].n].streams.append(ins)
             self.blank[a[0]] = np.zeros(self.tus[a[1].n].vl, dtype=np.bool_)
-        elif ins.op == "buf":
+        elif ins.base == "buf":
             source = self.blank[a[1]]  # a buffer of a scalar stream never fills (issue_vector feeds buffers)
             self.blank[a[0]] = np.zeros(0, dtype=source.dtype if isinstance(source, np.ndarray) else np.float32)
             home = self.stream_of[a[1].n]
@@ -157,21 +157,22 @@ class AccessUnit:
             self.watchers.setdefault(a[1], []).append(a[0])
             if home is not None:
                 self.tus[home].buffers.append(a[0])
-        elif ins.op in ("mem", "alu"):
-            args = list(a[1].index) if ins.op == "mem" else a[2:]
+        elif ins.base in ("mem", "alu"):
+            args = list(a[1].index) if ins.base == "mem" else a[2:]
             home = self.deepest(args)
             self.stream_of[a[0].n] = home
             (self.tus[home].streams if home is not None else self.top_streams).append(ins)
             self.blank[a[0]] = 0
-            if ins.op == "mem":
+            if ins.base == "mem":
                 dt = self.t.get_dtype(a[1].sym)
                 last = a[1].index[-1] if a[1].index else None
                 if isinstance(last, Reg) and last.cls == "t" and self.tus[last.n].vl:
                     self.blank[a[0]] = np.zeros(self.tus[last.n].vl, dtype=dt)
-                else:
-                    self.blank[a[0]] = 0.0 if ScalarType(self.t.syms[a[1].sym].dtype).is_float else 0
-                    self.nbytes[a[0]] = dt.itemsize
-        elif ins.op == "on":
+                else:  # a typed read (mem.T of a byte tensor) gives a value of its suffix type
+                    name = ins.op.split(".")[1] if "." in ins.op else self.t.syms[a[1].sym].dtype
+                    self.blank[a[0]] = 0.0 if ScalarType(name).is_float else 0
+                    self.nbytes[a[0]] = dtype_of(name).itemsize
+        elif ins.base == "on":
             self.tus[a[0].n].rules.setdefault(a[1], []).append(ins)
 
     def check_integers(self, acc: Access) -> None:
@@ -179,13 +180,14 @@ class AccessUnit:
         the unit runs (the ISA converts no float to an integer; the fast engine leaves such programs to this one)."""
         for ins in acc.body:
             a = ins.args
-            uses = a[1:4] if ins.op in ("tu", "vtu") else a[1].index if ins.op == "mem" else \
-                a[2:4] if ins.op == "alu" else ()
+            uses = a[1:4] if ins.base in ("tu", "vtu") else a[1].index if ins.base == "mem" else \
+                a[2:4] if ins.base == "alu" else ()
             for r in uses:
                 blank = self.blank.get(r) if isinstance(r, Reg) and r.cls == "s" else None
                 if isinstance(blank, (float, np.ndarray)):
                     what = "a float" if isinstance(blank, float) else "a vector"
-                    role = {"tu": "a bound or step", "vtu": "a bound", "mem": "an index"}.get(ins.op, "an ALU operand")
+                    role = {"tu": "a bound or step", "vtu": "a bound", "mem": "an index"}.get(ins.base,
+                                                                                          "an ALU operand")
                     raise EmberError(f"access program {acc.name}: {r} holds {what} but is used as {role} of "
                                      f"{ins.args[0]}, which takes an integer")
 
@@ -201,12 +203,12 @@ class AccessUnit:
 
     def issue(self, ins: Instr) -> None:
         dst = ins.args[0]
-        if ins.op == "mask":
+        if ins.base == "mask":
             t = ins.args[1]
             self.vals[dst] = np.arange(self.tus[t.n].vl) < self.active[t.n]
             self.ready[dst] = self.ready[t]
             return
-        m0 = ins.args[1] if ins.op == "mem" else None
+        m0 = ins.args[1] if ins.base == "mem" else None
         last = m0.index[-1] if m0 is not None and m0.index else None
         if isinstance(last, Reg) and last.cls == "t" and self.tus[last.n].vl:
             self.issue_vector(ins, last)
@@ -214,7 +216,7 @@ class AccessUnit:
         issue_t = self.clock
         self.clock += self.slot
         self.elements += 1
-        if ins.op == "alu":
+        if ins.base == "alu":
             (x, tx), (y, ty) = self.value(ins.args[2]), self.value(ins.args[3])
             self.vals[dst] = ALU_FN[ins.args[1]](int(x), int(y))
             self.ready[dst] = max(issue_t, tx, ty) + 1.0
@@ -225,18 +227,23 @@ class AccessUnit:
             v, r = self.value(i)
             idx.append(int(v))
             when = max(when, r)
+        typed = dtype_of(ins.op.split(".")[1]) if "." in ins.op else None  # a typed read of a byte tensor
         try:
-            flat = self.t.flat_index(m.sym, tuple(idx))
+            flat = self.t.typed_index(m.sym, tuple(idx), typed.itemsize) if typed else \
+                self.t.flat_index(m.sym, tuple(idx))
         except EmberError as e:
             raise self.explain(m, idx, e) from None
         when = self.slot_free(when)
-        done = self.mem.access(self.t.addr(m.sym, flat), when, False, self.level)
+        addr = self.t.addr(m.sym, flat)
+        done = self.mem.access(addr, when, False, self.level)
+        if typed and (addr + typed.itemsize - 1) // self.mem.line_bytes != addr // self.mem.line_bytes:
+            done = max(done, self.mem.access(addr + typed.itemsize - 1, when, False, self.level))  # two lines
         self.take_slot(done)
         self.requests += 1
         if idx and self.t.is_lookup(m.sym, idx[-1]):
             self.lookups += 1
         arr = self.t.get(m.sym)
-        self.vals[dst] = arr.flat[flat].item()
+        self.vals[dst] = self.t.typed_value(m.sym, flat, typed) if typed else arr.flat[flat].item()
         self.ready[dst] = done
         self.src[dst] = (m.sym, flat)
 
@@ -415,16 +422,16 @@ def inert_tus(acc: Access) -> set[int]:
     bounds_read: dict[int, set[int]] = {}  # unit -> the counters its bounds read
     for ins in acc.body:
         a = ins.args
-        if ins.op in ("tu", "vtu"):
+        if ins.base in ("tu", "vtu"):
             p = a[4].n if len(a) > 4 else None
             parent[a[0].n] = p
             depth[a[0].n] = 0 if p is None else depth[p] + 1
             bounds_read[a[0].n] = {b.n for b in a[1:4] if isinstance(b, Reg) and b.cls == "t"}
-        elif ins.op == "on":
+        elif ins.base == "on":
             if len(a) > 3 or a[2]:
                 busy.add(a[0].n)
-        elif ins.op in ("mem", "alu", "mask", "buf"):
-            args = [a[1]] if ins.op in ("mask", "buf") else list(a[1].index) if ins.op == "mem" else a[2:]
+        elif ins.base in ("mem", "alu", "mask", "buf"):
+            args = [a[1]] if ins.base in ("mask", "buf") else list(a[1].index) if ins.base == "mem" else a[2:]
             owners = [r.n if r.cls == "t" else home.get(r.n) for r in args if isinstance(r, Reg) and r.cls in "st"]
             owners = [o for o in owners if o is not None]
             h = max(owners, key=lambda o: depth[o], default=None)

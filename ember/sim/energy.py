@@ -15,7 +15,7 @@ from .machine import CacheConfig, Energy, Machine
 from .queue import TOKEN_BYTES
 from .stats import Stats
 
-SCALAR_FP = ("fadd", "fsub", "fmul", "fmax", "fmin", "fcvt")  # one fp-pipe use, one lane each
+SCALAR_FP = ("fadd", "fsub", "fmul", "ffma", "fmax", "fmin", "fcvt")  # one fp-pipe use, one lane each
 MIB = 1 << 20
 
 

@@ -18,6 +18,7 @@ from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
 from ..ir.diagnostics import EmberError
 from . import integers, limits
 from .cache import MemorySystem
+from .floats import fma32
 from .host import HostRunner, host_cost
 from .machine import Machine
 from .pipeline import Pipeline
@@ -32,7 +33,7 @@ TIMING: dict[str, tuple[str, str]] = {
     "rem": ("int_div_latency", "int_div"),
     **dict.fromkeys(("fadd", "fsub", "fmax", "fmin", "fcvt", "vfadd", "vfsub", "vfmax", "vfmin", "vcvt"),
                     ("fp_alu_latency", "fp")),
-    "fmul": ("fp_mul_latency", "fp"), "vfmul": ("fp_mul_latency", "fp"),
+    **dict.fromkeys(("fmul", "vfmul", "ffma", "vfma"), ("fp_mul_latency", "fp")),  # an FMA is a multiply's latency
     "fdiv": ("fp_div_latency", "fp_div"), "vfdiv": ("vfp_div_latency", "vfp_div"),
     "vsplat": ("vec_alu_latency", "shuffle"), "vsel": ("int_alu_latency", "fp"),
     "viota": ("vec_alu_latency", "shuffle"), "vmask": ("vec_alu_latency", "shuffle"),
@@ -289,6 +290,7 @@ class Core:
                                  "allocated") from None
             self.t.set(a[0].n, value, self.t.describe(a[0].n))
         elif op in VFLOAT:
+            self.lanes_agree(ins, a[1:3])
             with np.errstate(all="ignore"):
                 ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else regs[a[1]].dtype
                 regs[a[0]] = VFLOAT[op](regs[a[1]], regs[a[2]]).astype(ty, copy=False)
@@ -304,11 +306,26 @@ class Core:
             regs[a[0]] = np.arange(a[2], dtype=np.int64) + np.int64(self.val(a[1]))
         elif op == "vmask":  # lane l is on when start + l (wrapped) < bound
             regs[a[0]] = np.arange(a[3], dtype=np.int64) + np.int64(self.val(a[1])) < self.val(a[2])
+        elif op == "vfma":  # one rounding per lane (floats.py); the suffix is .f32 (dae_check)
+            self.lanes_agree(ins, a[1:4])
+            regs[a[0]] = fma32(*(regs[r].astype(np.float32, copy=False) for r in a[1:4]))
+        elif op == "ffma":
+            regs[a[0]] = float(fma32(regs[a[1]], regs[a[2]], regs[a[3]]))
         elif op == "vsel":
             c = regs[a[1]]
+            if isinstance(c, np.ndarray):
+                self.lanes_agree(ins, a[1:4])
             regs[a[0]] = np.where(c, regs[a[2]], regs[a[3]]) if isinstance(c, np.ndarray) else (
                 regs[a[2]] if c else regs[a[3]])
         return None
+
+    def lanes_agree(self, ins: Instr, regs: list[Reg]) -> None:
+        """The vectors an instruction combines lane by lane have one lane count (a vector's count comes from
+        the instruction that made it, so only a run can see two that differ)."""
+        sizes = {r: len(v) for r in regs if isinstance(v := self.regs.get(r), np.ndarray)}
+        if len(set(sizes.values())) > 1:
+            raise EmberError(f"'{ins.op}' combines vectors of different lane counts: "
+                             + ", ".join(f"{r} has {n}" for r, n in sizes.items()))
 
     def pieces(self, bits: int) -> int:
         """Machine vectors an instruction's `bits` of vector span: a wider DAE vector is several x86 ones."""
@@ -318,7 +335,7 @@ class Core:
         """Lanes x lane bits of the widest vector a fixed-latency instruction reads or writes (0: scalar)."""
         a = ins.args
         suffix = dtype_of(ins.op.split(".", 1)[1]).itemsize if "." in ins.op else 0
-        if op in VFLOAT or op == "vcvt":
+        if op in VFLOAT or op in ("vcvt", "vfma"):
             return self.regs[a[1]].size * 8 * max(self.regs[a[1]].itemsize, suffix)
         if op == "vsel":
             return self.regs[a[2]].size * 8 * self.regs[a[2]].itemsize if isinstance(self.regs[a[2]], np.ndarray) else 0
@@ -332,14 +349,15 @@ class Core:
         if op == "ld":
             m: Mem = a[1]
             idx = tuple(self.val(i) for i in m.index)
-            flat = self.t.flat_index(m.sym, idx)
+            typed = dtype_of(ins.op.split(".")[1]) if "." in ins.op else None  # a typed read of a byte tensor
+            flat = self.t.typed_index(m.sym, idx, typed.itemsize) if typed else self.t.flat_index(m.sym, idx)
             arr = self.t.get(m.sym)
             e = self.pipe.issue("load", self.begin(ins))
             addr = self.t.addr(m.sym, flat)
-            self.done(ins, self.load(addr, arr.itemsize, e), "load")
+            self.done(ins, self.load(addr, typed.itemsize if typed else arr.itemsize, e), "load")
             if idx and self.t.is_lookup(m.sym, idx[-1]):
                 self.lookups += 1
-            v = arr.flat[flat]
+            v = self.t.typed_value(m.sym, flat, typed) if typed else arr.flat[flat]
             self.regs[a[0]] = float(v) if a[0].cls == "f" else int(v)
         elif op == "st":
             m = a[1]
@@ -462,6 +480,7 @@ class Core:
         a = ins.args
         m: Mem = a[1]
         mask = self.regs[a[2]]
+        self.lanes_agree(ins, [a[0], a[2]] if store else [a[2]])
         on = np.flatnonzero(mask)
         arr = self.t.get(m.sym)
         idx = tuple(self.val(i) for i in m.index)
@@ -507,6 +526,7 @@ class Core:
         lanes = self.regs[m.index[-1]]
         if lanes.dtype.kind not in "iu":
             raise EmberError(f"'{ins.op}' indexes with {m.index[-1]}, a vector of {lanes.dtype}: indices are integers")
+        self.lanes_agree(ins, [a[0], m.index[-1], a[2]] if store else [m.index[-1], a[2]])
         on = np.flatnonzero(mask)
         t = self.begin(ins, len(on) if store else 0)
         out = np.zeros(len(mask), dtype=arr.dtype)

@@ -72,7 +72,7 @@ class ExecuteUnit:
     int_mul_latency: float = field(metadata=_doc("latency of an integer multiply"))
     int_div_latency: float = field(metadata=_doc("latency of an integer divide/remainder"))
     fp_alu_latency: float = field(metadata=_doc("latency of a float or vector add/sub/min/max/convert"))
-    fp_mul_latency: float = field(metadata=_doc("latency of a float or vector multiply"))
+    fp_mul_latency: float = field(metadata=_doc("latency of a float or vector multiply or fused multiply-add"))
     fp_div_latency: float = field(metadata=_doc("latency of a scalar float divide"))
     vfp_div_latency: float = field(metadata=_doc("latency of a vector float divide"))
     vec_alu_latency: float = field(metadata=_doc("latency of a vector broadcast or compare (vsplat, vmask, viota)"))

@@ -97,6 +97,22 @@ class Tensors:
             flat = flat * d + i
         return flat
 
+    def typed_index(self, n: int, idx: tuple[int, ...], nbytes: int) -> int:
+        """Flat number of the first byte of a typed read (`ld.T`, `mem.T`) of `nbytes` bytes of byte tensor n at
+        `idx`: every byte must lie in the last axis."""
+        flat = self.flat_index(n, idx)
+        extent = self.get(n).shape[-1]
+        if idx[-1] + nbytes > extent:
+            raise EmberError(f"a read of {nbytes} bytes at index {idx[-1]} runs past the end of dimension "
+                             f"{len(idx) - 1} of {self.describe(n)} (size {extent}) at [{', '.join(map(str, idx))}]")
+        return flat
+
+    def typed_value(self, n: int, flat: int, dtype: np.dtype) -> int | float:
+        """The value of `dtype` whose bytes start at byte `flat` of byte tensor n (little-endian, as the host
+        and every machine modelled are)."""
+        v = self.get(n).reshape(-1)[flat:flat + dtype.itemsize].view(dtype)[0]
+        return float(v) if dtype.kind in "fV" else int(v)
+
     def is_lookup(self, n: int, column: int) -> bool:
         """Whether a load of symbol n starting at `column` reads one table row (see `is_table`)."""
         return column == 0 and is_table(self.syms[n])

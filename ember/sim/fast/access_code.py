@@ -10,7 +10,19 @@ from typing import Any
 from ...backend.dae import Access, Instr, Mem, Reg
 from ..access import inert_tus
 from ..machine import ExecuteUnit
-from .cdefs import CTYPE, MAX_CYCLES, OP_NAMES, Push, Unsupported, VType, c_int, elem_bytes, is_float, to_double
+from .cdefs import (
+    CTYPE,
+    MAX_CYCLES,
+    OP_NAMES,
+    Push,
+    Unsupported,
+    VType,
+    c_int,
+    elem_bytes,
+    is_float,
+    to_double,
+    typed_read,
+)
 
 ALU_STREAM = {"add": "wadd({x}, {y})", "sub": "wsub({x}, {y})", "mul": "wmul({x}, {y})", "div": "floordiv({x}, {y})",
               "min": "mini({x}, {y})", "max": "maxi({x}, {y})"}
@@ -108,14 +120,14 @@ class AccessCode:
         a, unit = ins.args, self.unit
         assert unit is not None
         pre, dst = unit.pre, ins.args[0].n
-        if ins.op == "mask":
+        if ins.base == "mask":
             t = a[1].n
             self(f"for (int64_t l = 0; l < {unit.tus[t].vl}; l++) S{pre}{dst}[l] = l < ACT{pre}{t};")
             self(f"RS{pre}{dst} = RT{pre}{t};")
             return
         k = self.new_site()
         it = self.var(f"it{k}", "double")
-        if ins.op == "alu":
+        if ins.base == "alu":
             self.int_stream(a[2])
             self.int_stream(a[3])
             self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
@@ -132,15 +144,21 @@ class AccessCode:
             return
         self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
         idx = self.indices(m, it)
-        fl = self.flat(m, idx)
+        typed = ins.op.split(".")[1] if "." in ins.op else None  # a typed read of a byte tensor
+        span = elem_bytes(typed) if typed else 1
+        fl = self.flat(m, idx, span)
         dn = self.var(f"dn{k}", "double")
-        self.request(self.addr(m.sym, fl), it, dn)
+        self.request(self.addr(m.sym, fl), it, dn, span)
         if idx:
             self.count_lookup(m.sym, idx[-1])
         kind = unit.stypes[dst][0]
         elem = self.elem(m.sym, fl)
-        value = to_double(self.p.symbols[m.sym].dtype, elem) if kind == "float" and m.sym not in self.virtual \
-            else f"({'double' if kind == 'float' else 'int64_t'}){elem}"
+        if typed:
+            value = "0" if m.sym in self.virtual else typed_read(typed, f"&a{m.sym}[{fl}]")
+        elif kind == "float" and m.sym not in self.virtual:
+            value = to_double(self.p.symbols[m.sym].dtype, elem)
+        else:
+            value = f"({'double' if kind == 'float' else 'int64_t'}){elem}"
         self(f"S{pre}{dst} = {value};")
         self(f"RS{pre}{dst} = {dn};")
 
@@ -154,11 +172,16 @@ class AccessCode:
             idx.append(v)
         return idx
 
-    def request(self, addr: str, when: str, done: str) -> None:
-        """access.AccessUnit.slot_free/take_slot: it leaves at `when`, or once the slot free earliest is."""
+    def request(self, addr: str, when: str, done: str, span: int = 1) -> None:
+        """access.AccessUnit.slot_free/take_slot: it leaves at `when`, or once the slot free earliest is.  A typed
+        read of `span` bytes that crosses a line boundary also fetches the next line, in the same slot."""
         self(f"if (wn == outst) {when} = maxd({when}, win[0]);")
         self(f"{done} = mem_access(mem, {addr}, {when}, lacc, 0);")
         self(f"if ({done} < 0.0) {self.fail()}")
+        if span > 1:
+            last = f"({addr}) + {span - 1}"
+            self(f"if (({last}) / mem->lv[3] != ({addr}) / mem->lv[3]) {{ double d2 = mem_access(mem, {last}, {when}, "
+                 f"lacc, 0); if (d2 < 0.0) {self.fail()} {done} = maxd({done}, d2); }}")
         self(f"if (wn == outst) heap_replace(win, wn, {done}); else heap_push(win, wn++, {done});")
         self("is_requests += 1;")
 
@@ -329,17 +352,17 @@ class Unit:
 
     def declare(self, ins: Instr, symbols: list[Any]) -> None:
         a = ins.args
-        if ins.op in ("tu", "vtu"):
+        if ins.base in ("tu", "vtu"):
             parent = a[4].n if len(a) > 4 else None
-            tu = _TU(a[0].n, list(a[1:4]), parent, a[3] if ins.op == "vtu" else 0,
+            tu = _TU(a[0].n, list(a[1:4]), parent, a[3] if ins.base == "vtu" else 0,
                      0 if parent is None else self.tus[parent].depth + 1)
             self.tus[tu.n] = tu
             (self.tus[parent].children if parent is not None else self.roots).append(tu.n)
-        elif ins.op == "mask":
+        elif ins.base == "mask":
             self.stream_of[a[0].n] = a[1].n
             self.tus[a[1].n].streams.append(ins)
             self.stypes[a[0].n] = ("vec", "bool", self.tus[a[1].n].vl)
-        elif ins.op == "buf":
+        elif ins.base == "buf":
             src = a[1].n
             if self.stypes.get(src, ("",))[0] != "vec" or self.stypes[src][1] == "bool":
                 raise Unsupported("a buffer of a stream that is not a vector memory stream")
@@ -349,22 +372,23 @@ class Unit:
             if home is not None:
                 self.tus[home].buffers.append(a[0].n)
             self.stypes[a[0].n] = ("buf", self.stypes[src][1], 0)
-        elif ins.op in ("mem", "alu"):
-            args = list(a[1].index) if ins.op == "mem" else a[2:]
+        elif ins.base in ("mem", "alu"):
+            args = list(a[1].index) if ins.base == "mem" else a[2:]
             home = self.deepest(args)
             self.stream_of[a[0].n] = home
             (self.tus[home].streams if home is not None else self.top_streams).append(ins)
-            if ins.op == "alu":
+            if ins.base == "alu":
                 self.stypes[a[0].n] = ("int", "i64", 0)
                 return
             dtype = symbols[a[1].sym].dtype
             last = a[1].index[-1] if a[1].index else None
             if isinstance(last, Reg) and last.cls == "t" and self.tus[last.n].vl:
                 self.stypes[a[0].n] = ("vec", dtype, self.tus[last.n].vl)
-            else:
+            else:  # a typed read (mem.T of a byte tensor) gives a value of its suffix type
+                dtype = ins.op.split(".")[1] if "." in ins.op else dtype
                 self.stypes[a[0].n] = ("float" if is_float(dtype) else "int", dtype, 0)
                 self.loaded.add(a[0].n)
-        elif ins.op == "on":
+        elif ins.base == "on":
             self.tus[a[0].n].rules.setdefault(a[1], []).append(ins)
 
     def deepest(self, args: list[Any]) -> int | None:
@@ -382,4 +406,4 @@ class Unit:
 
 def tokens_of(acc: Access) -> list[int]:
     """The tokens an access program's rules push."""
-    return [i.args[3] for i in acc.body if i.op == "on" and len(i.args) > 3]
+    return [i.args[3] for i in acc.body if i.base == "on" and len(i.args) > 3]

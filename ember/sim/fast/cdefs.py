@@ -11,10 +11,12 @@ import numpy as np
 from ..execute import TIMING
 
 CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", "i32": "int32_t", "i16": "int16_t",
-         "i8": "int8_t", "i1": "uint8_t", "bool": "uint8_t",  # "bool": masks (v registers, mask streams)
+         "i8": "int8_t", "u8": "uint8_t", "i1": "uint8_t",
+         "bool": "uint8_t",  # "bool": masks (v registers, mask streams)
          "f16": "uint16_t", "bf16": "uint16_t"}  # 16-bit floats as their bits (runtime.h converts)
 NPTYPE = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "index": np.int64, "i32": np.int32,
-          "i16": np.int16, "i8": np.int8, "i1": np.bool_, "bool": np.bool_, "f16": np.float16, "bf16": np.uint16}
+          "i16": np.int16, "i8": np.int8, "u8": np.uint8, "i1": np.bool_, "bool": np.bool_, "f16": np.float16,
+          "bf16": np.uint16}
 OK, ERROR, MAX_CYCLES = 0, 1, 2  # status codes of the generated function
 OP_NAMES = tuple(sorted(set(TIMING) | {"dispatch", "host", "run"}))
 
@@ -57,6 +59,13 @@ def from_double(dtype: str, expr: str) -> str:
     special = {"f16": f"d2h({expr})", "bf16": f"d2b({expr})", "i1": f"(uint8_t)(({expr}) != 0)",
                "bool": f"(uint8_t)(({expr}) != 0)"}
     return special.get(dtype, f"({CTYPE[dtype]})({expr})")
+
+
+def typed_read(dtype: str, ptr: str) -> str:
+    """C expression of the `dtype` value whose bytes start at byte pointer `ptr` (runtime.h's rd_*), as a double
+    for a float type and an int64_t for an integer one."""
+    raw = f"rd_{CTYPE[dtype]}({ptr})"
+    return to_double(dtype, raw) if is_float(dtype) else f"(int64_t){raw}"
 
 
 def c_int(v: int) -> str:

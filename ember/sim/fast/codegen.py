@@ -35,6 +35,7 @@ from .cdefs import (
     from_double,
     is_float,
     to_double,
+    typed_read,
 )
 
 FLOAT_OPS = {"fadd": "({a} + {b})", "fsub": "({a} - {b})", "fmul": "({a} * {b})", "fdiv": "({a} / {b})",
@@ -158,6 +159,9 @@ class Generator(AccessCode):
         if op in VEC_OPS:
             x = known(a[1].n)
             return VType(suffix or x.dtype, x.lanes) if x else None
+        if op == "vfma":
+            x = known(a[1].n)
+            return VType("f32", x.lanes) if x else None
         if op == "vsel":
             x = known(a[2].n)
             return x
@@ -362,7 +366,7 @@ class Generator(AccessCode):
         """execute.Core.vector_bits, from the registers' static types."""
         a, op = ins.args, ins.base
         suffix = elem_bytes(ins.op.split(".", 1)[1]) if "." in ins.op else 0
-        if op in VEC_OPS or op == "vcvt":
+        if op in VEC_OPS or op in ("vcvt", "vfma"):
             x = self.vtypes[a[1].n]
             return x.lanes * 8 * max(elem_bytes(x.dtype), suffix)
         if op == "vsel":
@@ -382,8 +386,9 @@ class Generator(AccessCode):
                 "NAN" if a != a else repr(a)
         return c_int(a)
 
-    def flat(self, m: Mem, idx: list[str]) -> str:
-        """Statements checking `idx` against the shape of @sym (Tensors.flat_index); returns the flat index."""
+    def flat(self, m: Mem, idx: list[str], span: int = 1) -> str:
+        """Statements checking `idx` against the shape of @sym (Tensors.flat_index; with a `span` of more than one
+        byte, Tensors.typed_index: the read's last byte too); returns the flat index."""
         n = m.sym
         if len(idx) != self.rank[n]:
             raise Unsupported(f"@{n} indexed with {len(idx)} indices but has rank {self.rank[n]}")
@@ -393,6 +398,8 @@ class Generator(AccessCode):
             names.append(self.var(f"x{k}_{d}", "int64_t"))
             self(f"x{k}_{d} = {x};")
         conds = "".join(f" || x{k}_{d} < 0 || x{k}_{d} >= d{n}_{d}" for d in range(len(idx)))
+        if span > 1:
+            conds += f" || x{k}_{len(idx) - 1} > d{n}_{len(idx) - 1} - {span}"
         self(f"if (!OK[{n}]{conds}) {self.fail()}")
         expr = names[0] if names else "0"
         for d in range(1, len(names)):
@@ -454,6 +461,15 @@ class Generator(AccessCode):
             self(f"R{a[0].n} = {'floordiv' if op == 'div' else 'floormod'}({x}, {y});")
         elif op == "fcvt":
             self(f"F{a[0].n} = {self.round(ins.op.split('.')[1], f'(double)({self.ival(a[1])})')};")
+        elif op == "ffma":  # operands rounded to float32 first, as execute.py's floats.fma32 takes them
+            x, y, z = (f"(float){self.fval(r)}" for r in a[1:4])
+            self(f"F{a[0].n} = (double)fma32({x}, {y}, {z});")
+        elif op == "vfma":
+            types = [self.vtypes.get(r.n) for r in a[:4]]
+            if any(t != VType("f32", types[1].lanes if types[1] else 0) for t in types):
+                raise Unsupported("'vfma' on vectors that are not all float32 of one lane count")
+            self(f"for (int64_t l = 0; l < {types[1].lanes}; l++) "
+                 f"V{a[0].n}[l] = fma32(V{a[1].n}[l], V{a[2].n}[l], V{a[3].n}[l]);")
         elif op == "ld":
             self.load(ins)
         elif op == "st":
@@ -574,13 +590,19 @@ class Generator(AccessCode):
         a = ins.args
         m: Mem = a[1]
         idx = [self.ival(i) for i in m.index]
-        fl = self.flat(m, idx)
+        typed = ins.op.split(".")[1] if "." in ins.op else None  # a typed read of a byte tensor
+        isz = elem_bytes(typed or self.p.symbols[m.sym].dtype)
+        fl = self.flat(m, idx, isz if typed else 1)
         e = self.issue_at("load", self.begin(ins))
-        isz = elem_bytes(self.p.symbols[m.sym].dtype)
         self.done(ins, self.lines(self.addr(m.sym, fl), str(isz), e, False, True), "load")
         if idx:
             self.count_lookup(m.sym, idx[-1])
-        if a[0].cls == "f":
+        if typed:
+            if a[0].cls not in "rf" or is_float(typed) != (a[0].cls == "f"):
+                raise Unsupported(f"'{ins.op}' into {a[0]}")
+            value = "0" if m.sym in self.virtual else typed_read(typed, f"&a{m.sym}[{fl}]")
+            self(f"{'F' if a[0].cls == 'f' else 'R'}{a[0].n} = {value};")
+        elif a[0].cls == "f":
             self(f"F{a[0].n} = {to_double(self.p.symbols[m.sym].dtype, self.elem(m.sym, fl))};")
         elif a[0].cls == "r":
             if is_float(self.p.symbols[m.sym].dtype):

@@ -3,6 +3,7 @@
  * the compiled program calls them without leaving machine code.  A condition the reference reports
  * as an error returns a negative time; the engine then lets the reference engine word the error.
  * Compiled without fast-math and without FP contraction: the arithmetic must round as Python's does. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -269,6 +270,28 @@ static inline float vmax_np(float a, float b) { return (float)fmax_py(a, b); }
 static inline float vmin_np(float a, float b) { return (float)fmin_py(a, b); }
 static inline double vmax_npd(double a, double b) { return fmax_py(a, b); }
 static inline double vmin_npd(double a, double b) { return fmin_py(a, b); }
+
+/* ffma.f32 / vfma.f32: a * b + c rounded once to float32, by the steps of ember/sim/floats.py in the same
+ * order (exact product, TwoSum, then the one tie that double rounding can get wrong), so that both engines
+ * agree on every bit. */
+static inline float fma32(float a, float b, float c) {
+    double p = (double)a * (double)b, s = p + (double)c, bp = s - p;
+    double e = (p - (s - bp)) + ((double)c - bp);
+    float r = (float)s;
+    double r64 = (double)r;
+    if (e != 0.0 && s != r64) {
+        float other = nextafterf(r, s > r64 ? INFINITY : -INFINITY);
+        if ((r64 + (double)other) * 0.5 == s) r = e > 0.0 ? fmaxf(r, other) : fminf(r, other);
+        else if (isinf(r) && fabs(s) == 0x1.ffffffp+127 && (e > 0.0) != (s > 0.0)) r = copysignf(FLT_MAX, (float)s);
+    }
+    return r;
+}
+
+/* Typed reads of byte tensors (ld.T, mem.T): the bytes at p as one value, through memcpy, so no
+ * alignment or aliasing rule of C is broken (x86 reads are little-endian, as the ISA's are). */
+#define TYPED_READ(T) static inline T rd_##T(const uint8_t *p) { T v; memcpy(&v, p, sizeof v); return v; }
+TYPED_READ(float) TYPED_READ(double) TYPED_READ(int8_t) TYPED_READ(uint8_t) TYPED_READ(int16_t)
+TYPED_READ(uint16_t) TYPED_READ(int32_t) TYPED_READ(int64_t)
 
 /* 16-bit floats are stored as their bits.  h2d/b2d widen exactly; d2h rounds a double to the nearest
  * f16 (ties to even), as numpy converts float64 to float16; d2b rounds through float32 first, as
