@@ -281,8 +281,8 @@ def wedit(old: str, new: str) -> str:
 
 BAG = ".work bag mean table=@0 indices=@1 offsets=@2 output=@4 empty=zero"
 MALFORMED_WORK = [
-    (wedit(".work gather", ".work gathr"), "x.dae:14:7: error: unknown work kind 'gathr' (expected gather, bag or "
-     "scatter_rows)"),
+    (wedit(".work gather", ".work gathr"), "x.dae:14:7: error: unknown work kind 'gathr' (expected gather, bag, "
+     "qbag or scatter_rows)"),
     (wedit("bag mean", "bag median"), "x.dae:15:11: error: unknown bag mode 'median' (expected sum, mean or max)"),
     (wedit("bag mean", "bag"), "x.dae:15:7: error: a bag record needs a mode (sum, mean or max)"),
     (wedit("gather table", "gather sum table"), "x.dae:14:14: error: a gather record takes no mode, got 'sum'"),
@@ -300,7 +300,7 @@ MALFORMED_WORK = [
     (wedit("indices=@5", "rows=@5"), "x.dae:14:23: error: unknown .work field 'rows' (expected one of table, "),
     (wedit("indices=@5", "@5"), "x.dae:14:23: error: '.work' expects key=value fields after its kind and mode, "
      "got '@5'"),
-    (wedit(".work gather table=@0", ".work table=@0"), "x.dae:14:7: error: '.work' expects a kind (gather, bag "),
+    (wedit(".work gather table=@0", ".work table=@0"), "x.dae:14:7: error: '.work' expects a kind (gather, bag, qbag "),
     (wedit("gather table", "gather a b table"), "x.dae:14:16: error: '.work' expects a kind and a mode, then "
      "key=value fields: unexpected 'b'"),
     (wedit("table=@8", "table=@7"), "x.dae:16:30: error: table=@7 must hold floats, @7 is i64"),
@@ -493,7 +493,8 @@ def work_records(draw: st.DrawFn, symbols: list[Symbol]) -> list[Work]:
         fields: dict[str, object] = {}
         for f, (cls, rank) in wanted.items():
             fits = [n for n, s in enumerate(symbols) if (s.dtype[0] in "fb") == (cls == "float")
-                    and (len(s.shape) == rank if rank is not None else f != "table" or len(s.shape) > 0)]
+                    and (len(s.shape) == rank if rank is not None else f != "table" or len(s.shape) > 0)
+                    and (kind != "qbag" or f != "table" or s.dtype == "u8")]  # a quantized table holds bytes
             if not fits:
                 break
             fields[f] = draw(st.sampled_from(fits))
@@ -502,6 +503,8 @@ def work_records(draw: st.DrawFn, symbols: list[Symbol]) -> list[Work]:
             if kind == "bag":
                 fields["empty"] = draw(st.sampled_from(WORK_EMPTY))
                 fields["padding_idx"] = draw(st.one_of(st.none(), st.integers(-2, 2**40)))
+            if kind == "qbag":
+                fields["bits"] = draw(st.sampled_from((4, 8)))
             if kind == "gather" and draw(st.booleans()):
                 fields["negative"] = "wrap"
             out.append(Work(kind, mode, **fields))  # type: ignore[arg-type]

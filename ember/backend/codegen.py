@@ -14,12 +14,18 @@ from typing import Any
 
 from ..ir.core import Op, Value
 from ..ir.diagnostics import EmberError
-from ..ir.types import ScalarType, ShapedType
-from .dae import Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef, Work
+from ..ir.types import ScalarType, ShapedType, StreamType
+from .dae import Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef, Work, power_of_two
 
 INT_OPS = {"addi": "add", "subi": "sub", "muli": "mul", "divi": "div", "mini": "min", "maxi": "max"}
 FLOAT_OPS = {"addf": "fadd", "subf": "fsub", "mulf": "fmul", "divf": "fdiv", "maxf": "fmax", "minf": "fmin"}
 CMP = {"eq": "seq", "ne": "sne", "lt": "slt", "le": "sle"}
+
+
+def typed_suffix(memref: object, result: object) -> str:
+    """'.T' for a typed read (a load of T from a byte memref, docs/isa.md), else ''."""
+    elem = memref.elem if isinstance(memref, ShapedType) else None
+    return f".{result}" if isinstance(result, ScalarType) and elem is not None and result != elem else ""
 
 
 def codegen(module: Op) -> Program:
@@ -129,6 +135,10 @@ class _Gen:
             return Work("bag", a["mode"], table=table, indices=indices, offsets=offsets,
                         weights=weights[0] if weights else None, output=output,
                         padding_idx=a.get("padding_idx"), empty=a["empty"])
+        if a["op"] == "emb.qbag":
+            table, indices, offsets, *weights, output = syms
+            return Work("qbag", a["mode"], table=table, indices=indices, offsets=offsets,
+                        weights=weights[0] if weights else None, output=output, bits=a["bits"])
         data, targets, updates, output = syms
         return Work("scatter_rows", a["reduction"], table=updates, targets=targets, data=data, output=output)
 
@@ -237,12 +247,16 @@ class _Gen:
             return Instr("vsel", [self.reg(op.result), *(self.reg(v) for v in a)])
         if k == "cast":
             return Instr(f"vcvt.{t.elem}", [self.reg(op.result), self.reg(a[0])])
+        if k == "fmaf":
+            return Instr("vfma.f32", [self.reg(op.result), *(self.reg(v) for v in a)])
         raise op.error("has no vector code generation")
 
     def scalar(self, op: Op) -> Instr:
         k = op.name[5:]
         r = [self.reg(v) for v in op.operands]
         if k in INT_OPS:
+            if k in ("muli", "divi"):  # by a power of two: an immediate, which the core does as a shift (shl, sar)
+                r = [self.shift_amount(v, r[j]) if j == 1 or k == "muli" else r[j] for j, v in enumerate(op.operands)]
             return Instr(INT_OPS[k], [self.reg(op.result), *r])
         if k in FLOAT_OPS:
             return Instr(f"{FLOAT_OPS[k]}.{op.result.type}", [self.reg(op.result), *r])
@@ -258,11 +272,20 @@ class _Gen:
             if src.is_int and dst.is_int:
                 return Instr("mov", [self.reg(op.result), r[0]])
             raise op.error(f"cast from {src} to {dst} has no code generation yet")
+        if k == "fmaf":
+            return Instr("ffma.f32", [self.reg(op.result), *r])
         if k == "load":
-            return Instr("ld", [self.reg(op.result), Mem(self.syms[op.operands[0]], tuple(r[1:]))])
+            return Instr(f"ld{typed_suffix(op.operands[0].type, op.result.type)}",
+                         [self.reg(op.result), Mem(self.syms[op.operands[0]], tuple(r[1:]))])
         if k == "store":
             return Instr("st", [r[0], Mem(self.syms[op.operands[1]], tuple(r[2:]))])
         raise op.error("has no code generation")
+
+    def shift_amount(self, v: Value, reg: Reg) -> Reg | int:
+        """A multiplier or divisor that is a positive power-of-two constant, as an immediate (execute.uops_of
+        times it as the shift a compiler emits), else its register."""
+        c = self.consts.get(v)
+        return int(c) if isinstance(c, int) and power_of_two(c) else reg
 
     def core_loop(self, op: Op, out: list[Instr | Label]) -> None:
         lb, ub, step = (self.reg(v) for v in op.operands)
@@ -324,8 +347,10 @@ class _Gen:
                 reg = names[a.result] = Reg("s", counts["s"])
                 counts["s"] += 1
                 if a.name == "dlc.mem":
-                    acc.body.append(Instr("mem", [reg, Mem(self.syms[a.operands[0]],
-                                                           tuple(arg(v) for v in a.operands[1:]))]))
+                    st = a.result.type
+                    suffix = typed_suffix(a.operands[0].type, st.elem if isinstance(st, StreamType) else st)
+                    acc.body.append(Instr(f"mem{suffix}", [reg, Mem(self.syms[a.operands[0]],
+                                                                    tuple(arg(v) for v in a.operands[1:]))]))
                 else:
                     acc.body.append(Instr("alu", [reg, a.attrs["op"], *(arg(v) for v in a.operands)]))
             else:  # dlc.on

@@ -97,7 +97,8 @@ class Access:
 
 WORK_SYMBOLS = ("table", "indices", "offsets", "weights", "targets", "data", "output")  # Work's symbol fields
 # Every field of `.work KIND [MODE] key=value ...`, in printing order, and the form of its value.
-WORK_FIELDS = {**{f: "sym" for f in WORK_SYMBOLS}, "padding_idx": "int", "empty": "name", "negative": "name"}
+WORK_FIELDS = {**{f: "sym" for f in WORK_SYMBOLS}, "padding_idx": "int", "empty": "name", "negative": "name",
+               "bits": "int"}
 WORK_EMPTY = ("zero", "identity")  # emb.bag {empty}
 WORK_NEGATIVE = ("wrap",)  # emb.gather {negative}
 
@@ -119,6 +120,9 @@ WORK_KINDS: dict[str, WorkKind] = {
     "bag": WorkKind(("sum", "mean", "max"),
                     {"table": ("float", 2), "indices": ("int", 1), "offsets": ("int", 1), "output": ("float", 2)},
                     {"weights": ("float", 1)}, ("padding_idx", "empty")),
+    "qbag": WorkKind(("sum", "mean"),
+                     {"table": ("int", 2), "indices": ("int", 1), "offsets": ("int", 1), "output": ("float", 2)},
+                     {"weights": ("float", 1)}, ("bits",)),
     "scatter_rows": WorkKind(("add", "mul", "max", "min"),
                              {"table": ("float", 2), "targets": ("int", 1), "data": ("float", 2),
                               "output": ("float", 2)}, {}, ()),
@@ -135,6 +139,8 @@ class Work:
                   [offsets[b], offsets[b+1]), the include-last offsets the program holds; lookups of row
                   `padding_idx` are left out; an empty bag gives 0 (`empty = "zero"`) or the reduction's
                   identity (`"identity"`), as emb.bag says.
+    qbag:         a bag over a row-wise quantized table of bytes in FBGEMM's layout, with `bits` 8 or 4 (emb.qbag
+                  in ember/dialects/emb.py); modes sum and mean.
     scatter_rows: output = data, then output[targets[e], :] = mode(output[targets[e], :], table[e, :])
                   for every e in order.  `table` is the update rows, each read once, in order: the op
                   has no source indices (a gather of x[src] before it is a record of its own).
@@ -152,6 +158,7 @@ class Work:
     padding_idx: int | None = None
     empty: str = ""
     negative: str = ""
+    bits: int | None = None
 
     def __str__(self) -> str:
         """The record as its `.work` line: kind, mode, then the fields that are set, in WORK_FIELDS order."""
@@ -189,7 +196,7 @@ class Work:
             if (rank is not None and len(s.shape) != rank) or (f == "table" and not s.shape):
                 return f"{f}=@{n} must have rank {'1 or more' if rank is None else rank}, @{n} has rank " \
                        f"{len(s.shape)}", f
-        for f in ("padding_idx", "empty", "negative"):
+        for f in ("padding_idx", "empty", "negative", "bits"):
             v = getattr(self, f)
             if v is not None and v != "" and f not in spec.options:
                 return f"a {self.kind} record has no field '{f}'", f
@@ -199,6 +206,10 @@ class Work:
         for f, allowed in (("empty", WORK_EMPTY), ("negative", WORK_NEGATIVE)):
             if getattr(self, f) not in ("", *allowed):
                 return f"{f} must be {one_of(allowed)}, got {getattr(self, f)!r}", f
+        if self.kind == "qbag" and (self.bits not in (4, 8) or isinstance(self.bits, bool)):
+            return f"a qbag record needs bits=8 or bits=4, got {self.bits!r}", "bits"
+        if self.kind == "qbag" and symbols[self.table].dtype != "u8":  # type: ignore[index]
+            return f"table=@{self.table} of a qbag record must hold bytes (u8)", "table"
         if self.kind == "bag" and self.empty == "":
             return (f"a bag record needs empty={one_of(WORK_EMPTY)}",)
         if self.weights is not None and self.mode != "sum":
@@ -285,8 +296,12 @@ EVENTS = ("beg", "ite", "end")
 # fit in one; a vector has 1..MAX_LANES lanes, a constant of the instruction that makes it.
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_LANES = 4096
-# Typed reads (`ld.T`, `mem.T`) of a byte tensor (u8): the element types T whose bytes one read takes.
-TYPED_READS = ("i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
+def power_of_two(v: object) -> bool:
+    """A positive power-of-two integer: a multiply, divide or remainder by one is a shift or a mask on the
+    core (shl, sar, and), and is timed as one (execute.uops_of)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
+
+
 LANES_OPERAND = {"vsplat": 2, "viota": 2, "vmask": 3, "vtu": 3}  # opcode -> index of its lane count
 # Execute-unit opcodes whose first operand is the register they write; every other register operand is read.
 WRITES_FIRST = frozenset({

@@ -19,7 +19,7 @@ from lark import Token
 
 from ..ir.diagnostics import EmberError, Loc
 from ..ir.printer import DenseAttr, format_float
-from ..ir.types import SCALARS, ShapedType
+from ..ir.types import SCALARS, TYPED_READS, ShapedType
 from .dae import (
     ALU_OPS,
     EVENTS,
@@ -28,7 +28,6 @@ from .dae import (
     LANES_OPERAND,
     MAX_LANES,
     OPCODES,
-    TYPED_READS,
     Access,
     Instr,
     Label,

@@ -7,7 +7,7 @@ import json
 
 from ..ir.core import Op, check, define
 from ..ir.types import ShapedType
-from .emb import EMPTY, MODES, REDUCTIONS
+from .emb import EMPTY, MODES, QBAG_BITS, QBAG_MODES, REDUCTIONS
 
 
 @define("module", regions=1)
@@ -48,10 +48,12 @@ def _host(op: Op) -> None:
               f"operands and results must be tensors or memrefs, got {v.type}")
 
 
-WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.scatter_rows": (4, 4)}  # the op's operands + result
+WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.qbag": (4, 5),
+                 "emb.scatter_rows": (4, 4)}  # the op's operands + result
 WORK_ATTRS: dict[str, dict[str, tuple[str | None, ...]]] = {  # None: the attribute may be absent
     "emb.gather": {"negative": ("wrap", None)},
     "emb.bag": {"mode": MODES, "empty": EMPTY},
+    "emb.qbag": {"mode": QBAG_MODES, "bits": tuple(QBAG_BITS)},
     "emb.scatter_rows": {"reduction": REDUCTIONS},
 }
 

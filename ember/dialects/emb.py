@@ -13,6 +13,13 @@
         -inf for max) — the two exporters disagree, and each model keeps its own meaning.
         An optional `padding_idx = k` leaves out every lookup of row k, from the reduction and from
         the count a mean divides by (a bag of padding only is empty), as PyTorch does.
+    %y = emb.qbag %table, %indices, %offsets [, %weights] {bits = 8, mode = "sum"} : tensor<?x64xf32>
+        a bag over a row-wise quantized table in FBGEMM's layout, tensor<NxWxu8>: row r holds its D codes,
+        one byte each (bits = 8) or two to a byte with the first in the low nibble (bits = 4), then its
+        scale and bias, float32 for 8 bits (W = D + 8) or float16 for 4 bits (W = D/2 + 4).  Element d of
+        row r is scale_r * q_rd + bias_r; a bag accumulates in float32 as FBGEMM does, lookup by lookup:
+        acc = fma(scale * w, q, acc + bias * w) (w = 1 without weights), and a mean multiplies by
+        1 / length (rounded to float32); an empty bag gives 0.  Modes sum and mean, as FBGEMM has.
     %y = emb.scatter_rows %data, %index, %updates {reduction = "add"} : tensor<12x8xf32>
         y = data, then y[index[e], :] = reduction(y[index[e], :], updates[e, :]) for every e in order
         (message passing: scatter_add / index_add; reduction add, mul, max or min).
@@ -21,9 +28,11 @@
 from __future__ import annotations
 
 from ..ir.core import Op, check, define
-from ..ir.types import ShapedType
+from ..ir.types import ScalarType, ShapedType
 
 MODES = ("sum", "mean", "max")
+QBAG_MODES = ("sum", "mean")
+QBAG_BITS = {8: ("f32", 8), 4: ("f16", 4)}  # bits -> the type of the row's scale and bias, and their bytes
 REDUCTIONS = ("add", "mul", "max", "min")
 EMPTY = ("zero", "identity")
 
@@ -69,6 +78,36 @@ def _bag(op: Op) -> None:
         check(_dims_agree(w.shape, idx.shape), op, "weights and indices must have the same length")
     assert table.shape is not None
     want = ShapedType("tensor", (None, table.shape[1]), table.elem)
+    check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, want), op,
+          f"result must be {want}, got {op.result.type}")
+
+
+def qbag_dim(bits: int, row_bytes: int) -> int:
+    """The embedding width D of a quantized row of `row_bytes` bytes (codes, then scale and bias)."""
+    codes = row_bytes - QBAG_BITS[bits][1]
+    return codes * (8 // bits)
+
+
+@define("emb.qbag", operands=(3, 4), results=1, attrs=("bits", "mode"))
+def _qbag(op: Op) -> None:
+    table = op.operands[0].type
+    check(isinstance(table, ShapedType) and table.kind == "tensor" and table.rank == 2 and table.elem.name == "u8",
+          op, f"a quantized table must be a rank-2 tensor of bytes (u8), got {table}")
+    _shaped(op, 1, "indices", 1)
+    _shaped(op, 2, "offsets", 1)
+    bits, mode = op.attrs["bits"], op.attrs["mode"]
+    check(bits in QBAG_BITS and not isinstance(bits, bool), op, "bits must be 8 or 4")
+    check(mode in QBAG_MODES, op, f"mode must be one of {', '.join(QBAG_MODES)}")
+    if len(op.operands) == 4:
+        w = _shaped(op, 3, "weights", 1, kind="float")
+        check(mode == "sum", op, "per-sample weights need mode \"sum\"")
+        check(w.elem.name == "f32", op, "weights must be f32, as FBGEMM's are")
+    assert isinstance(table, ShapedType) and table.shape is not None
+    width = table.shape[1]
+    check(width is not None and width > QBAG_BITS[bits][1], op,
+          f"a {bits}-bit row needs more than the {QBAG_BITS[bits][1]} bytes of its scale and bias, got {width}")
+    assert width is not None
+    want = ShapedType("tensor", (None, qbag_dim(bits, width)), ScalarType("f32"))
     check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, want), op,
           f"result must be {want}, got {op.result.type}")
 

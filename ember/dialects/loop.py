@@ -5,8 +5,10 @@
     loop.for %lb, %ub, %step (%i: index) { ... }
     loop.if %a, %b {pred = "lt"} () { ... }      (the body runs when a pred b holds)
     %v = loop.load %m, %i, %j : f32              loop.store %v, %m, %i, %j
+    (a load of a byte memref, memref<..xu8>, may give another type: the bytes of one value from [i, j])
     integer: addi subi muli divi mini maxi, cmpi {pred = "eq"|"ne"|"lt"|"le"} -> i1
     float:   addf subf mulf divf maxf minf;  loop.select %c, %a, %b;  loop.cast %x : f32
+             loop.fmaf %a, %b, %c : f32  (a * b + c rounded once; f32 only)
 Integer values of any width (index, i32, i64) may index memrefs.
 
 Vector forms (made by `vectorize` and later passes; N lanes, masks are vector<Nxi1>):
@@ -25,7 +27,7 @@ loop.setvar %x {var = 0}.  They hold integers (counters), or vectors (accumulato
 from __future__ import annotations
 
 from ..ir.core import Op, check, define
-from ..ir.types import ScalarType, ShapedType, Type
+from ..ir.types import ScalarType, ShapedType, Type, reads_as
 
 INT_BINARY = ("addi", "subi", "muli", "divi", "mini", "maxi")
 FLOAT_BINARY = ("addf", "subf", "mulf", "divf", "maxf", "minf")
@@ -110,7 +112,8 @@ def _access(op: Op, first_index: int) -> None:
 @define("loop.load", operands=(1, None), results=1)
 def _load(op: Op) -> None:
     _access(op, 0)
-    check(op.result.type == memref_of(op, 0).elem, op, "result type must be the memref's element type")
+    check(reads_as(memref_of(op, 0).elem, op.result.type), op,
+          "result type must be the memref's element type (or, from a byte memref, a typed read)")
 
 
 @define("loop.store", operands=(2, None))
@@ -137,6 +140,15 @@ for _n in INT_BINARY:
     define(f"loop.{_n}", operands=2, results=1)(_binary("int"))
 for _n in FLOAT_BINARY:
     define(f"loop.{_n}", operands=2, results=1)(_binary("float"))
+
+
+@define("loop.fmaf", operands=3, results=1)
+def _fmaf(op: Op) -> None:
+    t = op.result.type
+    f32 = ScalarType("f32")
+    check(t == f32 or (is_vector(t) and isinstance(t, ShapedType) and t.elem == f32), op,
+          "fuses float32 values: the result must be f32 or a vector of f32")
+    check(all(v.type == t for v in op.operands), op, "operands and result must have one type")
 
 
 @define("loop.cmpi", operands=2, results=1, attrs=("pred",))

@@ -20,7 +20,7 @@ Vector forms (made by `vectorize`, `bufferize`):
 from __future__ import annotations
 
 from ..ir.core import Op, check, define
-from ..ir.types import INDEX, ScalarType, ShapedType, StreamType
+from ..ir.types import INDEX, ScalarType, ShapedType, StreamType, reads_as
 from .loop import is_vector, memref_of
 
 ALU = ("add", "sub", "mul", "div", "min", "max")
@@ -57,7 +57,8 @@ def _mem(op: Op) -> None:
         want = StreamType(ShapedType("vector", last.elem.shape, t.elem))
     else:
         check(last is None or int_or_int_stream(last), op, "indices must be integers or integer streams")
-        want = StreamType(t.elem)
+        got = op.result.type  # a scalar stream of a byte memref may be a typed read
+        want = got if isinstance(got, StreamType) and reads_as(t.elem, got.elem) else StreamType(t.elem)
     check(op.result.type == want, op, f"result must be {want}")
 
 

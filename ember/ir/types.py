@@ -54,6 +54,16 @@ class ScalarType(Type):
         return _NUMPY[self.name]
 
 
+# A byte tensor (u8 elements) may be read as one value of any of these types, from its bytes (a typed
+# read: `loop.load` / `slc.mem` / `dlc.mem` with that result type; `ld.T` / `mem.T` in the ISA).
+TYPED_READS = ("i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
+
+
+def reads_as(elem: ScalarType, result: object) -> bool:
+    """Whether a load of an `elem` memref may give `result`: its own type, or a typed read of a byte tensor."""
+    return result == elem or (elem.name == "u8" and isinstance(result, ScalarType) and result.name in TYPED_READS)
+
+
 Dim = int | None  # None is a dynamic extent, printed '?'
 
 

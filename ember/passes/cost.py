@@ -139,7 +139,7 @@ def _bits(t: Type) -> int:
 
 LOADS = ("loop.load", "loop.vload", "loop.gather")
 STORES = ("loop.store", "loop.vstore", "loop.scatter")
-FLOAT_OPS = ("loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf", "loop.cast",
+FLOAT_OPS = ("loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf", "loop.fmaf", "loop.cast",
              "loop.select")
 FREE = ("loop.const", "loop.getvar", "loop.setvar", "loop.dim", "loop.alloc",  # registers, or set up once
         "work")  # a record of what an operation computes: no code
@@ -390,7 +390,7 @@ class _Nest:
         best = max(self.path(src, x) for x in o.operands)
         if best == -math.inf:
             return best
-        lat = self.t.fp_mul_latency if o.name == "loop.mulf" else (
+        lat = self.t.fp_mul_latency if o.name in ("loop.mulf", "loop.fmaf") else (
             self.t.fp_alu_latency if o.name in FLOAT_OPS else self.t.int_alu_latency)
         return best + lat
 

@@ -21,7 +21,8 @@ from ..ir.types import ShapedType, StreamType
 from .base import Decline, PatternPass
 
 PURE = ("loop.const", "loop.splat", "loop.iota", "loop.tailmask", "loop.addi", "loop.subi", "loop.muli",
-        "loop.mini", "loop.maxi", "loop.addf", "loop.subf", "loop.mulf", "loop.maxf", "loop.minf", "loop.cast")
+        "loop.mini", "loop.maxi", "loop.addf", "loop.subf", "loop.mulf", "loop.maxf", "loop.minf", "loop.fmaf",
+        "loop.cast")
 
 
 @dataclass

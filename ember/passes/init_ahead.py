@@ -38,7 +38,7 @@ LOADS = ("loop.load", "loop.vload", "loop.gather")
 STORES = ("loop.store", "loop.vstore", "loop.scatter")
 PURE = {"loop.const", "loop.splat", "loop.tailmask", "loop.iota", "loop.cast", "loop.select", "loop.cmpi",
         "loop.for", "loop.addi", "loop.subi", "loop.muli", "loop.divi", "loop.mini", "loop.maxi",
-        "loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf"}
+        "loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf", "loop.fmaf"}
 
 
 def accessed(op: Op) -> tuple[Value, Value] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass
 
+from ..dialects.emb import QBAG_BITS, qbag_dim
 from ..ir.builder import Builder
 from ..ir.core import Op, Value, new_op
 from ..ir.rewrite import replace_uses
@@ -24,7 +25,7 @@ def to_memref(t: Type) -> Type:
 @dataclass
 class LowerEmb(Pass):
     name = "lower-emb"
-    summary = "lower emb.gather / emb.bag / emb.scatter_rows to loop nests; tensors become memrefs"
+    summary = "lower emb.gather / emb.bag / emb.qbag / emb.scatter_rows to loop nests; tensors become memrefs"
 
     def run(self, module: Op) -> None:
         for f in module.body.ops:
@@ -42,6 +43,8 @@ class LowerEmb(Pass):
                     self.replace(op, lower_bag)
                 elif op.name == "emb.scatter_rows":
                     self.replace(op, lower_scatter_rows)
+                elif op.name == "emb.qbag":
+                    self.replace(op, lower_qbag)
 
     @staticmethod
     def replace(op: Op, fn: object) -> None:
@@ -186,6 +189,72 @@ def lower_bag(b: Builder, op: Op) -> Value:
                 v = inner.val("loop.cast", [inner.val("loop.load", [out, bi, d], elem)], table_elem)
                 inner.op("loop.store", [v, result, bi, d])
     return result
+
+
+def lower_qbag(b: Builder, op: Op) -> Value:
+    """A bag over a quantized table, in FBGEMM's order of rounding (dialects/emb.py): each lookup reads its row's
+    scale and bias (typed reads of the byte row), then every element does acc = fma(scale, q, acc + bias)."""
+    table, indices, offsets = op.operands[:3]
+    weights = op.operands[3] if len(op.operands) == 4 else None
+    bits, mode = op.attrs["bits"], op.attrs["mode"]
+    tt, rt = table.type, op.result.type
+    assert isinstance(tt, ShapedType) and isinstance(rt, ShapedType) and tt.shape is not None
+    assert isinstance(tt.shape[1], int)
+    sb_type, sb_bytes = QBAG_BITS[bits]
+    codes = tt.shape[1] - sb_bytes  # the scale starts after the codes, the bias half-way through the rest
+    f32, byte = ScalarType("f32"), ScalarType("u8")
+    c0, c1 = b.const(0), b.const(1)
+    dim = b.const(qbag_dim(bits, tt.shape[1]))
+    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
+    out = alloc(b, rt, [nb, dim])
+    zero = b.const(0.0, f32)
+    at_scale, at_bias = b.const(codes), b.const(codes + sb_bytes // 2)  # constants outside the loops, which
+    two, sixteen, one = b.const(2), b.const(16), b.const(1.0, f32)  # decouple gives the access unit
+    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
+        with body.loop("loop.for", c0, dim, c1) as (d, inner):
+            inner.op("loop.store", [zero, out, bi, d])
+    off_t, it = offsets.type, indices.type
+    assert isinstance(off_t, ShapedType) and isinstance(it, ShapedType)
+    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
+        start = bag.val("loop.load", [offsets, bi], off_t.elem)
+        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+        with bag.loop("loop.for", start, end, c1) as (j, look):
+            row = look.val("loop.load", [indices, j], it.elem)
+            sb = [look.val("loop.load", [table, row, at], ScalarType(sb_type)) for at in (at_scale, at_bias)]
+            w = None
+            if weights is not None:
+                wt = weights.type
+                assert isinstance(wt, ShapedType)
+                w = look.val("loop.load", [weights, j], wt.elem)
+            with look.loop("loop.for", c0, dim, c1) as (d, inner):
+                # widened and weighted in the element loop, as lower_bag weights its rows: a value the core
+                # computed per lookup could not reach the element loop's callback (decouple); vectorize splats
+                # these once a chunk, and an f32 table's scale and bias need neither step without weights
+                scale, bias = (inner.val("loop.cast", [v], f32) if sb_type != "f32" else v for v in sb)
+                if w is not None:
+                    scale, bias = (inner.val("loop.mulf", [w, v], f32) for v in (scale, bias))
+                if bits == 8:
+                    q = inner.val("loop.load", [table, row, d], byte)
+                else:  # element d is the low nibble of byte d / 2 when d is even, the high one when odd
+                    half = inner.val("loop.divi", [d, two], INDEX)
+                    packed = inner.val("loop.load", [table, row, half], byte)
+                    high = inner.val("loop.divi", [packed, sixteen], INDEX)
+                    low = inner.val("loop.subi", [packed, inner.val("loop.muli", [high, sixteen], INDEX)], INDEX)
+                    odd = inner.val("loop.cmpi", [inner.val("loop.subi", [d, inner.val("loop.muli", [half, two],
+                                                                                          INDEX)], INDEX), c1],
+                                    I1, pred="eq")
+                    q = inner.val("loop.select", [odd, high, low], INDEX)
+                acc = inner.val("loop.load", [out, bi, d], f32)
+                summed = inner.val("loop.addf", [acc, bias], f32)
+                new = inner.val("loop.fmaf", [scale, inner.val("loop.cast", [q], f32), summed], f32)
+                inner.op("loop.store", [new, out, bi, d])
+        if mode == "mean":  # FBGEMM multiplies by 1 / length, rounded to float32 (an empty bag stays 0)
+            n = bag.val("loop.maxi", [bag.val("loop.subi", [end, start], INDEX), c1], INDEX)
+            with bag.loop("loop.for", c0, dim, c1) as (d, inner):
+                recip = inner.val("loop.divf", [one, inner.val("loop.cast", [n], f32)], f32)
+                scaled = inner.val("loop.mulf", [inner.val("loop.load", [out, bi, d], f32), recip], f32)
+                inner.op("loop.store", [scaled, out, bi, d])
+    return out
 
 
 def lower_scatter_rows(b: Builder, op: Op) -> Value:

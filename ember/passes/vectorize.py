@@ -152,7 +152,7 @@ def _plan(ops: list[Op], vector_streams: set[Value], vector: set[Value]) -> set[
             elif o.name == "loop.store" and ins[0]:
                 raise Decline("a vector would be stored to one element")
         elif any(ins):
-            if o.name[5:] in FLOAT_BINARY or o.name == "loop.select" or (
+            if o.name[5:] in FLOAT_BINARY or o.name in ("loop.select", "loop.fmaf") or (
                     o.name == "loop.cast" and isinstance(o.result.type, ScalarType) and o.result.type.is_float):
                 vector.add(o.result)
             else:

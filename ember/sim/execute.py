@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
+from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef, power_of_two
 from ..ir.diagnostics import EmberError
 from . import integers, limits
 from .cache import MemorySystem
@@ -48,6 +48,19 @@ UOPS: dict[str, tuple[tuple[str, str], ...]] = {
               ("vec_alu_latency", "shuffle")),  # mov and sub (bound - start), vpbroadcastd, vpcmpgtd with 0..15
     "viota": (("vec_alu_latency", "shuffle"), ("int_alu_latency", "fp")),  # vpbroadcastq of start, vpaddq 0..15
 }
+SHIFT = (("int_alu_latency", "int_alu"),)
+
+
+def uops_of(ins: Instr) -> tuple[tuple[str, str], ...]:
+    """(latency field, pipe group) of each uop of a fixed-latency instruction.  A multiply, floor division or
+    floor remainder by a power-of-two immediate is what an x86 compiler emits as shl, sar or and (the same
+    values, as docs/isa.md defines div and rem): one integer-ALU uop, not the multiplier or the divider."""
+    op, a = ins.base, ins.args
+    if op in ("mul", "div", "rem") and (power_of_two(a[2]) or (op == "mul" and power_of_two(a[1]))):
+        return SHIFT
+    return UOPS.get(op) or (TIMING[op],)
+
+
 # ops whose first operand is a register they write (the others only read their register operands)
 WRITES = frozenset(TIMING) - {"st", "vst", "vscatter", "blt", "bge", "beq", "jmp", "popb", "alloc"}
 
@@ -247,7 +260,7 @@ class Core:
         if op not in TIMING:
             raise EmberError(f"the simulator does not implement '{ins.op}'")
         t0 = self.begin(ins)
-        uops = UOPS.get(op) or (TIMING[op],)
+        uops = uops_of(ins)
         t = done = t0
         for p in range(self.pieces(self.vector_bits(ins, op))):
             for k, (latency, group) in enumerate(uops):

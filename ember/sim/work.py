@@ -120,6 +120,9 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
             rows = rows[rows != w.padding_idx]
         lookups, distinct = rows.size, np.unique(rows).size
         fp_ops = 0 if w.kind == "gather" else lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)
+    if w.kind == "qbag":
+        return _quantized(w, table_shape[1], _shape(p, i, w.output, value)[1], lookups, distinct,
+                          other_bytes, elements, out_rows, elem_lanes)
     return WorkCounts(
         lookups=int(lookups),
         distinct_rows=int(distinct),
@@ -127,6 +130,24 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
         access_elements=int(lookups * width + elements),
         vector_fp_ops=int(fp_ops),
         row_chunks=int(lookups * chunks),
+        output_chunks=int(out_rows * chunks),
+    )
+
+
+def _quantized(w: Work, row_bytes: int, dim: int, lookups: int, distinct: int, other_bytes: int, elements: int,
+               out_rows: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
+    """A quantized bag (emb.qbag): each distinct row's bytes once; the access unit issues each code byte and the
+    scale and bias (two typed reads) of every lookup; the core converts each float32 chunk of codes and does the
+    two float ops the definition rounds separately (acc + bias, then the fused multiply-add)."""
+    code_bytes = row_bytes - (8 if w.bits == 8 else 4)
+    chunks = -(-dim // elem_lanes(4))
+    return WorkCounts(
+        lookups=int(lookups),
+        distinct_rows=int(distinct),
+        compulsory_bytes=int(distinct * row_bytes + other_bytes + out_rows * dim * 4),
+        access_elements=int(lookups * (code_bytes + 2) + elements),
+        vector_fp_ops=int(lookups * chunks * 3 + (out_rows * chunks if w.mode == "mean" else 0)),
+        row_chunks=int(lookups * -(-code_bytes // elem_lanes(1))),
         output_chunks=int(out_rows * chunks),
     )
 

@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 from ...backend.dae import Instr, Label, Mem, Program, Reg
-from ..execute import TIMING, UOPS, operands
+from ..execute import TIMING, operands, uops_of
 from ..machine import ExecuteUnit
 from ..tensors import is_table
 from .access_code import AccessCode, Unit, tokens_of
@@ -350,7 +350,7 @@ class Generator(AccessCode):
         t, done = self.var(f"u{k0}", "double"), self.var(f"ud{k0}", "double")
         self(f"{t} = {t0}; {done} = {t0};")
         for p in range(self.pieces(self.vector_bits(ins))):
-            for k, (latency, group) in enumerate(UOPS.get(ins.base) or (TIMING[ins.base],)):
+            for k, (latency, group) in enumerate(uops_of(ins)):
                 if p or k:
                     src = t if k else t0
                     self(f"{t} = pipe_next(P, {t}, CAT_COMPUTE, {src});")

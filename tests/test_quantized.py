@@ -1,0 +1,168 @@
+"""Row-wise quantized bags (emb.qbag): FBGEMM's layout and rounding, at every level, on both engines.
+
+Two independent references: PyTorch's quantized embedding-bag operators (FBGEMM underneath, when torch is
+installed), bit for bit; and FBGEMM's reference formula written out here in numpy, with the fused multiply-add
+computed exactly in rational arithmetic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_fast_engine import assert_same, both
+from test_isa_identity import exact_fma32
+
+import ember.dialects  # noqa: F401
+from ember.backend.binary import assemble, disassemble
+from ember.backend.dae import Program
+from ember.ir.diagnostics import EmberError
+from ember.ir.parser import parse_module
+from ember.passes import PRESETS, parse_pipeline, run_passes
+
+ROWS, DIM = 30, 40
+LEVELS = ["O0", "O1", "O2", "O3", "core", "full"]  # full: -O3's passes on every op (no choose-plan)
+FULL = PRESETS["O3"].replace("choose-plan,", "")
+
+TEXT = """module {{
+  func @main(%indices: tensor<?xi64>, %offsets: tensor<?xi64>{wdecl}) -> (tensor<?x{d}xf32>) {{
+    %table = param {{name = "table"}} : tensor<{r}x{w}xu8>
+    %out = emb.qbag %table, %indices, %offsets{warg} {{bits = {bits}, mode = "{mode}"}} : tensor<?x{d}xf32>
+    return %out
+  }}
+}}
+"""
+
+
+def quantize(t: np.ndarray, bits: int) -> np.ndarray:
+    """Rows in FBGEMM's layout, quantized much as its prepack does (the exact codes do not matter here: the bag
+    must reproduce whatever bytes it is given)."""
+    rows = []
+    for r in t:
+        lo, hi = float(r.min()), float(r.max())
+        if bits == 8:
+            scale = np.float32((hi - lo) / 255.0)
+            q = np.rint((r - lo) * (255.0 / (hi - lo + 1e-8))).astype(np.uint8)
+            rows.append(np.concatenate([q, np.array([scale, lo], np.float32).view(np.uint8)]))
+        else:
+            lo16 = np.float16(lo)
+            scale = np.float16((hi - float(lo16)) / 15.0)
+            q = np.clip(np.rint((r - np.float32(lo16)) / np.float32(scale)), 0, 15).astype(np.uint8)
+            packed = (q[0::2] | (q[1::2] << 4)).astype(np.uint8)
+            rows.append(np.concatenate([packed, np.array([scale, lo16], np.float16).view(np.uint8)]))
+    return np.stack(rows)
+
+
+def fbgemm_bag(q: np.ndarray, idx: np.ndarray, off: np.ndarray, bits: int, mode: str,
+               w: np.ndarray | None) -> np.ndarray:
+    """FBGEMM's EmbeddingSpMDM reference (RefImplementations.cc) for scale-and-bias-last rows: scale and bias
+    (float32 for 8 bits, float16 for 4) times the weight, then acc = fma(scale, q, acc + bias) per element; a mean
+    multiplies by 1 / length in float32; low nibble first for 4 bits."""
+    f32 = np.float32
+    sb_type, sb_bytes = (np.float32, 8) if bits == 8 else (np.float16, 4)
+    codes = q.shape[1] - sb_bytes
+    dim = codes * (8 // bits)
+    out = np.zeros((len(off) - 1, dim), np.float32)
+    for b in range(len(off) - 1):
+        acc = np.zeros(dim, np.float32)
+        for j in range(off[b], off[b + 1]):
+            row = q[idx[j]]
+            scale, bias = (f32(v) for v in row[codes:].copy().view(sb_type))
+            if w is not None:
+                scale, bias = f32(w[j] * scale), f32(w[j] * bias)
+            for d in range(dim):
+                code = int(row[d]) if bits == 8 else (int(row[d // 2]) >> (4 * (d % 2))) & 15
+                acc[d] = exact_fma32(float(scale), float(code), float(f32(acc[d] + bias)))
+        n = off[b + 1] - off[b]
+        if mode == "mean" and n > 0:
+            acc = acc * f32(f32(1) / f32(n))
+        out[b] = acc
+    return out
+
+
+def compile_qbag(q: np.ndarray, bits: int, mode: str, weighted: bool, level: str) -> Program:
+    text = TEXT.format(r=q.shape[0], w=q.shape[1], d=(q.shape[1] - (8 if bits == 8 else 4)) * (8 // bits),
+                       bits=bits, mode=mode, wdecl=", %w: tensor<?xf32>" if weighted else "",
+                       warg=", %w" if weighted else "")
+    module = parse_module(text, "qbag.eir")
+    passes = parse_pipeline(FULL if level == "full" else PRESETS[level])
+    run_passes(module, passes)
+    program = passes[-1].program  # type: ignore[attr-defined]
+    program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = q
+    return disassemble(assemble(program), "qbag.bin")
+
+
+def run_both(program: Program, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    ref_out, ref_st, out, st = both(program, feeds)
+    (name,) = ref_out
+    np.testing.assert_array_equal(out[name].view(np.uint32), ref_out[name].view(np.uint32))
+    assert_same(ref_st, st)
+    assert 0 < ref_st["sol_fraction"] <= 1
+    return ref_out[name]
+
+
+def data(bits: int, weighted: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(bits)
+    q = quantize(rng.standard_normal((ROWS, DIM)).astype(np.float32), bits)
+    feeds = {"indices": rng.integers(0, ROWS, size=23).astype(np.int64), "offsets": np.array([0, 5, 5, 12, 23])}
+    if weighted:
+        feeds["w"] = rng.standard_normal(23).astype(np.float32)
+    return q, feeds
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("mode", ["sum", "mean", "weighted"])
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantized_bag_matches_fbgemm_formula_bit_for_bit(bits: int, mode: str, level: str) -> None:
+    weighted = mode == "weighted"
+    q, feeds = data(bits, weighted)
+    got = run_both(compile_qbag(q, bits, "sum" if weighted else mode, weighted, level), feeds)
+    want = fbgemm_bag(q, feeds["indices"], feeds["offsets"], bits, "sum" if weighted else mode, feeds.get("w"))
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("level", ["O0", "O3", "core", "full"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantized_bag_equals_pytorch_bit_for_bit(bits: int, weighted: bool, level: str) -> None:
+    """torch's prepack makes the rows and its quantized operator (FBGEMM) the answer."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    table = torch.from_numpy(rng.standard_normal((ROWS, DIM)).astype(np.float32))
+    ops = torch.ops.quantized
+    pack, bag = ((ops.embedding_bag_byte_prepack, ops.embedding_bag_byte_rowwise_offsets) if bits == 8 else
+                 (ops.embedding_bag_4bit_prepack, ops.embedding_bag_4bit_rowwise_offsets))
+    q = pack(table)
+    idx = torch.from_numpy(rng.integers(0, ROWS, size=23))
+    off = torch.tensor([0, 5, 5, 12, 23])
+    w = torch.from_numpy(rng.standard_normal(23).astype(np.float32)) if weighted else None
+    want = bag(q, idx, off, per_sample_weights=w, include_last_offset=True).numpy()
+    feeds = {"indices": idx.numpy(), "offsets": off.numpy()} | ({"w": w.numpy()} if w is not None else {})
+    got = run_both(compile_qbag(q.numpy(), bits, "sum", weighted, level), feeds)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize(("table", "attrs", "result", "message"), [
+    ("30x48xu8", 'bits = 5, mode = "sum"', "?x40xf32", "bits must be 8 or 4"),
+    ("30x48xu8", 'bits = 8, mode = "max"', "?x40xf32", "mode must be one of sum, mean"),
+    ("30x48xu8", 'bits = 8, mode = "sum"', "?x41xf32", "result must be tensor<?x40xf32>"),
+    ("30x25xu8", 'bits = 4, mode = "sum"', "?x40xf32", "result must be tensor<?x42xf32>"),
+    ("30x8xu8", 'bits = 8, mode = "sum"', "?x0xf32", "needs more than the 8 bytes of its scale and bias"),
+    ("30x48xi8", 'bits = 8, mode = "sum"', "?x40xf32", "must be a rank-2 tensor of bytes (u8)")])
+def test_qbag_verifier_names_what_is_wrong(table: str, attrs: str, result: str, message: str) -> None:
+    text = f"""module {{
+  func @main(%indices: tensor<?xi64>, %offsets: tensor<?xi64>) -> (tensor<{result}>) {{
+    %table = param {{name = "table"}} : tensor<{table}>
+    %out = emb.qbag %table, %indices, %offsets {{{attrs}}} : tensor<{result}>
+    return %out
+  }}
+}}
+"""
+    with pytest.raises(EmberError, match="qbag.eir:4:") as e:
+        run_passes(parse_module(text, "qbag.eir"), parse_pipeline("lower-emb"))
+    assert message in str(e.value)
+
+
+def test_weights_need_a_sum() -> None:
+    text = TEXT.format(r=ROWS, w=48, d=40, bits=8, mode="mean", wdecl=", %w: tensor<?xf32>", warg=", %w")
+    with pytest.raises(EmberError, match='per-sample weights need mode "sum"'):
+        run_passes(parse_module(text, "qbag.eir"), parse_pipeline("lower-emb"))
