@@ -1,0 +1,76 @@
+"""A float table against its int8 and int4 row-wise quantized forms (emb.qbag), on the default machine.
+
+One bag shape (200,000 rows of 64, 128 bags of 20 uniform random lookups, sum) compiled at -O0, -O3, -O3 on
+every op (choose-plan off) and core-only, simulated on the fast engine with data: cycles, DRAM bytes, the
+speed-of-light fraction and energy.  The quantized rows are FBGEMM's layout, made here as its prepack makes
+them (8 bits: scale = range / 255 and codes rounded from (x - min) * 255 / (range + 1e-8); 4 bits: min and scale
+rounded to float16, codes clamped to 0..15).  Usage: python tools/quantized_bags.py [ROWS]
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import ember.dialects  # noqa: F401
+from ember.ir.parser import parse_module
+from ember.passes import PRESETS, parse_pipeline, run_passes
+from ember.sim.engines import simulate
+from ember.sim.machine import load_machine
+
+DIM, BAGS, POOLING = 64, 128, 20
+LEVELS = {"O0": PRESETS["O0"], "O3": PRESETS["O3"], "O3 every op": PRESETS["O3"].replace("choose-plan,", ""),
+          "core": PRESETS["core"]}
+
+
+def prepack(table: np.ndarray, bits: int) -> np.ndarray:
+    """Rows in FBGEMM's layout: codes, then scale and bias (float32 for 8 bits, float16 for 4)."""
+    lo, hi = table.min(axis=1, keepdims=True), table.max(axis=1, keepdims=True)
+    if bits == 8:
+        scale = ((hi - lo) / np.float32(255)).astype(np.float32)
+        codes = np.rint((table - lo) * (np.float32(255) / (hi - lo + np.float32(1e-8)))).astype(np.uint8)
+        return np.concatenate([codes, np.concatenate([scale, lo], axis=1).view(np.uint8)], axis=1)
+    lo16 = lo.astype(np.float16)
+    scale = ((hi - lo16.astype(np.float32)) / np.float32(15)).astype(np.float16)
+    codes = np.clip(np.rint((table - lo16.astype(np.float32)) / scale.astype(np.float32)), 0, 15).astype(np.uint8)
+    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+    return np.concatenate([packed, np.concatenate([scale, lo16], axis=1).view(np.uint8)], axis=1)
+
+
+def module(rows: int, width: int, elem: str, op: str) -> str:
+    attrs = '{mode = "sum", empty = "zero"}' if op == "emb.bag" else f'{{bits = {8 if width == DIM + 8 else 4}, ' \
+        'mode = "sum"}'
+    return f"""module {{
+  func @main(%indices: tensor<{BAGS * POOLING}xi64>, %offsets: tensor<{BAGS + 1}xi64>) -> (tensor<{BAGS}x{DIM}xf32>) {{
+    %table = param {{name = "table"}} : tensor<{rows}x{width}x{elem}>
+    %out = {op} %table, %indices, %offsets {attrs} : tensor<{BAGS}x{DIM}xf32>
+    return %out
+  }}
+}}"""
+
+
+def main() -> None:
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((rows, DIM)).astype(np.float32)
+    feeds = {"indices": rng.integers(0, rows, BAGS * POOLING).astype(np.int64),
+             "offsets": np.arange(0, BAGS * POOLING + 1, POOLING).astype(np.int64)}
+    machine = load_machine("default")
+    forms = [("float32", table, "f32", "emb.bag"), ("int8", prepack(table, 8), "u8", "emb.qbag"),
+             ("int4", prepack(table, 4), "u8", "emb.qbag")]
+    print("| table | MB | level | cycles | DRAM KB | sol_fraction | energy µJ |\n|---|---:|---|---:|---:|---:|---:|")
+    for name, data, elem, op in forms:
+        for level, pipeline in LEVELS.items():
+            m = parse_module(module(rows, data.shape[1], elem, op), "bag.eir")
+            passes = parse_pipeline(pipeline)
+            run_passes(m, passes)
+            program = passes[-1].program  # type: ignore[attr-defined]
+            program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = data
+            _, st = simulate(program, feeds, machine)
+            print(f"| {name} | {data.nbytes / 1e6:.1f} | {level} | {st['cycles']:,.0f} | {st['dram_bytes'] / 1e3:,.0f} "
+                  f"| {st['sol_fraction']:.2f} | {st['energy_j'] * 1e6:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
