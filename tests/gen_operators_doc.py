@@ -40,8 +40,9 @@ where it is (the call and its line in the archive's code for `.pt`, the graph no
 A traced TorchScript archive (`torch.jit.trace` + `torch.jit.save`) calls aten operators as
 `torch.<name>(...)` (or `ops.aten.<name>(...)`) in its code; a torch.export archive
 (`torch.export.save`) holds them as graph nodes `torch.ops.aten.<name>.<overload>` (operators of
-another namespace, `torch.ops.fbgemm.<name>.<overload>`, are listed as `fbgemm.<name>`, and Python's
-arithmetic on sizes as `_operator.<name>`).  Both readers send
+another namespace, `ops.quantized.<name>(...)` in code or `torch.ops.fbgemm.<name>.<overload>` in a
+graph, are listed as `quantized.<name>`, `fbgemm.<name>`, and Python's arithmetic on sizes as
+`_operator.<name>`).  Both readers send
 them to one lowering (`ember/frontends/aten/`), so the two formats support the same operators, every
 overload of each, with PyTorch's semantics: type promotion, broadcasting, and an empty bag giving 0 in
 every mode.  Host ops are ONNX operators of opset {OPSET}.

@@ -327,7 +327,7 @@ def test_execute_operand_messages(line: str, at: str, message: str) -> None:
 
 @pytest.mark.parametrize("line, at, message", [
     ('on t0, "end", [], 1', '"end"', "'on' operand 2 must be an event (beg, ite or end), got '\"end\"'"),
-    ('alu s0, "add", 0, 1', '"add"', "'alu' operand 2 must be an ALU operation (add, sub, mul, div, min or max), "
+    ('alu s0, "add", 0, 1', '"add"', "'alu' operand 2 must be an ALU operation (add, sub, mul, div, rem, min or max), "
      "got '\"add\"'"),
 ])
 def test_access_words_are_bare_names_not_strings(line: str, at: str, message: str) -> None:

@@ -187,15 +187,16 @@ ACCESS = """.access A0 1
   alu s4, max, s0, t0
   alu s5, mul, s0, -2
   alu s6, add, s0, 100
+  alu s7, rem, s0, -3
   on t0, beg, [], 3
-  on t0, ite, [s0, s1, s2, s3, s4, s5, s6, 7], 1
+  on t0, ite, [s0, s1, s2, s3, s4, s5, s6, s7, 7], 1
   on t0, end, [t0], 2
 .end
 """
 
 
 def access_case() -> tuple[str, dict[str, np.ndarray]]:
-    """tu / mem / alu (each ALU op, operand order, floor division of negatives, signed min and max) / on at
+    """tu / mem / alu (each ALU op, operand order, floor division and modulo of negatives, signed min and max) / on at
     beg, ite and end / run / pop / ret: each iteration's operands stored by its callback."""
     body = """  li r10, -1
   li r2, 6
@@ -206,7 +207,7 @@ def access_case() -> tuple[str, dict[str, np.ndarray]]:
   halt
 A0.1:
   add r10, r10, 1
-  mul r9, r10, 8
+  mul r9, r10, 9
   pop r1
   pop r2
   pop r3
@@ -215,6 +216,7 @@ A0.1:
   pop r6
   pop r7
   pop r8
+  pop r14
   st r1, @3[r9]
   add r9, r9, 1
   st r2, @3[r9]
@@ -230,6 +232,8 @@ A0.1:
   st r7, @3[r9]
   add r9, r9, 1
   st r8, @3[r9]
+  add r9, r9, 1
+  st r14, @3[r9]
   ret
 A0.2:
   pop r12
@@ -241,8 +245,8 @@ A0.3:
     want = {}
     for t in range(6):
         s = int(K[t])
-        vals = [s, s - t, s // 2, min(s, t), max(s, t), s * -2, s + 100, 7]
-        want |= {8 * t + j: v for j, v in enumerate(vals)}
+        vals = [s, s - t, s // 2, min(s, t), max(s, t), s * -2, s + 100, s % -3, 7]
+        want |= {9 * t + j: v for j, v in enumerate(vals)}
     # beg and end fire once each; at its end the TU still holds its last value
     want |= {60: 1, 61: 5, 62: 5}
     return body, out(i=want)

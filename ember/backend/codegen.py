@@ -17,7 +17,7 @@ from ..ir.diagnostics import EmberError
 from ..ir.types import ScalarType, ShapedType, StreamType
 from .dae import Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef, Work, power_of_two
 
-INT_OPS = {"addi": "add", "subi": "sub", "muli": "mul", "divi": "div", "mini": "min", "maxi": "max"}
+INT_OPS = {"addi": "add", "subi": "sub", "muli": "mul", "divi": "div", "remi": "rem", "mini": "min", "maxi": "max"}
 FLOAT_OPS = {"addf": "fadd", "subf": "fsub", "mulf": "fmul", "divf": "fdiv", "maxf": "fmax", "minf": "fmin"}
 CMP = {"eq": "seq", "ne": "sne", "lt": "slt", "le": "sle"}
 
@@ -255,7 +255,7 @@ class _Gen:
         k = op.name[5:]
         r = [self.reg(v) for v in op.operands]
         if k in INT_OPS:
-            if k in ("muli", "divi"):  # by a power of two: an immediate, which the core does as a shift (shl, sar)
+            if k in ("muli", "divi", "remi"):  # by a power of two: an immediate, which the core does as a shift or mask
                 r = [self.shift_amount(v, r[j]) if j == 1 or k == "muli" else r[j] for j, v in enumerate(op.operands)]
             return Instr(INT_OPS[k], [self.reg(op.result), *r])
         if k in FLOAT_OPS:

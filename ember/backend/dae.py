@@ -289,7 +289,7 @@ OPCODES: dict[str, tuple[str, str]] = {
     "on": ("T E *P I?", "on a TU event (beg/ite/end) push operands, then an optional control token"),
 }
 
-ALU_OPS = ("add", "sub", "mul", "div", "min", "max")
+ALU_OPS = ("add", "sub", "mul", "div", "rem", "min", "max")
 EVENTS = ("beg", "ite", "end")
 
 # ISA constants (docs/isa.md): integers are 64-bit two's complement, so every integer immediate must

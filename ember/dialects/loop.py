@@ -6,7 +6,7 @@
     loop.if %a, %b {pred = "lt"} () { ... }      (the body runs when a pred b holds)
     %v = loop.load %m, %i, %j : f32              loop.store %v, %m, %i, %j
     (a load of a byte memref, memref<..xu8>, may give another type: the bytes of one value from [i, j])
-    integer: addi subi muli divi mini maxi, cmpi {pred = "eq"|"ne"|"lt"|"le"} -> i1
+    integer: addi subi muli divi remi mini maxi (divi, remi: floor), cmpi {pred = "eq"|"ne"|"lt"|"le"} -> i1
     float:   addf subf mulf divf maxf minf;  loop.select %c, %a, %b;  loop.cast %x : f32
              loop.fmaf %a, %b, %c : f32  (a * b + c rounded once; f32 only)
 Integer values of any width (index, i32, i64) may index memrefs.
@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..ir.core import Op, check, define
 from ..ir.types import ScalarType, ShapedType, Type, reads_as
 
-INT_BINARY = ("addi", "subi", "muli", "divi", "mini", "maxi")
+INT_BINARY = ("addi", "subi", "muli", "divi", "remi", "mini", "maxi")
 FLOAT_BINARY = ("addf", "subf", "mulf", "divf", "maxf", "minf")
 PREDICATES = ("eq", "ne", "lt", "le")
 

@@ -23,7 +23,7 @@ from ..ir.core import Op, check, define
 from ..ir.types import INDEX, ScalarType, ShapedType, StreamType, reads_as
 from .loop import is_vector, memref_of
 
-ALU = ("add", "sub", "mul", "div", "min", "max")
+ALU = ("add", "sub", "mul", "div", "rem", "min", "max")
 
 
 def int_or_int_stream(t: object) -> bool:

@@ -26,6 +26,7 @@ from ..ir.core import Block, Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.types import tensor
 from .aten import (
+    ELEM,
     AtenLowering,
     TorchDType,
     Unsupported,
@@ -43,8 +44,6 @@ __all__ = ["import_pt2", "load_weights_pt2"]
 # torch/_export/serde/schema.py ScalarType; the names are numpy's.
 _DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32", 8: "float64",
            12: "bool", 13: "bfloat16"}
-_IR_ELEM = {"int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "float16": "f16", "float32": "f32",
-            "float64": "f64", "bool": "i1"}
 _STRIDED = 7  # Layout.Strided
 _HINT = "export the model with torch.onnx.export (.onnx) instead"
 
@@ -52,7 +51,7 @@ _HINT = "export the model with torch.onnx.export (.onnx) instead"
 def _dtype(code: Any, what: str, path: str, ir: bool = True) -> np.dtype:
     """The little-endian numpy dtype of a dtype code; with `ir`, only types the IR can hold."""
     name = _DTYPES.get(code) if isinstance(code, int) else None
-    if name is None or name == "bfloat16" or (ir and name not in _IR_ELEM):
+    if name is None or name == "bfloat16" or (ir and name not in ELEM):
         raise EmberError(f"{what} has element type {name or code}, which Ember does not support", path)
     return np.dtype(name).newbyteorder("<")
 
@@ -257,7 +256,7 @@ class _Importer:
                 raise self.bad(f"input '{graph_name}' has no tensor metadata")
             dt = _dtype(meta.get("dtype"), f"input '{name}'", self.path)
             shape = _static(meta.get("sizes"), f"input '{name}'", self.path, dynamic_ok=True)
-            self.env[graph_name] = self.low.input(name, tensor(tuple(shape), _IR_ELEM[dt.name]))
+            self.env[graph_name] = self.low.input(name, tensor(tuple(shape), ELEM[dt.name]))
         return list(public)
 
     def public_names(self, count: int) -> list[str] | None:

@@ -226,7 +226,7 @@ class _Unpickler(pickle._Unpickler):  # type: ignore[name-defined,misc]
         _, kind, key, _, numel = pid
         if self.load_storage is None:
             return TensorMeta((numel,), kind.dtype)
-        if kind.dtype is None or kind.dtype == "uint8":
+        if kind.dtype is None:
             raise EmberError(f"storage '{_shown(key)}' is a {kind.name}, which Ember does not support",
                              self.archive.path)
         return self.load_storage(key, kind, numel)

@@ -6,10 +6,11 @@ Python-syntax source (`code/__torch__/...`).  Unpickling a user's file with `pic
 whatever callables it names, so the restricted unpickler (torch_pickle.py) accepts only the handful of
 globals such an archive uses, refuses everything else by name, and caps what the pickle may build.  The
 code is never executed either: it is parsed with `ast` and the traced `forward` is walked symbolically, inlining
-submodule calls, and each `torch.<op>(...)` call goes to `AtenLowering` (ember/frontends/aten/),
-shared with the `.pt2` frontend (which sees the same aten operators with named arguments):
-`embedding` becomes emb.gather, `embedding_bag` becomes emb.bag with PyTorch's semantics, and the
-dense operators become `host.onnx` ops at opset 17.
+submodule calls, and each `torch.<op>(...)` call (or `ops.<namespace>.<op>(...)` of another namespace, such as
+`quantized`) goes to `AtenLowering` (ember/frontends/aten/), shared with the `.pt2` frontend (which sees the
+same aten operators with named arguments): `embedding` becomes emb.gather, `embedding_bag` becomes emb.bag
+with PyTorch's semantics, the quantized bags emb.qbag, and the dense operators become `host.onnx` ops at
+opset 17.
 
 A scripted module (control flow in its code, or no recorded input shapes) raises `NeedsTorch`:
 ember-import then reads it with torch when installed (ember/frontends/scripted.py).
@@ -203,10 +204,17 @@ _FLOAT_NAMES = {"inf": float("inf"), "nan": float("nan")}
 
 
 def _aten_name(name: str | None) -> str | None:
-    """`torch.embedding` or `ops.aten.embedding` -> "embedding"; None for any other call."""
+    """`torch.embedding` or `ops.aten.embedding` -> "embedding", an operator of another namespace
+    (`ops.quantized.embedding_bag_byte_rowwise_offsets`) -> "quantized.<name>", as the operator table and the
+    `.pt2` reader name it; None for any other call (`ops.prim.*` is the interpreter's own)."""
+    if name is None:
+        return None
     for prefix in ("torch.", "ops.aten."):
-        if name is not None and name.startswith(prefix) and "." not in name[len(prefix):]:
+        if name.startswith(prefix) and "." not in name[len(prefix):]:
             return name[len(prefix):]
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == "ops" and parts[1] not in ("aten", "prim"):
+        return f"{parts[1]}.{parts[2]}"
     return None
 
 

@@ -27,7 +27,7 @@ FLOAT_EDGES = (0.0, -0.0, 1.0, -1.0, 0.5, 1.5, -2.25, 0.1, 65504.0, 3.0e38, 3.5e
 INT_OPS = ("add", "sub", "mul", "div", "rem", "min", "max", "slt", "sle", "seq", "sne")
 FLOAT_OPS = ("fadd", "fsub", "fmul", "fdiv", "fmax", "fmin")
 VEC_OPS = ("vfadd", "vfsub", "vfmul", "vfdiv", "vfmax", "vfmin")
-ALU_OPS = ("add", "sub", "mul", "div", "min", "max")
+ALU_OPS = ("add", "sub", "mul", "div", "rem", "min", "max")
 FLOAT_TYPES = ("f32", "f64", "f32", "f64", "f16", "bf16")
 
 # registers: r0-r7 values, r8-r10 loop counters, r12/r13 index temporaries, r14 dim results;
@@ -421,7 +421,7 @@ class _Access:
         if g.chance(0.6):
             op = g.pick(ALU_OPS)
             other = g.pick(("p0", "t0", "s0", str(g.int_imm()) if g.chance(0.3) else "1"))
-            if op == "div" and other not in ("p0",) and not g.chance(0.1):
+            if op in ("div", "rem") and other not in ("p0",) and not g.chance(0.1):
                 other = str(g.pick((1, 2, -3, 2**63 - 1)))
             self.body(f"alu s2, {op}, s0, {other}")
             level0.append(("s2", "r"))

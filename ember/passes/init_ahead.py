@@ -37,7 +37,7 @@ from .base import Pass, kept
 LOADS = ("loop.load", "loop.vload", "loop.gather")
 STORES = ("loop.store", "loop.vstore", "loop.scatter")
 PURE = {"loop.const", "loop.splat", "loop.tailmask", "loop.iota", "loop.cast", "loop.select", "loop.cmpi",
-        "loop.for", "loop.addi", "loop.subi", "loop.muli", "loop.divi", "loop.mini", "loop.maxi",
+        "loop.for", "loop.addi", "loop.subi", "loop.muli", "loop.divi", "loop.remi", "loop.mini", "loop.maxi",
         "loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf", "loop.fmaf"}
 
 

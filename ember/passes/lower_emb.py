@@ -236,13 +236,10 @@ def lower_qbag(b: Builder, op: Op) -> Value:
                 if bits == 8:
                     q = inner.val("loop.load", [table, row, d], byte)
                 else:  # element d is the low nibble of byte d / 2 when d is even, the high one when odd
-                    half = inner.val("loop.divi", [d, two], INDEX)
-                    packed = inner.val("loop.load", [table, row, half], byte)
+                    packed = inner.val("loop.load", [table, row, inner.val("loop.divi", [d, two], INDEX)], byte)
                     high = inner.val("loop.divi", [packed, sixteen], INDEX)
-                    low = inner.val("loop.subi", [packed, inner.val("loop.muli", [high, sixteen], INDEX)], INDEX)
-                    odd = inner.val("loop.cmpi", [inner.val("loop.subi", [d, inner.val("loop.muli", [half, two],
-                                                                                          INDEX)], INDEX), c1],
-                                    I1, pred="eq")
+                    low = inner.val("loop.remi", [packed, sixteen], INDEX)
+                    odd = inner.val("loop.cmpi", [inner.val("loop.remi", [d, two], INDEX), c1], I1, pred="eq")
                     q = inner.val("loop.select", [odd, high, low], INDEX)
                 acc = inner.val("loop.load", [out, bi, d], f32)
                 summed = inner.val("loop.addf", [acc, bias], f32)

@@ -43,7 +43,8 @@ from .queue import TOKEN_BYTES, Entry, OutputQueue
 from .tensors import Tensors, dtype_of
 
 ALU_FN = {"add": integers.add, "sub": integers.sub, "mul": integers.mul, "min": min, "max": max,
-          "div": lambda a, b: integers.div(a, b, "an access-unit ALU stream")}
+          "div": lambda a, b: integers.div(a, b, "an access-unit ALU stream"),
+          "rem": lambda a, b: integers.rem(a, b, "an access-unit ALU stream")}
 
 
 @dataclass

@@ -76,8 +76,8 @@ class Args(dict[str, Any]):
         self.op = op
 
 
-_CATEGORY = {"i1": 0, "i8": 1, "i16": 1, "i32": 1, "i64": 1, "f16": 2, "f32": 2, "f64": 2}
-_WIDTH = {"i1": 0, "i8": 1, "i16": 2, "i32": 3, "i64": 4, "f16": 1, "f32": 2, "f64": 3}
+_CATEGORY = {"i1": 0, "u8": 1, "i8": 1, "i16": 1, "i32": 1, "i64": 1, "f16": 2, "f32": 2, "f64": 2}
+_WIDTH = {"i1": 0, "u8": 1, "i8": 1, "i16": 2, "i32": 3, "i64": 4, "f16": 1, "f32": 2, "f64": 3}
 _FOLD_LIMIT = 1 << 16
 """Stored tensors up to this many elements are converted to another type at import time."""
 _ORDINAL = ("first", "second", "third", "fourth")
@@ -262,7 +262,10 @@ class Lowering:
         need(bool(typed), "an operation without tensor operands")
         top = max(_CATEGORY[e] for e, _ in typed)
         rank = max(r for e, r in typed if _CATEGORY[e] == top)
-        return max((e for e, r in typed if _CATEGORY[e] == top and r == rank), key=lambda e: _WIDTH[e])
+        chosen = {e for e, r in typed if _CATEGORY[e] == top and r == rank}
+        if chosen >= {"u8", "i8"} and max(_WIDTH[e] for e in chosen) == 1:
+            return "i16"  # neither byte type holds the other's range
+        return max(chosen, key=lambda e: _WIDTH[e])
 
     def retyped(self, x: Any, elem: str) -> Any:
         """x as `elem`, keeping a stored tensor a `Weight` (so that it stays known) when it already has the

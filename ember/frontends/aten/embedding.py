@@ -1,7 +1,8 @@
 """Embedding lookups and row scatters: the operators that become `emb` ops.
 
 `embedding` and row gathers (`index_select`, `x[idx]`, `take`, a 1-D `gather`) become emb.gather,
-`embedding_bag` emb.bag with PyTorch's semantics (an empty bag gives 0 in every mode), and row
+`embedding_bag` emb.bag with PyTorch's semantics (an empty bag gives 0 in every mode), PyTorch's
+row-wise quantized bags (`quantized::embedding_bag_{byte,4bit}_rowwise_offsets`) emb.qbag, and row
 scatters (`scatter_add`, `scatter_reduce`, `index_add`, also in place) emb.scatter_rows.
 `embedding_renorm_` (nn.Embedding / EmbeddingBag with `max_norm`) rescales, in the table, the rows
 the lookup will read, as PyTorch does before the lookup; the lookup then reads the updated table.
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ...dialects.emb import QBAG_BITS, qbag_dim
 from ...ir.core import Value
 from .base import Args, aten
 from .dense import DenseOps
@@ -22,6 +24,10 @@ from .values import FLOATS, ONNX_TYPE, Shape, Unusable, Weight, broadcast, dim, 
 _BAG = ("weight", "indices", "offsets", ("scale_grad_by_freq", False), ("mode", 0), ("sparse", False),
         ("per_sample_weights", None), ("include_last_offset", False), ("padding_idx", None))
 _BAG_BECOMES = "`emb.bag` (1-D indices with offsets; 2-D indices as bags of one length, with constant offsets)"
+_QBAG = ("weight", "indices", ("offsets", None), ("scale_grad_by_freq", False), ("mode", 0), ("pruned_weights", False),
+         ("per_sample_weights", None), ("compressed_indices_mapping", None), ("include_last_offset", False))
+_QBAG_BECOMES = ("`emb.qbag` with bits = {bits}, always a sum (optionally weighted), as the operator computes "
+                 "(1-D indices with offsets; 2-D indices as bags of one length); pruned tables are refused")
 _SCATTER_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
 _RENORM_EPS = 1e-7  # PyTorch's embedding_renorm_: scale = max_norm / (norm + 1e-7)
 
@@ -222,16 +228,9 @@ class EmbeddingOps(DenseOps):
         w = a["per_sample_weights"]
         weights = None if w is None else self.tensor_arg(w, "the per-sample weights", "float")
         need(weights is None or mode == 0, "per-sample weights need mode sum")
-        if len(ishape) == 2:  # fixed-length bags: flatten, and build the offsets from the static shape
-            need(a["offsets"] is None, "2-D indices take no offsets")
-            n, length = ishape
-            need(n is not None and length is not None, "2-D indices need a static shape")
-            assert n is not None and length is not None
-            idx = self.reshape(idx, [-1])
-            if weights is not None:
-                weights = self.reshape(weights, [-1])
-            offsets = self.const((np.arange(n + 1) * length).astype(numpy_of(self.elem(idx))))
-            bags: int | None = n
+        bags: int | None
+        if len(ishape) == 2:  # fixed-length bags, whichever include_last_offset says
+            idx, weights, offsets, bags = self.fixed_length_bags(idx, weights, a["offsets"], False)
         else:
             need(len(ishape) == 1, f"the indices must be 1-D or 2-D, got {idx.type}")
             offsets, bags = self.bag_offsets(a["offsets"], idx, bool(a["include_last_offset"]))
@@ -243,6 +242,56 @@ class EmbeddingOps(DenseOps):
             attrs["padding_idx"] = pad
         out = self.emb("emb.bag", operands, (bags, self.shape(table)[1]), self.elem(table), attrs, "embedding_bag")
         return (out, Unusable("offset2bag"), Unusable("bag_size"), Unusable("max_indices"))
+
+    @aten("quantized.embedding_bag_byte_rowwise_offsets", *_QBAG, becomes=_QBAG_BECOMES.format(bits=8))
+    @aten("quantized.embedding_bag_4bit_rowwise_offsets", *_QBAG, becomes=_QBAG_BECOMES.format(bits=4))
+    def _quantized_bag(self, a: Args) -> Value:
+        """PyTorch's bags over a table prepacked row-wise (FBGEMM's layout, which emb.qbag reads as it is).
+
+        The operator always sums (its `mode` is ignored) and scale_grad_by_freq only matters for gradients."""
+        bits = 8 if "_byte_" in a.op else 4
+        table = self.tensor_arg(a["weight"], "the quantized table", rank=2)
+        prepack = a.op.replace("quantized.", "quantized::").replace("_rowwise_offsets", "_prepack")
+        need(self.elem(table) == "u8", f"the quantized table must hold bytes (uint8, as {prepack} makes them), "
+             f"got {table.type}")
+        width, extra = self.shape(table)[1], QBAG_BITS[bits][1]
+        need(width is not None and width > extra, f"a {bits}-bit quantized row needs more than the {extra} bytes of "
+             f"its scale and bias, got {table.type}")
+        assert width is not None
+        need(not a["pruned_weights"], "pruned tables (pruned_weights=True, with compressed_indices_mapping) are not "
+             "supported")
+        idx = self.tensor_arg(a["indices"], "the indices", "int")
+        w = a["per_sample_weights"]
+        weights = None if w is None else self.tensor_arg(w, "the per-sample weights")
+        if weights is not None:
+            need(self.elem(weights) == "f32", f"the per-sample weights must hold float32, got {weights.type}")
+        last = bool(a["include_last_offset"])
+        bags: int | None
+        if len(self.shape(idx)) == 2:
+            idx, weights, offsets, bags = self.fixed_length_bags(idx, weights, a["offsets"], last)
+        else:
+            need(len(self.shape(idx)) == 1, f"the indices must be 1-D or 2-D, got {idx.type}")
+            need(a["offsets"] is not None, "1-D indices need offsets")
+            offsets, bags = self.bag_offsets(a["offsets"], idx, last)
+        operands = [table, idx, offsets] + ([weights] if weights is not None else [])
+        return self.emb("emb.qbag", operands, (bags, qbag_dim(bits, width)), "f32", {"bits": bits, "mode": "sum"},
+                        "quantized_bag")
+
+    def fixed_length_bags(self, idx: Value, weights: Value | None, given: Any,
+                          last: bool) -> tuple[Value, Value | None, Value, int]:
+        """2-D indices as one bag per row: the flattened indices and weights, and constant offsets (one more than
+        the bags) from the static shape.  With `last` (the quantized bags), the row starts are taken as offsets
+        that include the last one, as PyTorch's quantized operators do: the final row is left out."""
+        need(given is None, "2-D indices take no offsets")
+        n, length = self.shape(idx)
+        need(n is not None and length is not None, "2-D indices need a static shape")
+        assert n is not None and length is not None
+        flat = self.reshape(idx, [-1])
+        if weights is not None:
+            weights = self.reshape(weights, [-1])
+        bags = max(n - 1, 0) if last else n
+        offsets = self.const((np.arange(bags + 1) * length).astype(numpy_of(self.elem(idx))))
+        return flat, weights, offsets, bags
 
     def bag_offsets(self, given: Any, idx: Value, last: bool) -> tuple[Value, int | None]:
         """emb.bag's offsets (one more than there are bags) and the number of bags, from PyTorch's."""

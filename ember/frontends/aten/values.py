@@ -20,9 +20,9 @@ OPSET = 17
 those of ReduceMean/ReduceMax attributes; no Gelu, which is opset 20: see dense.py)."""
 
 ELEM = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i64", "int32": "i32",
-        "int16": "i16", "int8": "i8", "bool": "i1"}
-"""numpy's name of each element type the IR holds -> the IR's name."""
-ONNX_TYPE = {"f32": 1, "i8": 3, "i16": 5, "i32": 6, "i64": 7, "i1": 9, "f16": 10, "f64": 11}
+        "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
+"""numpy's name of each element type the IR holds -> the IR's name (uint8: the byte rows of quantized tables)."""
+ONNX_TYPE = {"f32": 1, "u8": 2, "i8": 3, "i16": 5, "i32": 6, "i64": 7, "i1": 9, "f16": 10, "f64": 11}
 FLOATS = ("f16", "f32", "f64")
 INTS = ("i8", "i16", "i32", "i64")
 BIG = 2**62  # a slice end at least this large means "to the end" (TorchScript writes INT64_MAX)

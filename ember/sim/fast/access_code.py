@@ -25,6 +25,7 @@ from .cdefs import (
 )
 
 ALU_STREAM = {"add": "wadd({x}, {y})", "sub": "wsub({x}, {y})", "mul": "wmul({x}, {y})", "div": "floordiv({x}, {y})",
+              "rem": "floormod({x}, {y})",
               "min": "mini({x}, {y})", "max": "maxi({x}, {y})"}
 
 
@@ -132,7 +133,7 @@ class AccessCode:
             self.int_stream(a[3])
             self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
             (x, tx), (y, ty) = self.aval(a[2]), self.aval(a[3])
-            if a[1] == "div":
+            if a[1] in ("div", "rem"):
                 self(f"if ({y} == 0) {self.fail()}")
             self(f"S{pre}{dst} = {ALU_STREAM[a[1]].format(x=x, y=y)};")
             self(f"RS{pre}{dst} = maxd(maxd({it}, {tx}), {ty}) + 1.0;")
