@@ -7,17 +7,23 @@ computed exactly in rational arithmetic.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from conftest import ROOT, run_tool
 from test_fast_engine import assert_same, both
 from test_isa_identity import exact_fma32
 
 import ember.dialects  # noqa: F401
 from ember.backend.binary import assemble, disassemble
 from ember.backend.dae import Program
+from ember.frontends import load_weights_any
 from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
+from ember.ir.printer import print_module
 from ember.passes import PRESETS, parse_pipeline, run_passes
+from ember.passes.quantize_tables import prepack, unpack
 
 ROWS, DIM = 30, 40
 LEVELS = ["O0", "O1", "O2", "O3", "core", "full"]  # full: -O3's passes on every op (no choose-plan)
@@ -166,3 +172,81 @@ def test_weights_need_a_sum() -> None:
     text = TEXT.format(r=ROWS, w=48, d=40, bits=8, mode="mean", wdecl=", %w: tensor<?xf32>", warg=", %w")
     with pytest.raises(EmberError, match='per-sample weights need mode "sum"'):
         run_passes(parse_module(text, "qbag.eir"), parse_pipeline("lower-emb"))
+
+
+SAMPLES = ROOT / "samples"
+
+
+# --- quantize-tables: a float table becomes its quantized rows (a lossy transform the user asks for) -----------
+
+def test_prepack_bounds_every_element_by_half_a_step() -> None:
+    """8 bits: |x - dequantized| <= scale / 2 (plus float rounding) on every element, constant rows exact."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((40, 24)) * rng.choice([1e-3, 1.0, 300.0], size=(40, 1))).astype(np.float32)
+    x[3] = -2.5
+    rows = prepack(x, 8)
+    scale = rows[:, -8:-4].copy().view(np.float32)
+    assert np.all(np.abs(unpack(rows, 8) - x) <= scale / 2 * (1 + 1e-5) + 1e-6)
+    np.testing.assert_array_equal(unpack(rows, 8)[3], x[3])
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_prepack_equals_torch_bit_for_bit(bits: int) -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((50, 40)) * rng.choice([1e-3, 1.0, 100.0], size=(50, 1))).astype(np.float32)
+    x[0] = 3.0  # a row of one value: range 0
+    ops = torch.ops.quantized
+    pack = ops.embedding_bag_byte_prepack if bits == 8 else ops.embedding_bag_4bit_prepack
+    np.testing.assert_array_equal(prepack(x, bits), pack(torch.from_numpy(x)).numpy())
+
+
+def test_quantize_tables_runs_from_a_model_file_through_every_tool(tmp_path: Path) -> None:
+    """ember-opt rewrites the bag and reports the saving and the error, ember-asm computes the quantized rows
+    from the float weights, and ember-sim's output is FBGEMM's formula on those rows."""
+    eir = (SAMPLES / "levels" / "bag_sum.ts.emb.eir").read_text()
+    (tmp_path / "m.eir").write_text(eir.replace('"../models/', f'"{SAMPLES / "models"}/'))
+    r = run_tool("opt", "--remarks", "-p", "quantize-tables{bits=8}," + PRESETS["O3"], "m.eir", "-o", "q.dae",
+                 cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    float_table = load_weights_any(str(SAMPLES / "models" / "bag_sum.ts.onnx"))["bag.weight"]
+    diff = (unpack(prepack(float_table, 8), 8) - float_table).astype(np.float64)
+    assert (f"remark: quantize-tables: bag.weight (40 x 8 f32) -> int8: 1,280 -> 640 bytes (2.00x smaller); "
+            f"reconstruction error max {np.abs(diff).max():.3g}, RMS {np.sqrt(np.mean(diff ** 2)):.3g}"
+            in r.stderr.decode())
+    assert '.sym @8 param "bag.weight#int8" u8 [40, 16]' in (tmp_path / "q.dae").read_text()
+    assert run_tool("asm", "q.dae", "-o", "q.bin", cwd=tmp_path).returncode == 0
+    feeds = dict(np.load(SAMPLES / "models" / "bag_sum.in.npz"))
+    r = run_tool("sim", "q.bin", "--inputs", str(SAMPLES / "models" / "bag_sum.in.npz"), "--outputs", "out.npz",
+                 cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    offsets = np.concatenate([feeds["offsets"], [len(feeds["indices"])]])
+    want = fbgemm_bag(prepack(float_table, 8), feeds["indices"], offsets, 8, "sum", None)
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["output"], want)
+
+
+@pytest.mark.parametrize(("attrs", "remark"), [
+    ('mode = "max", empty = "zero"', "table kept in float: mode max has no quantized form"),
+    ('mode = "sum", empty = "zero", padding_idx = 2', "table kept in float: it has a padding_idx"),
+    ('mode = "sum", empty = "zero"} : tensor<?x7xf32>', "a 4-bit row packs two codes a byte, and the rows have 7")])
+def test_quantize_tables_leaves_what_it_cannot_quantize_with_a_remark(attrs: str, remark: str) -> None:
+    dim = 7 if "x7x" in attrs else 8
+    attrs = attrs.split("}")[0]
+    text = f"""module {{
+  func @main(%indices: tensor<?xi64>, %offsets: tensor<?xi64>) -> (tensor<?x{dim}xf32>) {{
+    %table = param {{name = "table"}} : tensor<30x{dim}xf32>
+    %out = emb.bag %table, %indices, %offsets {{{attrs}}} : tensor<?x{dim}xf32>
+    return %out
+  }}
+}}
+"""
+    module = parse_module(text, "f.eir")
+    passes = parse_pipeline("quantize-tables{bits=4}")
+    run_passes(module, passes)
+    assert any(remark in r for r in passes[0].remarks), passes[0].remarks  # type: ignore[attr-defined]
+    assert "emb.bag" in print_module(module) and "emb.qbag" not in print_module(module)
+
+
+def test_quantize_tables_takes_8_or_4_bits() -> None:
+    with pytest.raises(EmberError, match="option 'bits' must be 8 or 4, got 5"):
+        parse_pipeline("quantize-tables{bits=5}")

@@ -12,6 +12,7 @@ from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
 from ..ir.diagnostics import EmberError
 from ..passes import PRESETS, parse_pipeline, run_passes
+from ..passes.quantize_tables import link_param
 from ..sim.engines import DEFAULT_ENGINE, simulate
 from ..sim.machine import Machine
 from ..sim.multicore import simulate_cores, split_bags, split_rows
@@ -98,7 +99,10 @@ def compile_file(file: str, variant: str) -> Program:
     weights = load_weights_any(file)
     for n, s in enumerate(program.symbols):
         if s.kind == "param":
-            program.data[n] = weights[s.name]
+            data = link_param(weights, s.name)
+            if data is None:
+                raise EmberError(f"param '{s.name}' is not in the weights of {file}")
+            program.data[n] = data
     return program
 
 

@@ -23,6 +23,7 @@ def main(input: str, output: str, no_tables: bool) -> None:
     from ..backend.binary import assemble
     from ..backend.dae_text import parse_dae
     from ..frontends import load_weights_any as load_weights
+    from ..passes.quantize_tables import link_param
 
     program = parse_dae(read_text(input), display_name(input))
     params = [(n, s) for n, s in enumerate(program.symbols) if s.kind == "param"]
@@ -37,9 +38,9 @@ def main(input: str, output: str, no_tables: bool) -> None:
         path = base_dir(input) / program.weights
         weights = load_weights(str(path))
         for n, s in params:
-            if s.name not in weights:
+            a = link_param(weights, s.name)  # a derived param (NAME#int8) is computed from NAME
+            if a is None:
                 raise EmberError(f"param '{s.name}' is not in the weights file {program.weights}", display_name(input))
-            a = weights[s.name]
             if list(a.shape) != list(s.shape) or a.dtype.name != _np_name(s.dtype):
                 raise EmberError(f"param '{s.name}' is {a.dtype}{list(a.shape)} in {program.weights}, "
                                  f"but the program declares {s.dtype}{list(s.shape)}", display_name(input))

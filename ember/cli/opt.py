@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..ir.diagnostics import EmberError
-from .common import display_name, guarded, read_text, rebase, write_output
+from .common import base_dir, display_name, guarded, read_text, rebase, write_output
 
 
 def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -95,10 +95,13 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
     if any(isinstance(p, Codegen) for p in passes[:-1]):
         raise EmberError("codegen must be the last pass of a pipeline")
     module = parse_module(read_text(input), display_name(input))
-    if "weights" in module.attrs:
-        module.attrs["weights"] = rebase(module.attrs["weights"], input, output)
+    weights = module.attrs.get("weights")
+    if isinstance(weights, str):  # passes that read the data (quantize-tables) find it from here
+        module.attrs["weights"] = str(base_dir(input) / weights)
     timings: dict[str, float] = {}
     run_passes(module, passes, print_after_all=print_ir_after_all, timings=timings)
+    if isinstance(weights, str):
+        module.attrs["weights"] = rebase(weights, input, output)
     if remarks:
         for p in passes:
             for r in getattr(p, "remarks", []):

@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (registers the passes)
     prefetch_indices,
     prefetch_outputs,
     promote,
+    quantize_tables,
     simplify_mem,
     to_dlc,
     unroll,

@@ -1,0 +1,163 @@
+"""quantize-tables{bits=8|4}: float tables of bags become row-wise quantized tables (emb.bag -> emb.qbag).
+
+A lossy transform, so never part of an -O preset: the user asks for it.  Each `emb.bag` over a float32 param
+table, with mode sum or mean and no padding_idx, becomes an `emb.qbag` over the param `NAME#int8` (or
+`#int4`): a table of bytes in FBGEMM's layout that the linker (ember-asm, `link_param` below) computes from
+the float param `NAME` with `prepack`, FBGEMM's own rounding (QuantUtils.cc, FloatOrHalfToFused8Bit- and
+FloatOrHalfToFusedNBitRowwiseQuantizedSBHalf), so the bytes equal what torch's
+`embedding_bag_byte_prepack` / `embedding_bag_4bit_prepack` make.  A remark per table gives the memory saved
+and, when the module's weights file can be read, the reconstruction error against the float rows (max and
+RMS of dequantized minus original).  Bags it leaves alone get a remark saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..ir.core import Op, new_op
+from ..ir.diagnostics import EmberError
+from ..ir.rewrite import RewritePattern, insert_before, replace_uses, users
+from ..ir.types import ScalarType, ShapedType
+from .base import Decline, PatternPass
+
+DERIVED = {"int8": 8, "int4": 4}  # the suffix of a derived param's name -> bits
+
+
+def prepack(table: np.ndarray, bits: int) -> np.ndarray:
+    """Float rows -> FBGEMM's fused rows: codes, then scale and bias (float32 after 8-bit codes, float16 after
+    4-bit codes packed two to a byte, low nibble first), computed in float32 as FBGEMM does."""
+    x = np.ascontiguousarray(table, dtype=np.float32)
+    lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+    with np.errstate(all="ignore"):
+        if bits == 8:  # scale = range / 255, codes lrintf((x - min) * (255 / (range + 1e-8))), unclamped
+            rng = hi - lo
+            scale = rng / np.float32(255.0)
+            codes = np.rint((x - lo) * (np.float32(255.0) / (rng + np.float32(1e-8)))).astype(np.uint8)
+            tail = np.concatenate([scale, lo], axis=1).astype(np.float32).view(np.uint8)
+            return np.concatenate([codes, tail], axis=1)
+        if bits != 4:
+            raise EmberError(f"quantize-tables: bits must be 8 or 4, got {bits}")
+        lo = lo.astype(np.float16).astype(np.float32)  # the minimum as the row will store it
+        rng = hi - lo
+        scale = np.where(rng == 0, np.float32(1.0), rng / np.float32(15.0)).astype(np.float16).astype(np.float32)
+        inverse = np.float32(1.0) / scale
+        bad = (scale == 0) | np.isinf(inverse)
+        scale, inverse = np.where(bad, np.float32(1.0), scale), np.where(bad, np.float32(1.0), inverse)
+        codes = np.clip(np.rint((x - lo) * inverse), 0, 15).astype(np.uint8)
+        if codes.shape[1] % 2:
+            raise EmberError(f"quantize-tables: a 4-bit table needs an even row width, got {codes.shape[1]}")
+        packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+        tail = np.concatenate([scale, lo], axis=1).astype(np.float16).view(np.uint8)
+        return np.concatenate([packed, tail], axis=1)
+
+
+def unpack(rows: np.ndarray, bits: int) -> np.ndarray:
+    """Fused rows -> the float32 values they stand for (scale * q + bias, rounded once)."""
+    sb_type, sb_bytes = (np.float32, 8) if bits == 8 else (np.float16, 4)
+    codes = rows[:, :-sb_bytes]
+    if bits == 4:
+        codes = np.stack([codes & 15, codes >> 4], axis=2).reshape(len(rows), -1)
+    sb = rows[:, -sb_bytes:].copy().view(sb_type).astype(np.float64)
+    return (codes.astype(np.float64) * sb[:, :1] + sb[:, 1:]).astype(np.float32)
+
+
+def link_param(weights: dict[str, np.ndarray], name: str) -> np.ndarray | None:
+    """A param's data from a weights file: the array of that name, or for a derived name `NAME#int8` /
+    `NAME#int4` (what quantize-tables writes) the float array NAME prepacked; None when neither exists."""
+    if name in weights:
+        return weights[name]
+    base, _, kind = name.rpartition("#")
+    if kind in DERIVED and base in weights:
+        return prepack(weights[base], DERIVED[kind])
+    return None
+
+
+@dataclass
+class QuantizeTables(PatternPass):
+    name = "quantize-tables"
+    summary = "emb.bag over a float32 param -> emb.qbag over its row-wise quantized bytes (lossy; bits=8|4)"
+    declined: ClassVar[str] = "table kept in float"
+    bits: int = 8
+
+    def __post_init__(self) -> None:
+        if self.bits not in (8, 4):
+            raise EmberError(f"pass 'quantize-tables': option 'bits' must be 8 or 4, got {self.bits}")
+
+    def run(self, module: Op) -> None:
+        self.weights = _weights_of(module)
+        super().run(module)
+
+    def patterns(self) -> list[RewritePattern]:
+        return [Quantize(self)]
+
+
+@dataclass
+class Quantize(RewritePattern):
+    owner: QuantizeTables
+
+    def match_and_rewrite(self, op: Op) -> bool:
+        if op.name != "emb.bag":
+            return False
+        table = op.operands[0]
+        t = table.type
+        src = table.owner
+        if not (isinstance(src, Op) and src.name == "param"):
+            raise Decline("its table is not a param")
+        assert isinstance(t, ShapedType) and t.shape is not None
+        if t.elem.name != "f32":
+            raise Decline(f"its table holds {t.elem}, not f32")
+        if op.attrs["mode"] not in ("sum", "mean"):
+            raise Decline(f"mode {op.attrs['mode']} has no quantized form (FBGEMM's bags sum, or average)")
+        if "padding_idx" in op.attrs:
+            raise Decline("it has a padding_idx, which quantized bags do not take")
+        weights = op.operands[3] if len(op.operands) == 4 else None
+        if weights is not None and weights.type.elem.name != "f32":  # type: ignore[union-attr]
+            raise Decline("its per-sample weights are not f32")
+        bits = self.owner.bits
+        rows, dim = t.shape
+        if bits == 4 and dim % 2:
+            raise Decline(f"a 4-bit row packs two codes a byte, and the rows have {dim} elements")
+        width = dim + 8 if bits == 8 else dim // 2 + 4
+        name = f"{src.attrs['name']}#int{bits}"
+        qtype = ShapedType("tensor", (rows, width), ScalarType("u8"))
+        param = insert_before(op, new_op("param", [], [qtype], {"name": name}, loc=src.loc))
+        param.result.name = name.replace("#", "_")
+        new = insert_before(op, new_op("emb.qbag", [param.result, *op.operands[1:]], [op.result.type],
+                                       {"bits": bits, "mode": op.attrs["mode"]}, loc=op.loc))
+        new.result.name = op.result.name
+        block = op.parent
+        assert block is not None and block.parent is not None
+        replace_uses(block.parent, op.result, new.result)
+        block.ops.remove(op)
+        if not users(block.parent, table):  # the float table is gone from the program, and from its .bin
+            block.ops.remove(src)
+        self.owner.remarks.append(f"{op.loc}: remark: quantize-tables: {src.attrs['name']} ({rows} x {dim} f32) "
+                                  f"-> int{bits}: {rows * dim * 4:,} -> {rows * width:,} bytes "
+                                  f"({rows * dim * 4 / (rows * width):.2f}x smaller)" + self.error(src, bits))
+        return True
+
+    def error(self, src: Op, bits: int) -> str:
+        """The reconstruction error of the table, when the module's weights can be read."""
+        weights = self.owner.weights
+        if weights is None or src.attrs["name"] not in weights:
+            return "; reconstruction error not measured (the module's weights file could not be read)"
+        x = np.asarray(weights[src.attrs["name"]], dtype=np.float32)
+        diff = unpack(prepack(x, bits), bits).astype(np.float64) - x
+        return f"; reconstruction error max {np.abs(diff).max():.3g}, RMS {np.sqrt(np.mean(diff ** 2)):.3g}"
+
+
+def _weights_of(module: Op) -> dict[str, np.ndarray] | None:
+    """The module's weights (its `weights` attribute, a path from the working directory as ember-opt sets it),
+    or None when there is none or it cannot be read."""
+    path = module.attrs.get("weights")
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        from ..frontends import load_weights_any
+
+        return load_weights_any(path)
+    except (EmberError, OSError):
+        return None
