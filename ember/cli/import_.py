@@ -40,7 +40,8 @@ def main(model: str, output: str, example_inputs: str | None, export_to: str | N
     beside the output (--export-to), and that file is imported.  Give its input shapes with
     --example-inputs unless the archive records them.
 
-    Embedding lookups become emb.gather, EmbeddingBags emb.bag, message-passing scatters
+    Embedding lookups become emb.gather, EmbeddingBags emb.bag, PyTorch's row-wise quantized bags
+    (quantized::embedding_bag_byte/4bit_rowwise_offsets) emb.qbag, message-passing scatters
     emb.scatter_rows; every other operator becomes a host.onnx op.  Weights stay in the model: the
     .eir names the model file (relative to the .eir) and the tools that need the data read it there.
 
