@@ -250,3 +250,20 @@ def test_quantize_tables_leaves_what_it_cannot_quantize_with_a_remark(attrs: str
 def test_quantize_tables_takes_8_or_4_bits() -> None:
     with pytest.raises(EmberError, match="option 'bits' must be 8 or 4, got 5"):
         parse_pipeline("quantize-tables{bits=5}")
+
+
+def test_a_table_two_bags_share_is_quantized_once_and_the_float_table_leaves_the_program() -> None:
+    text = """module {
+  func @main(%i: tensor<?xi64>, %o: tensor<?xi64>, %j: tensor<?xi64>, %p: tensor<?xi64>) -> (tensor<?x8xf32>,
+                                                                                           tensor<?x8xf32>) {
+    %table = param {name = "table"} : tensor<30x8xf32>
+    %a = emb.bag %table, %i, %o {mode = "sum", empty = "zero"} : tensor<?x8xf32>
+    %b = emb.bag %table, %j, %p {mode = "mean", empty = "zero"} : tensor<?x8xf32>
+    return %a, %b
+  }
+}"""
+    passes = parse_pipeline("quantize-tables{bits=8}," + PRESETS["O0"])
+    run_passes(parse_module(text, "two.eir"), passes)
+    params = [s for s in passes[-1].program.symbols if s.kind == "param"]  # type: ignore[attr-defined]
+    assert [(s.name, s.dtype, s.shape) for s in params] == [("table#int8", "u8", (30, 16))]
+    assert [w.kind for w in passes[-1].program.work] == ["qbag", "qbag"]  # type: ignore[attr-defined]

@@ -122,14 +122,16 @@ class Quantize(RewritePattern):
             raise Decline(f"a 4-bit row packs two codes a byte, and the rows have {dim} elements")
         width = dim + 8 if bits == 8 else dim // 2 + 4
         name = f"{src.attrs['name']}#int{bits}"
-        qtype = ShapedType("tensor", (rows, width), ScalarType("u8"))
-        param = insert_before(op, new_op("param", [], [qtype], {"name": name}, loc=src.loc))
-        param.result.name = name.replace("#", "_")
+        block = op.parent
+        assert block is not None and block.parent is not None
+        param = next((o for o in block.ops if o.name == "param" and o.attrs["name"] == name), None)
+        if param is None:  # a table two bags share is quantized once
+            qtype = ShapedType("tensor", (rows, width), ScalarType("u8"))
+            param = insert_before(op, new_op("param", [], [qtype], {"name": name}, loc=src.loc))
+            param.result.name = name.replace("#", "_")
         new = insert_before(op, new_op("emb.qbag", [param.result, *op.operands[1:]], [op.result.type],
                                        {"bits": bits, "mode": op.attrs["mode"]}, loc=op.loc))
         new.result.name = op.result.name
-        block = op.parent
-        assert block is not None and block.parent is not None
         replace_uses(block.parent, op.result, new.result)
         block.ops.remove(op)
         if not users(block.parent, table):  # the float table is gone from the program, and from its .bin
