@@ -208,8 +208,19 @@ class Work:
                 return f"{f} must be {one_of(allowed)}, got {getattr(self, f)!r}", f
         if self.kind == "qbag" and (self.bits not in (4, 8) or isinstance(self.bits, bool)):
             return f"a qbag record needs bits=8 or bits=4, got {self.bits!r}", "bits"
-        if self.kind == "qbag" and symbols[self.table].dtype != "u8":  # type: ignore[index]
-            return f"table=@{self.table} of a qbag record must hold bytes (u8)", "table"
+        if self.kind == "qbag":
+            table, out = symbols[self.table], symbols[self.output]  # type: ignore[index]
+            if table.dtype != "u8":
+                return f"table=@{self.table} of a qbag record must hold bytes (u8)", "table"
+            tail = 8 if self.bits == 8 else 4  # the scale's and bias's bytes after the codes
+            width = table.shape[1]
+            if width is not None and width <= tail:
+                return (f"table=@{self.table} has rows of {width} bytes, but a {self.bits}-bit row needs more than "
+                        f"the {tail} of its scale and bias"), "table"
+            dim = None if width is None else (width - tail) * (8 // self.bits)
+            if dim is not None and out.shape[1] not in (None, dim):
+                return (f"output=@{self.output} has rows of {out.shape[1]}, but {self.bits}-bit rows of {width} "
+                        f"bytes hold {dim} elements"), "output"
         if self.kind == "bag" and self.empty == "":
             return (f"a bag record needs empty={one_of(WORK_EMPTY)}",)
         if self.weights is not None and self.mode != "sum":

@@ -48,6 +48,10 @@ from .dae import (
 from .regflow import unwritten_read
 
 SYMBOL_KINDS = ("param", "input", "output", "temp")
+# opcodes a type suffix means something to: the rounding of float arithmetic, a conversion's or a splat's type,
+# a typed read; any other opcode written with a suffix is an error (it would be ignored)
+TYPED_OPS = frozenset({"fadd", "fsub", "fmul", "fdiv", "fmax", "fmin", "ffma", "fcvt", "vfadd", "vfsub", "vfmul",
+                       "vfdiv", "vfmax", "vfmin", "vfma", "vcvt", "vsplat", "ld", "mem"})
 ACCESS_OPS = frozenset({"tu", "vtu", "mem", "alu", "mask", "buf", "on"})  # the only opcodes allowed inside .access
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # labels, access programs, attribute keys
 RESERVED_NAMES = frozenset({"inf", "nan"})  # would read back as floats where an operand may be a number
@@ -302,7 +306,7 @@ class Checker:
             self.fail(f"'{base}' is an access-unit instruction: it belongs inside .access", key)
         if acc is not None and base not in ACCESS_OPS:
             self.fail(f"'{base}' is an execute-unit instruction: it belongs inside .code", key)
-        if dot and base in ACCESS_OPS and base != "mem":
+        if dot and base not in TYPED_OPS:
             self.fail(f"'{base}' takes no type suffix", key)
         if base in ("ffma", "vfma") and suffix != "f32":
             self.fail(f"'{base}' is defined for float32: write '{base}.f32'", key)

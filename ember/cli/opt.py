@@ -96,12 +96,13 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
         raise EmberError("codegen must be the last pass of a pipeline")
     module = parse_module(read_text(input), display_name(input))
     weights = module.attrs.get("weights")
-    if isinstance(weights, str):  # passes that read the data (quantize-tables) find it from here
-        module.attrs["weights"] = str(base_dir(input) / weights)
-    timings: dict[str, float] = {}
-    run_passes(module, passes, print_after_all=print_ir_after_all, timings=timings)
+    for p in passes:  # passes that read the data (quantize-tables) get the weights file as seen from here
+        if isinstance(weights, str) and weights and hasattr(p, "weights_file"):
+            p.weights_file = str(base_dir(input) / weights)
     if isinstance(weights, str):
         module.attrs["weights"] = rebase(weights, input, output)
+    timings: dict[str, float] = {}
+    run_passes(module, passes, print_after_all=print_ir_after_all, timings=timings)
     if remarks:
         for p in passes:
             for r in getattr(p, "remarks", []):

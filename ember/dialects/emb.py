@@ -96,7 +96,7 @@ def _qbag(op: Op) -> None:
     _shaped(op, 1, "indices", 1)
     _shaped(op, 2, "offsets", 1)
     bits, mode = op.attrs["bits"], op.attrs["mode"]
-    check(bits in QBAG_BITS and not isinstance(bits, bool), op, "bits must be 8 or 4")
+    check(isinstance(bits, int) and not isinstance(bits, bool) and bits in QBAG_BITS, op, "bits must be 8 or 4")
     check(mode in QBAG_MODES, op, f"mode must be one of {', '.join(QBAG_MODES)}")
     if len(op.operands) == 4:
         w = _shaped(op, 3, "weights", 1, kind="float")

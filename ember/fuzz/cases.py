@@ -198,13 +198,15 @@ def base_binary(source: Path) -> bytes:
     key = str(source)
     if key not in _binaries:
         from ..frontends import load_weights_any
+        from ..passes.quantize_tables import link_param
 
         program = parse_dae(source.read_text(), str(source))
         if program.weights:
             weights = load_weights_any(str(source.parent / program.weights))
             for n, s in enumerate(program.symbols):
-                if s.kind == "param" and s.name in weights:
-                    program.data[n] = weights[s.name]
+                data = link_param(weights, s.name) if s.kind == "param" else None
+                if data is not None:
+                    program.data[n] = data
         else:
             synthesize(program, 0)
         _binaries[key] = assemble(program)

@@ -210,6 +210,7 @@ def lower_qbag(b: Builder, op: Op) -> Value:
     zero = b.const(0.0, f32)
     at_scale, at_bias = b.const(codes), b.const(codes + sb_bytes // 2)  # constants outside the loops, which
     two, sixteen, one = b.const(2), b.const(16), b.const(1.0, f32)  # decouple gives the access unit
+    trips = b.const(codes) if bits == 4 else dim
     with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
         with body.loop("loop.for", c0, dim, c1) as (d, inner):
             inner.op("loop.store", [zero, out, bi, d])
@@ -226,25 +227,27 @@ def lower_qbag(b: Builder, op: Op) -> Value:
                 wt = weights.type
                 assert isinstance(wt, ShapedType)
                 w = look.val("loop.load", [weights, j], wt.elem)
-            with look.loop("loop.for", c0, dim, c1) as (d, inner):
+            # one trip per code byte: 8 bits hold element k; 4 bits elements 2k (low nibble) and 2k + 1 (high)
+            with look.loop("loop.for", c0, trips, c1) as (k, inner):
                 # widened and weighted in the element loop, as lower_bag weights its rows: a value the core
                 # computed per lookup could not reach the element loop's callback (decouple); vectorize splats
                 # these once a chunk, and an f32 table's scale and bias need neither step without weights
                 scale, bias = (inner.val("loop.cast", [v], f32) if sb_type != "f32" else v for v in sb)
                 if w is not None:
                     scale, bias = (inner.val("loop.mulf", [w, v], f32) for v in (scale, bias))
+                packed = inner.val("loop.load", [table, row, k], byte)
                 if bits == 8:
-                    q = inner.val("loop.load", [table, row, d], byte)
-                else:  # element d is the low nibble of byte d / 2 when d is even, the high one when odd
-                    packed = inner.val("loop.load", [table, row, inner.val("loop.divi", [d, two], INDEX)], byte)
-                    high = inner.val("loop.divi", [packed, sixteen], INDEX)
-                    low = inner.val("loop.remi", [packed, sixteen], INDEX)
-                    odd = inner.val("loop.cmpi", [inner.val("loop.remi", [d, two], INDEX), c1], I1, pred="eq")
-                    q = inner.val("loop.select", [odd, high, low], INDEX)
-                acc = inner.val("loop.load", [out, bi, d], f32)
-                summed = inner.val("loop.addf", [acc, bias], f32)
-                new = inner.val("loop.fmaf", [scale, inner.val("loop.cast", [q], f32), summed], f32)
-                inner.op("loop.store", [new, out, bi, d])
+                    codes_at = [(packed, k)]
+                else:
+                    low = inner.val("loop.muli", [k, two], INDEX)
+                    high = inner.val("loop.addi", [low, c1], INDEX)
+                    codes_at = [(inner.val("loop.remi", [packed, sixteen], INDEX), low),
+                                (inner.val("loop.divi", [packed, sixteen], INDEX), high)]
+                for q, d in codes_at:
+                    acc = inner.val("loop.load", [out, bi, d], f32)
+                    summed = inner.val("loop.addf", [acc, bias], f32)
+                    new = inner.val("loop.fmaf", [scale, inner.val("loop.cast", [q], f32), summed], f32)
+                    inner.op("loop.store", [new, out, bi, d])
         if mode == "mean":  # FBGEMM multiplies by 1 / length, rounded to float32 (an empty bag stays 0)
             n = bag.val("loop.maxi", [bag.val("loop.subi", [end, start], INDEX), c1], INDEX)
             with bag.loop("loop.for", c0, dim, c1) as (d, inner):

@@ -12,7 +12,7 @@ RMS of dequantized minus original).  Bags it leaves alone get a remark saying wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -29,7 +29,12 @@ DERIVED = {"int8": 8, "int4": 4}  # the suffix of a derived param's name -> bits
 def prepack(table: np.ndarray, bits: int) -> np.ndarray:
     """Float rows -> FBGEMM's fused rows: codes, then scale and bias (float32 after 8-bit codes, float16 after
     4-bit codes packed two to a byte, low nibble first), computed in float32 as FBGEMM does."""
+    if table.ndim != 2 or table.shape[1] == 0 or table.dtype.kind != "f":
+        raise EmberError(f"quantize-tables: a table to quantize must be 2-D floats with rows of at least one "
+                         f"element, got {table.dtype}{list(table.shape)}")
     x = np.ascontiguousarray(table, dtype=np.float32)
+    if not len(x):
+        return np.zeros((0, x.shape[1] + 8 if bits == 8 else x.shape[1] // 2 + 4), np.uint8)
     lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
     with np.errstate(all="ignore"):
         if bits == 8:  # scale = range / 255, codes lrintf((x - min) * (255 / (range + 1e-8))), unclamped
@@ -55,13 +60,15 @@ def prepack(table: np.ndarray, bits: int) -> np.ndarray:
 
 
 def unpack(rows: np.ndarray, bits: int) -> np.ndarray:
-    """Fused rows -> the float32 values they stand for (scale * q + bias, rounded once)."""
+    """Fused rows -> the float32 values they stand for: scale * q + bias computed in double and rounded once, as
+    FBGEMM's Fused8BitRowwiseQuantizedSBFloatToFloat does (QuantUtils.cc)."""
     sb_type, sb_bytes = (np.float32, 8) if bits == 8 else (np.float16, 4)
     codes = rows[:, :-sb_bytes]
     if bits == 4:
         codes = np.stack([codes & 15, codes >> 4], axis=2).reshape(len(rows), -1)
     sb = rows[:, -sb_bytes:].copy().view(sb_type).astype(np.float64)
-    return (codes.astype(np.float64) * sb[:, :1] + sb[:, 1:]).astype(np.float32)
+    with np.errstate(all="ignore"):
+        return (codes.astype(np.float64) * sb[:, :1] + sb[:, 1:]).astype(np.float32)
 
 
 def link_param(weights: dict[str, np.ndarray], name: str) -> np.ndarray | None:
@@ -71,7 +78,10 @@ def link_param(weights: dict[str, np.ndarray], name: str) -> np.ndarray | None:
         return weights[name]
     base, _, kind = name.rpartition("#")
     if kind in DERIVED and base in weights:
-        return prepack(weights[base], DERIVED[kind])
+        try:
+            return prepack(np.asarray(weights[base]), DERIVED[kind])
+        except EmberError as e:
+            raise EmberError(f"param '{name}' is computed from '{base}': {e}") from None
     return None
 
 
@@ -81,13 +91,14 @@ class QuantizeTables(PatternPass):
     summary = "emb.bag over a float32 param -> emb.qbag over its row-wise quantized bytes (lossy; bits=8|4)"
     declined: ClassVar[str] = "table kept in float"
     bits: int = 8
+    weights_file: str = field(default="", repr=False)  # set by ember-opt: the module's weights, from here
 
     def __post_init__(self) -> None:
         if self.bits not in (8, 4):
             raise EmberError(f"pass 'quantize-tables': option 'bits' must be 8 or 4, got {self.bits}")
 
     def run(self, module: Op) -> None:
-        self.weights = _weights_of(module)
+        self.weights = _read_weights(self.weights_file or module.attrs.get("weights"))
         super().run(module)
 
     def patterns(self) -> list[RewritePattern]:
@@ -118,6 +129,8 @@ class Quantize(RewritePattern):
             raise Decline("its per-sample weights are not f32")
         bits = self.owner.bits
         rows, dim = t.shape
+        if not rows or not dim:
+            raise Decline(f"the table is empty ({rows} x {dim})")
         if bits == 4 and dim % 2:
             raise Decline(f"a 4-bit row packs two codes a byte, and the rows have {dim} elements")
         width = dim + 8 if bits == 8 else dim // 2 + 4
@@ -143,18 +156,20 @@ class Quantize(RewritePattern):
 
     def error(self, src: Op, bits: int) -> str:
         """The reconstruction error of the table, when the module's weights can be read."""
-        weights = self.owner.weights
-        if weights is None or src.attrs["name"] not in weights:
+        weights, name = self.owner.weights, src.attrs["name"]
+        if weights is None:
             return "; reconstruction error not measured (the module's weights file could not be read)"
-        x = np.asarray(weights[src.attrs["name"]], dtype=np.float32)
-        diff = unpack(prepack(x, bits), bits).astype(np.float64) - x
-        return f"; reconstruction error max {np.abs(diff).max():.3g}, RMS {np.sqrt(np.mean(diff ** 2)):.3g}"
+        x = np.asarray(weights.get(name, np.zeros(0)))
+        if x.shape != tuple(src.result.type.shape) or x.dtype.kind != "f":  # type: ignore[union-attr]
+            return f"; reconstruction error not measured (the weights file has no {name} of the table's shape)"
+        x = x.astype(np.float32)
+        with np.errstate(all="ignore"):
+            diff = unpack(prepack(x, bits), bits).astype(np.float64) - x
+            return f"; reconstruction error max {np.abs(diff).max():.3g}, RMS {np.sqrt(np.mean(diff ** 2)):.3g}"
 
 
-def _weights_of(module: Op) -> dict[str, np.ndarray] | None:
-    """The module's weights (its `weights` attribute, a path from the working directory as ember-opt sets it),
-    or None when there is none or it cannot be read."""
-    path = module.attrs.get("weights")
+def _read_weights(path: object) -> dict[str, np.ndarray] | None:
+    """The weights file's arrays, or None when there is none or it cannot be read."""
     if not isinstance(path, str) or not path:
         return None
     try:

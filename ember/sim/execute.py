@@ -310,10 +310,12 @@ class Core:
         elif op == "vcvt":
             ty, src = dtype_of(ins.op.split(".")[1]), regs[a[1]]
             floats = src.dtype.kind == "f" or src.dtype == dtype_of("bf16")
-            regs[a[0]] = integers.to_integer(src, ty) if floats and ty.kind == "i" else src.astype(ty)
+            regs[a[0]] = integers.to_integer(src, ty) if floats and ty.kind in "iu" else src.astype(ty)
         elif op == "vsplat":
             ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else np.dtype(np.float32)
-            v = self.val(a[1])  # an integer converts as C converts an int64_t (see `st`)
+            v = self.val(a[1])  # an integer converts as C converts an int64_t (see `st`), a float as vcvt does
+            if isinstance(v, float) and ty.kind in "iu":
+                v = integers.to_integer(np.array([v]), ty)[0]
             regs[a[0]] = np.full(a[2], np.int64(v).astype(ty) if isinstance(v, int) else v, dtype=ty)
         elif op == "viota":  # lane l holds start + l, wrapped like add
             regs[a[0]] = np.arange(a[2], dtype=np.int64) + np.int64(self.val(a[1]))

@@ -59,10 +59,11 @@ def tu_last(lb: int, ub: int, step: int) -> int:
 
 
 def to_integer(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Floats converted to a signed integer type: truncated toward zero; NaN, infinities and values out of the
-    type's range give its minimum (x86's "integer indefinite"), where C would have undefined behaviour."""
+    """Floats converted to an integer type: truncated toward zero; NaN, infinities and values out of the type's
+    range give its minimum (for a signed type x86's "integer indefinite"; 0 for u8), where C would have undefined
+    behaviour."""
     info = np.iinfo(dtype)
     x = x.astype(np.float64)
     with np.errstate(invalid="ignore"):
-        ok = (np.trunc(x) >= float(info.min)) & (x < -float(info.min))
+        ok = (np.trunc(x) >= float(info.min)) & (x < float(info.max) + 1.0)
         return np.where(ok, np.where(ok, x, 0.0).astype(dtype), np.array(info.min, dtype=dtype))

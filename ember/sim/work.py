@@ -121,8 +121,7 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
         lookups, distinct = rows.size, np.unique(rows).size
         fp_ops = 0 if w.kind == "gather" else lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)
     if w.kind == "qbag":
-        return _quantized(w, table_shape[1], _shape(p, i, w.output, value)[1], lookups, distinct,
-                          other_bytes, elements, out_rows, elem_lanes)
+        return _quantized(w, table_shape[1], lookups, distinct, other_bytes, elements, out_rows, elem_lanes)
     return WorkCounts(
         lookups=int(lookups),
         distinct_rows=int(distinct),
@@ -134,18 +133,21 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
     )
 
 
-def _quantized(w: Work, row_bytes: int, dim: int, lookups: int, distinct: int, other_bytes: int, elements: int,
+def _quantized(w: Work, row_bytes: int, lookups: int, distinct: int, other_bytes: int, elements: int,
                out_rows: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
-    """A quantized bag (emb.qbag): each distinct row's bytes once; the access unit issues each code byte and the
-    scale and bias (two typed reads) of every lookup; the core converts each float32 chunk of codes and does the
-    two float ops the definition rounds separately (acc + bias, then the fused multiply-add)."""
+    """A quantized bag (emb.qbag), its width D from the table's and `bits` alone: each distinct row's bytes once;
+    the access unit issues the scale and bias of every lookup (two typed reads) and its code bytes, eight at
+    most an element (the widest typed read, which the core can take apart with integer ops); the core converts
+    each float32 chunk of codes and does the two float ops the definition rounds separately (acc + bias, then
+    the fused multiply-add)."""
     code_bytes = row_bytes - (8 if w.bits == 8 else 4)
+    dim = code_bytes * (8 // (w.bits or 8))
     chunks = -(-dim // elem_lanes(4))
     return WorkCounts(
         lookups=int(lookups),
         distinct_rows=int(distinct),
         compulsory_bytes=int(distinct * row_bytes + other_bytes + out_rows * dim * 4),
-        access_elements=int(lookups * (code_bytes + 2) + elements),
+        access_elements=int(lookups * (-(-code_bytes // 8) + 2) + elements),
         vector_fp_ops=int(lookups * chunks * 3 + (out_rows * chunks if w.mode == "mean" else 0)),
         row_chunks=int(lookups * -(-code_bytes // elem_lanes(1))),
         output_chunks=int(out_rows * chunks),

@@ -50,7 +50,7 @@ def is_float(dtype: str) -> bool:
 
 def to_double(dtype: str, expr: str) -> str:
     """C expression widening an element of `dtype` to double (exactly)."""
-    return {"f16": f"h2d({expr})", "bf16": f"b2d({expr})"}.get(dtype, f"(double)({expr})")
+    return {"f16": f"h2d({expr})", "bf16": f"b2d({expr})", "f32": f"f2d({expr})"}.get(dtype, f"(double)({expr})")
 
 
 def from_double(dtype: str, expr: str) -> str:

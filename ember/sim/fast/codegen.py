@@ -448,8 +448,10 @@ class Generator(AccessCode, MemoryCode):
             self.vector_indexed(ins, op == "vscatter")
         elif op in ("vsplat", "viota", "vmask"):
             vt = self.vtypes[a[0].n]
-            val = {"vsplat": from_double(vt.dtype, self.ival(a[1])) if vt.dtype in ("f16", "bf16", "i1", "bool")
-                   else f"({CTYPE[vt.dtype]})({self.ival(a[1])})", "viota": f"wadd({self.ival(a[1])}, l)",
+            splat = "" if op != "vsplat" else from_double(vt.dtype, self.ival(a[1])) if vt.dtype in (
+                "f16", "bf16", "i1", "bool") else float_to_int(vt.dtype, self.ival(a[1])) if a[1].cls == "f" and not \
+                is_float(vt.dtype) else f"({CTYPE[vt.dtype]})({self.ival(a[1])})"
+            val = {"vsplat": splat, "viota": f"wadd({self.ival(a[1])}, l)",
                    "vmask": f"wadd(l, {self.ival(a[1])}) < {self.ival(a[2])}"}[op]
             self(f"for (int64_t l = 0; l < {vt.lanes}; l++) V{a[0].n}[l] = {val};")
         elif op == "vsel":
@@ -469,8 +471,7 @@ class Generator(AccessCode, MemoryCode):
             if dst.dtype in ("i1", "bool"):  # nonzero, as numpy converts to bool
                 lane = from_double(dst.dtype, to_double(src.dtype, lane) if is_float(src.dtype) else lane)
             elif is_float(src.dtype) and not is_float(dst.dtype):  # integers.to_integer: no C undefined behaviour
-                half = 1 << (8 * elem_bytes(dst.dtype) - 1)
-                lane = f"({CTYPE[dst.dtype]})f2i({to_double(src.dtype, lane)}, -{half}.0, {half}.0, {c_int(-half)})"
+                lane = float_to_int(dst.dtype, to_double(src.dtype, lane))
             elif {src.dtype, dst.dtype} & {"f16", "bf16"}:  # through double, which widens either exactly
                 lane = from_double(dst.dtype, to_double(src.dtype, lane))
             else:
@@ -643,6 +644,14 @@ class Generator(AccessCode, MemoryCode):
         if not self.pushes:
             raise Unsupported("a pop that no operand of the firing rule matches")
         return self.pushes.pop(0)
+
+def float_to_int(dtype: str, expr: str) -> str:
+    """integers.to_integer in C: a double truncated into integer type `dtype`, its minimum when out of range."""
+    if dtype == "u8":
+        return f"(uint8_t)f2i({expr}, 0.0, 256.0, 0)"
+    half = 1 << (8 * elem_bytes(dtype) - 1)
+    return f"({CTYPE[dtype]})f2i({expr}, -{half}.0, {half}.0, {c_int(-half)})"
+
 
 class Retype(Exception):
     """A pop gave a vector register its type; generation restarts with it known."""

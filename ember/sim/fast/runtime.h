@@ -298,8 +298,18 @@ TYPED_READ(uint16_t) TYPED_READ(int32_t) TYPED_READ(int64_t)
  * ml_dtypes converts float64 to bfloat16. */
 static inline double h2d(uint16_t h) {
     int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x400), e - 25);
+    if (e == 31 && m) {  /* a NaN keeps its sign and payload, unquieted, as numpy widens one */
+        uint64_t u = ((uint64_t)(h & 0x8000) << 48) | 0x7ff0000000000000ULL | ((uint64_t)m << 42);
+        double v; memcpy(&v, &u, 8); return v;
+    }
+    double v = e == 0 ? ldexp((double)m, -24) : e == 31 ? INFINITY : ldexp((double)(m | 0x400), e - 25);
     return (h & 0x8000) ? -v : v;
+}
+/* A float32 widened to double as the hardware widens it: a signalling NaN comes out quiet, payload kept.  Done
+ * by hand because the compiler may drop a widening that a narrowing undoes, which would keep it signalling. */
+static inline double f2d(float x) {
+    if (x != x) { uint32_t u; memcpy(&u, &x, 4); u |= 0x00400000u; memcpy(&x, &u, 4); }
+    return (double)x;
 }
 static inline uint16_t d2h(double x) {
     uint16_t sign = signbit(x) ? 0x8000 : 0;
