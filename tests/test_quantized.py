@@ -24,7 +24,7 @@ from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
 from ember.passes import PRESETS, parse_pipeline, run_passes
-from ember.passes.quantize_tables import prepack, unpack
+from ember.passes.quantize_tables import link_param, prepack, unpack
 
 ROWS, DIM = 30, 40
 LEVELS = ["O0", "O1", "O2", "O3", "core", "full"]  # full: -O3's passes on every op (no choose-plan)
@@ -361,3 +361,27 @@ def test_a_qbag_record_must_fit_its_table_and_output(old: str, new: str, message
     with pytest.raises(EmberError, match="packed.dae:") as e:
         parse_dae(PACKED.replace(old, new), "packed.dae")
     assert message in str(e.value)
+
+
+def test_ember_opt_keeps_the_weights_path_relative(tmp_path: Path) -> None:
+    """quantize-tables reads the weights from where ember-opt runs; the .dae still names them relative to itself."""
+    (tmp_path / "m.eir").write_text((SAMPLES / "levels" / "bag_sum.ts.emb.eir").read_text())
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "bag_sum.ts.onnx").write_bytes((SAMPLES / "models" / "bag_sum.ts.onnx").read_bytes())
+    sub = tmp_path / "levels"
+    sub.mkdir()
+    (sub / "m.eir").write_text((tmp_path / "m.eir").read_text())
+    r = run_tool("opt", "--remarks", "-p", "quantize-tables{bits=4}," + PRESETS["O0"], "levels/m.eir", "-o", "q.dae",
+                 cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "reconstruction error max" in r.stderr.decode()
+    assert '.weights "models/bag_sum.ts.onnx"' in (tmp_path / "q.dae").read_text()
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (np.zeros(5, np.float32), "param 'w#int8' is computed from 'w': quantize-tables: a table to quantize must be 2-D"),
+    (np.zeros((4, 0), np.float32), "rows of at least one element, got float32[4, 0]")])
+def test_a_derived_param_whose_base_is_no_table_is_one_line(data: np.ndarray, message: str) -> None:
+    with pytest.raises(EmberError) as e:
+        link_param({"w": data}, "w#int8")
+    assert message in str(e.value) and "\n" not in str(e.value)

@@ -471,3 +471,49 @@ def test_vectors_of_different_lane_counts_stop_both_engines_alike(op: str) -> No
     message = both_fail(program(text), compiled=False)
     assert message.startswith(f"error: '{op.split()[0]}' combines vectors of different lane counts: ")
     assert "has 4" in message and "has 8" in message
+
+
+@pytest.mark.parametrize("value", ["200.0", "300.7", "nan", "-1.5", "255.9", "-0.5"])
+@pytest.mark.parametrize(("ty", "op"), [("u8", "vcvt.u8 v3, v2"), ("u8", "vsplat.u8 v3, f0, 16"),
+                                        ("i8", "vsplat.i8 v3, f0, 16")])
+def test_floats_convert_to_narrow_integers_alike(value: str, ty: str, op: str) -> None:
+    """Truncated toward zero; NaN and anything out of the type's range give its minimum (0 for u8)."""
+    text = f"""
+.sym @0 output "y" {ty} [16]
+.code
+  alloc @0, [16]
+  li f0, {value}
+  vsplat.f32 v2, f0, 16
+  {op}
+  vmask v1, 0, 16, 16
+  vst v3, @0[0], v1
+  halt
+.end
+"""
+    out, _ = agree(program(text), {})
+    dtype = np.dtype(np.uint8 if ty == "u8" else np.int8)
+    info, x = np.iinfo(dtype), float(value)
+    want = int(x) if x == x and info.min <= int(x) <= info.max else info.min
+    np.testing.assert_array_equal(out["y"], np.full(16, want, dtype=dtype))
+
+
+@pytest.mark.parametrize(("ty", "raw", "out", "bits"), [
+    ("f32", [1, 0, 0x80, 0x7F], "f32", 0x7FC00001),  # a signalling NaN, quieted by widening, payload kept
+    ("f32", [1, 0, 0x80, 0x7F], "f64", 0x7FF8000020000000),
+    ("f16", [1, 0x7C], "f64", 0x7FF0040000000000),  # numpy widens a half NaN without quieting it
+    ("f64", [1, 0, 0, 0, 0, 0, 0xF0, 0x7F], "f64", 0x7FF0000000000001)])
+def test_nans_from_typed_reads_keep_the_same_bits_on_both_engines(ty: str, raw: list[int], out: str, bits: int) -> None:
+    text = f"""
+.sym @0 input "q" u8 [1, 8]
+.sym @1 output "y" {out} [1]
+.code
+  alloc @1, [1]
+  ld.{ty} f0, @0[0, 0]
+  st f0, @1[0]
+  halt
+.end
+"""
+    q = np.zeros((1, 8), np.uint8)
+    q[0, :len(raw)] = raw
+    got, _ = agree(program(text), {"q": q})
+    assert int(got["y"].view(np.uint32 if out == "f32" else np.uint64)[0]) == bits

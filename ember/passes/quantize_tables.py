@@ -81,7 +81,7 @@ def link_param(weights: dict[str, np.ndarray], name: str) -> np.ndarray | None:
         try:
             return prepack(np.asarray(weights[base]), DERIVED[kind])
         except EmberError as e:
-            raise EmberError(f"param '{name}' is computed from '{base}': {e}") from None
+            raise EmberError(f"param '{name}' is computed from '{base}': {e.message}") from None
     return None
 
 
