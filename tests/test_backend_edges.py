@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ember.dialects  # noqa: F401  (registers the IR's operations)
+from ember.backend import binary
 from ember.backend.binary import assemble, disassemble
 from ember.backend.codegen import codegen
 from ember.backend.dae import (
@@ -212,9 +213,13 @@ def test_signed_immediates_round_trip(value: int) -> None:
 
 @pytest.mark.parametrize("value", [-(2**63) - 1, -(2**64), 2**63])
 def test_immediates_outside_int64_cannot_be_encoded(value: int) -> None:
-    p = Program(code=[Instr("host", ["Op", [], [], {"k": value}]), Instr("halt")])  # attributes skip the range check
+    p = Program(code=[Instr("host", ["Op", [], [], {"k": value}]), Instr("halt")])
     with pytest.raises(EmberError) as info:
         assemble(p)
+    assert str(info.value) == (f"error: code item 0 ('host'): attribute 'k' holds {value}, outside the 64-bit "
+                               "integers an ONNX attribute (and the binary) can hold")
+    with pytest.raises(EmberError) as info:  # the writer's own guard, behind validation
+        binary._Writer().sint(value)
     assert str(info.value) == f"error: cannot encode {value}: outside the 64-bit range of the binary format"
 
 
@@ -782,3 +787,19 @@ def test_data_entries_decode_little_endian() -> None:
 ])
 def test_data_damage_is_named(entries: list[tuple[int, int, tuple[int, ...], bytes]], message: str) -> None:
     assert bin_error(data_file(*entries)) == f"m.bin: error: {message}"
+
+
+@pytest.mark.parametrize("value", ["18446744073709551616", "-9223372036854775809", "[1, 18446744073709551616]"])
+def test_a_host_attribute_outside_int64_is_refused_where_it_is_written(value: str) -> None:
+    """Found by the fuzzer's long run: such a program assembled from text but could not be written as a .bin."""
+    text = f""".dae 2
+.sym @0 input "x" f32 [2, 2]
+.sym @1 output "y" f32 [2, 2]
+.code
+  host "Transpose", [@0], [@1], {{perm = {value}}}
+  halt
+.end
+"""
+    with pytest.raises(EmberError, match="h.dae:5:") as e:
+        parse_dae(text, "h.dae")
+    assert "outside the 64-bit integers an ONNX attribute (and the binary) can hold" in str(e.value)

@@ -145,6 +145,8 @@ def _attr_problem(v: Any, depth: int = 0) -> str | None:
     """Why an attribute value could not be written as `.dae` text (None if it can)."""
     if depth > 32:
         return "is nested too deeply"
+    if is_int(v) and not isinstance(v, bool) and not INT64_MIN <= v <= INT64_MAX:
+        return f"holds {v}, outside the 64-bit integers an ONNX attribute (and the binary) can hold"
     if isinstance(v, bool | str) or is_int(v) or is_float(v):
         return None
     if isinstance(v, list | tuple):
