@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,15 @@ def run_tool(name: str, *args: str, stdin: bytes | None = None, cwd: Path | None
         return run_in_process(name, list(args), stdin, cwd)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*(str(p) for p in path or []), str(ROOT)]))
     return subprocess.run([*tool(name), *args], input=stdin, capture_output=True, cwd=cwd, env=env, timeout=300)
+
+
+def torch_unless_mutating() -> Any:
+    """torch, or a skip: when torch is missing, and under mutmut, whose test processes are forks of one that
+    would then have imported torch; its thread pools do not survive a fork, and the forks hang in a futex.
+    For tests of packages other than frontends whose mutants other tests catch without torch."""
+    if tools_in_process():
+        pytest.skip("torch is not imported under mutmut (its threads do not survive mutmut's fork)")
+    return pytest.importorskip("torch")
 
 
 def tools_in_process() -> bool:

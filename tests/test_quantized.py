@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_tool
+from conftest import ROOT, run_tool, torch_unless_mutating
 from test_fast_engine import assert_same, both
 from test_isa_identity import exact_fma32
 
@@ -132,7 +132,7 @@ def test_quantized_bag_matches_fbgemm_formula_bit_for_bit(bits: int, mode: str, 
 @pytest.mark.parametrize("bits", [8, 4])
 def test_quantized_bag_equals_pytorch_bit_for_bit(bits: int, weighted: bool, level: str) -> None:
     """torch's prepack makes the rows and its quantized operator (FBGEMM) the answer."""
-    torch = pytest.importorskip("torch")
+    torch = torch_unless_mutating()
     rng = np.random.default_rng(7)
     table = torch.from_numpy(rng.standard_normal((ROWS, DIM)).astype(np.float32))
     ops = torch.ops.quantized
@@ -193,7 +193,7 @@ def test_prepack_bounds_every_element_by_half_a_step() -> None:
 
 @pytest.mark.parametrize("bits", [8, 4])
 def test_prepack_equals_torch_bit_for_bit(bits: int) -> None:
-    torch = pytest.importorskip("torch")
+    torch = torch_unless_mutating()
     rng = np.random.default_rng(6)
     x = (rng.standard_normal((50, 40)) * rng.choice([1e-3, 1.0, 100.0], size=(50, 1))).astype(np.float32)
     x[0] = 3.0  # a row of one value: range 0
