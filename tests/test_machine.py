@@ -152,3 +152,11 @@ def test_machine_is_frozen() -> None:
     with pytest.raises(AttributeError):
         m.clock_ghz = 1.0  # type: ignore[misc]
     assert isinstance(m, Machine)
+
+
+def test_a_cache_level_named_twice_is_refused(tmp_path: Path) -> None:
+    level = '[[caches]]\nname = "l1"\nsize_bytes = 1024\nways = 2\nline_bytes = 64\nlatency = 2.0\n'
+    f = tmp_path / "twice.toml"
+    f.write_text('base = "default"\n' + level + level)
+    with pytest.raises(EmberError, match=r"machine key 'caches.l1.name' = l1: names a level twice"):
+        load_machine(str(f))
