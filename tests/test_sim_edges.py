@@ -517,3 +517,22 @@ def test_nans_from_typed_reads_keep_the_same_bits_on_both_engines(ty: str, raw: 
     q[0, :len(raw)] = raw
     got, _ = agree(program(text), {"q": q})
     assert int(got["y"].view(np.uint32 if out == "f32" else np.uint64)[0]) == bits
+
+
+def test_a_splat_without_a_type_is_float32() -> None:
+    """`vsplat` with no suffix makes float32 lanes, so 0.1 + 0.1 is float32's 0.2 (0.20000000298...), not 0.2."""
+    text = """
+.sym @0 output "y" f64 [16]
+.code
+  alloc @0, [16]
+  li f0, 0.1
+  vsplat v0, f0, 16
+  vfadd v1, v0, v0
+  vcvt.f64 v2, v1
+  vmask v3, 0, 16, 16
+  vst v2, @0[0], v3
+  halt
+.end
+"""
+    out, _ = agree(program(text), {})
+    np.testing.assert_array_equal(out["y"], np.full(16, np.float32(0.1) + np.float32(0.1), dtype=np.float64))
