@@ -536,3 +536,21 @@ def test_a_splat_without_a_type_is_float32() -> None:
 """
     out, _ = agree(program(text), {})
     np.testing.assert_array_equal(out["y"], np.full(16, np.float32(0.1) + np.float32(0.1), dtype=np.float64))
+
+
+def test_a_half_negative_zero_converts_to_false() -> None:
+    """vcvt to booleans reads an f16 lane's value, not its bits: -0.0 (bits 0x8000) is false, NaN is true."""
+    text = """
+.sym @0 input "x" f16 [4]
+.sym @1 output "y" i1 [4]
+.code
+  alloc @1, [4]
+  vmask v9, 0, 4, 4
+  vld v0, @0[0], v9
+  vcvt.i1 v1, v0
+  vst v1, @1[0], v9
+  halt
+.end
+"""
+    out, _ = agree(program(text), {"x": np.array([-0.0, 0.0, 1.0, np.nan], np.float16)})
+    np.testing.assert_array_equal(out["y"], [False, False, True, True])
