@@ -209,8 +209,10 @@ def lower_qbag(b: Builder, op: Op) -> Value:
     out = alloc(b, rt, [nb, dim])
     zero = b.const(0.0, f32)
     at_scale, at_bias = b.const(codes), b.const(codes + sb_bytes // 2)  # constants outside the loops, which
-    two, sixteen, one = b.const(2), b.const(16), b.const(1.0, f32)  # decouple gives the access unit
-    trips = b.const(codes) if bits == 4 else dim
+    # decouple gives the access unit; each made only where it is used, as dead ones would cost a register
+    two, sixteen = (b.const(2), b.const(16)) if bits == 4 else (None, None)
+    one = b.const(1.0, f32) if mode == "mean" else None
+    trips = at_scale if bits == 4 else dim  # a 4-bit row's code bytes end where its scale starts
     with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
         with body.loop("loop.for", c0, dim, c1) as (d, inner):
             inner.op("loop.store", [zero, out, bi, d])
@@ -239,6 +241,7 @@ def lower_qbag(b: Builder, op: Op) -> Value:
                 if bits == 8:
                     codes_at = [(packed, k)]
                 else:
+                    assert two is not None and sixteen is not None
                     low = inner.val("loop.muli", [k, two], INDEX)
                     high = inner.val("loop.addi", [low, c1], INDEX)
                     codes_at = [(inner.val("loop.remi", [packed, sixteen], INDEX), low),
@@ -250,6 +253,7 @@ def lower_qbag(b: Builder, op: Op) -> Value:
                     inner.op("loop.store", [new, out, bi, d])
         if mode == "mean":  # FBGEMM multiplies by 1 / length, rounded to float32 (an empty bag stays 0)
             n = bag.val("loop.maxi", [bag.val("loop.subi", [end, start], INDEX), c1], INDEX)
+            assert one is not None
             with bag.loop("loop.for", c0, dim, c1) as (d, inner):
                 recip = inner.val("loop.divf", [one, inner.val("loop.cast", [n], f32)], f32)
                 scaled = inner.val("loop.mulf", [inner.val("loop.load", [out, bi, d], f32), recip], f32)
