@@ -40,25 +40,6 @@ TEXT = """module {{
 """
 
 
-def quantize(t: np.ndarray, bits: int) -> np.ndarray:
-    """Rows in FBGEMM's layout, quantized much as its prepack does (the exact codes do not matter here: the bag
-    must reproduce whatever bytes it is given)."""
-    rows = []
-    for r in t:
-        lo, hi = float(r.min()), float(r.max())
-        if bits == 8:
-            scale = np.float32((hi - lo) / 255.0)
-            q = np.rint((r - lo) * (255.0 / (hi - lo + 1e-8))).astype(np.uint8)
-            rows.append(np.concatenate([q, np.array([scale, lo], np.float32).view(np.uint8)]))
-        else:
-            lo16 = np.float16(lo)
-            scale = np.float16((hi - float(lo16)) / 15.0)
-            q = np.clip(np.rint((r - np.float32(lo16)) / np.float32(scale)), 0, 15).astype(np.uint8)
-            packed = (q[0::2] | (q[1::2] << 4)).astype(np.uint8)
-            rows.append(np.concatenate([packed, np.array([scale, lo16], np.float16).view(np.uint8)]))
-    return np.stack(rows)
-
-
 def fbgemm_bag(q: np.ndarray, idx: np.ndarray, off: np.ndarray, bits: int, mode: str,
                w: np.ndarray | None) -> np.ndarray:
     """FBGEMM's EmbeddingSpMDM reference (RefImplementations.cc) for scale-and-bias-last rows: scale and bias
@@ -109,7 +90,7 @@ def run_both(program: Program, feeds: dict[str, np.ndarray]) -> np.ndarray:
 
 def data(bits: int, weighted: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     rng = np.random.default_rng(bits)
-    q = quantize(rng.standard_normal((ROWS, DIM)).astype(np.float32), bits)
+    q = prepack(rng.standard_normal((ROWS, DIM)).astype(np.float32), bits)
     feeds = {"indices": rng.integers(0, ROWS, size=23).astype(np.int64), "offsets": np.array([0, 5, 5, 12, 23])}
     if weighted:
         feeds["w"] = rng.standard_normal(23).astype(np.float32)

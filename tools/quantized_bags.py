@@ -2,9 +2,9 @@
 
 One bag shape (200,000 rows of 64, 128 bags of 20 uniform random lookups, sum) compiled at -O0, -O3, -O3 on
 every op (choose-plan off) and core-only, simulated on the fast engine with data: cycles, DRAM bytes, the
-speed-of-light fraction and energy.  The quantized rows are FBGEMM's layout, made here as its prepack makes
-them (8 bits: scale = range / 255 and codes rounded from (x - min) * 255 / (range + 1e-8); 4 bits: min and scale
-rounded to float16, codes clamped to 0..15).  Usage: python tools/quantized_bags.py [ROWS]
+speed-of-light fraction and energy.  The quantized rows are FBGEMM's layout, made by quantize-tables'
+`prepack`, which equals torch's embedding_bag_byte_prepack / 4bit_prepack byte for byte.
+Usage: python tools/quantized_bags.py [ROWS]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 import ember.dialects  # noqa: F401
 from ember.ir.parser import parse_module
 from ember.passes import PRESETS, parse_pipeline, run_passes
+from ember.passes.quantize_tables import prepack
 from ember.sim.engines import simulate
 from ember.sim.machine import load_machine
 
@@ -24,23 +25,10 @@ LEVELS = {"O0": PRESETS["O0"], "O3": PRESETS["O3"], "O3 every op": PRESETS["O3"]
           "core": PRESETS["core"]}
 
 
-def prepack(table: np.ndarray, bits: int) -> np.ndarray:
-    """Rows in FBGEMM's layout: codes, then scale and bias (float32 for 8 bits, float16 for 4)."""
-    lo, hi = table.min(axis=1, keepdims=True), table.max(axis=1, keepdims=True)
-    if bits == 8:
-        scale = ((hi - lo) / np.float32(255)).astype(np.float32)
-        codes = np.rint((table - lo) * (np.float32(255) / (hi - lo + np.float32(1e-8)))).astype(np.uint8)
-        return np.concatenate([codes, np.concatenate([scale, lo], axis=1).view(np.uint8)], axis=1)
-    lo16 = lo.astype(np.float16)
-    scale = ((hi - lo16.astype(np.float32)) / np.float32(15)).astype(np.float16)
-    codes = np.clip(np.rint((table - lo16.astype(np.float32)) / scale.astype(np.float32)), 0, 15).astype(np.uint8)
-    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
-    return np.concatenate([packed, np.concatenate([scale, lo16], axis=1).view(np.uint8)], axis=1)
-
-
-def module(rows: int, width: int, elem: str, op: str) -> str:
-    attrs = '{mode = "sum", empty = "zero"}' if op == "emb.bag" else f'{{bits = {8 if width == DIM + 8 else 4}, ' \
-        'mode = "sum"}'
+def module(rows: int, width: int, elem: str, bits: int) -> str:
+    """The bag over a float table (bits 0) or its quantized form."""
+    op, attrs = ("emb.qbag", f'{{bits = {bits}, mode = "sum"}}') if bits else \
+        ("emb.bag", '{mode = "sum", empty = "zero"}')
     return f"""module {{
   func @main(%indices: tensor<{BAGS * POOLING}xi64>, %offsets: tensor<{BAGS + 1}xi64>) -> (tensor<{BAGS}x{DIM}xf32>) {{
     %table = param {{name = "table"}} : tensor<{rows}x{width}x{elem}>
@@ -57,12 +45,11 @@ def main() -> None:
     feeds = {"indices": rng.integers(0, rows, BAGS * POOLING).astype(np.int64),
              "offsets": np.arange(0, BAGS * POOLING + 1, POOLING).astype(np.int64)}
     machine = load_machine("default")
-    forms = [("float32", table, "f32", "emb.bag"), ("int8", prepack(table, 8), "u8", "emb.qbag"),
-             ("int4", prepack(table, 4), "u8", "emb.qbag")]
+    forms = [("float32", table, "f32", 0), ("int8", prepack(table, 8), "u8", 8), ("int4", prepack(table, 4), "u8", 4)]
     print("| table | MB | level | cycles | DRAM KB | sol_fraction | energy µJ |\n|---|---:|---|---:|---:|---:|---:|")
-    for name, data, elem, op in forms:
+    for name, data, elem, bits in forms:
         for level, pipeline in LEVELS.items():
-            m = parse_module(module(rows, data.shape[1], elem, op), "bag.eir")
+            m = parse_module(module(rows, data.shape[1], elem, bits), "bag.eir")
             passes = parse_pipeline(pipeline)
             run_passes(m, passes)
             program = passes[-1].program  # type: ignore[attr-defined]
