@@ -24,7 +24,8 @@ from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
 from ember.passes import PRESETS, parse_pipeline, run_passes
-from ember.passes.quantize_tables import link_param, prepack, unpack
+from ember.passes.derived import link_param
+from ember.passes.quantize_tables import prepack, unpack
 
 ROWS, DIM = 30, 40
 LEVELS = ["O0", "O1", "O2", "O3", "core", "full"]  # full: -O3's passes on every op (no choose-plan)

@@ -12,7 +12,7 @@ from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
 from ..ir.diagnostics import EmberError
 from ..passes import PRESETS, parse_pipeline, run_passes
-from ..passes.quantize_tables import link_param
+from ..passes.derived import link_param
 from ..sim.engines import DEFAULT_ENGINE, simulate
 from ..sim.machine import Machine
 from ..sim.multicore import simulate_cores, split_bags, split_rows

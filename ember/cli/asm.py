@@ -23,7 +23,7 @@ def main(input: str, output: str, no_tables: bool) -> None:
     from ..backend.binary import assemble
     from ..backend.dae_text import parse_dae
     from ..frontends import load_weights_any as load_weights
-    from ..passes.quantize_tables import link_param
+    from ..passes.derived import link_param
 
     program = parse_dae(read_text(input), display_name(input))
     params = [(n, s) for n, s in enumerate(program.symbols) if s.kind == "param"]

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ..ir.diagnostics import EmberError
-from .common import base_dir, display_name, guarded, read_text, rebase, write_output
+from .common import base_dir, display_name, guarded, read_text, rebase, write_outputs
+
+if TYPE_CHECKING:
+    from ..passes.base import Pass
 
 
 def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -63,11 +67,14 @@ LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
 @click.option("--print-ir-after-all", is_flag=True, help="print the IR to stderr after every pass")
 @click.option("--time-passes", is_flag=True, help="print the time each pass took to stderr")
 @click.option("--remarks", is_flag=True, help="print why passes declined to transform something")
+@click.option("--stats", "stats_path", metavar="FILE",
+              help="write what the lossy table transforms (quantize-tables, tt-decompose) did to each table as JSON: "
+                   "representation, bytes before and after, reconstruction error max and RMS")
 @click.option("--list-passes", is_flag=True, expose_value=False, is_eager=True, callback=_list_passes,
               help="list the passes and presets, then exit")
 @guarded("ember-opt")
 def main(input: str, output: str, pipeline: str | None, level: str | None, target: str,
-         print_ir_after_all: bool, time_passes: bool, remarks: bool) -> None:
+         print_ir_after_all: bool, time_passes: bool, remarks: bool, stats_path: str | None) -> None:
     """Run passes over INPUT (.eir, '-' for stdin) and write .eir, or .dae when the last pass is codegen."""
     import ember.dialects  # noqa: F401
 
@@ -91,6 +98,9 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
             raise EmberError(f"--target=core runs one fixed pipeline ({PRESETS['core']}): give it no "
                              f"{'--pass' if pipeline else '-' + str(level)}")
         level = "core"
+    if stats_path is not None and stats_path in ("-", "", output):
+        raise EmberError(f"--stats needs a file of its own, not '{stats_path}'"
+                         + (" (the output)" if stats_path == output else ""))
     passes = parse_pipeline(pipeline or PRESETS[level or "O0"]) if (pipeline or level) else []
     if any(isinstance(p, Codegen) for p in passes[:-1]):
         raise EmberError("codegen must be the last pass of a pipeline")
@@ -116,7 +126,18 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
     last = passes[-1] if passes else None
     if isinstance(last, Codegen):
         assert last.program is not None
-        write_output(output, print_dae(last.program))
+        files = {output: print_dae(last.program)}
     else:
-        write_output(output, print_module(module))
+        files = {output: print_module(module)}
+    if stats_path:  # all or none, with the output
+        files[stats_path] = table_stats(passes)
+    write_outputs(files)
     sys.stdout.flush()
+
+
+def table_stats(passes: list[Pass]) -> str:
+    """The JSON of --stats: per pass that transforms tables, its figures per table, in pipeline order."""
+    import json
+
+    out = [{"pass": p.name, "tables": [f.as_json() for f in p.stats]} for p in passes if hasattr(p, "stats")]
+    return json.dumps({"passes": out}, indent=2) + "\n"

@@ -198,7 +198,7 @@ def base_binary(source: Path) -> bytes:
     key = str(source)
     if key not in _binaries:
         from ..frontends import load_weights_any
-        from ..passes.quantize_tables import link_param
+        from ..passes.derived import link_param
 
         program = parse_dae(source.read_text(), str(source))
         if program.weights:

@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (registers the passes)
     quantize_tables,
     simplify_mem,
     to_dlc,
+    tt_decompose,
     unroll,
     vectorize,
     verify,

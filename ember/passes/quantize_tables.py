@@ -2,8 +2,8 @@
 
 A lossy transform, so never part of an -O preset: the user asks for it.  Each `emb.bag` over a float32 param
 table, with mode sum or mean and no padding_idx, becomes an `emb.qbag` over the param `NAME#int8` (or
-`#int4`): a table of bytes in FBGEMM's layout that the linker (ember-asm, `link_param` below) computes from
-the float param `NAME` with `prepack`, FBGEMM's own rounding (QuantUtils.cc, FloatOrHalfToFused8Bit- and
+`#int4`): a table of bytes in FBGEMM's layout that the linker (ember-asm, `derived.link_param`) computes
+from the float param `NAME` with `prepack`, FBGEMM's own rounding (QuantUtils.cc, FloatOrHalfToFused8Bit- and
 FloatOrHalfToFusedNBitRowwiseQuantizedSBHalf), so the bytes equal what torch's
 `embedding_bag_byte_prepack` / `embedding_bag_4bit_prepack` make.  A remark per table gives the memory saved
 and, when the module's weights file can be read, the reconstruction error against the float rows (max and
@@ -22,8 +22,7 @@ from ..ir.diagnostics import EmberError
 from ..ir.rewrite import RewritePattern, insert_before, replace_uses, users
 from ..ir.types import ScalarType, ShapedType
 from .base import Decline, PatternPass
-
-DERIVED = {"int8": 8, "int4": 4}  # the suffix of a derived param's name -> bits
+from .derived import Figures, derive, float_rows, read_weights
 
 
 def prepack(table: np.ndarray, bits: int) -> np.ndarray:
@@ -71,18 +70,18 @@ def unpack(rows: np.ndarray, bits: int) -> np.ndarray:
         return (codes.astype(np.float64) * sb[:, :1] + sb[:, 1:]).astype(np.float32)
 
 
-def link_param(weights: dict[str, np.ndarray], name: str) -> np.ndarray | None:
-    """A param's data from a weights file: the array of that name, or for a derived name `NAME#int8` /
-    `NAME#int4` (what quantize-tables writes) the float array NAME prepacked; None when neither exists."""
-    if name in weights:
-        return weights[name]
-    base, _, kind = name.rpartition("#")
-    if kind in DERIVED and base in weights:
-        try:
-            return prepack(np.asarray(weights[base]), DERIVED[kind])
-        except EmberError as e:
-            raise EmberError(f"param '{name}' is computed from '{base}': {e.message}") from None
-    return None
+@derive("int8")
+def _int8(table: np.ndarray, args: str) -> np.ndarray:
+    return prepack(table, 8) if not args else _no_args("int8", args)
+
+
+@derive("int4")
+def _int4(table: np.ndarray, args: str) -> np.ndarray:
+    return prepack(table, 4) if not args else _no_args("int4", args)
+
+
+def _no_args(kind: str, args: str) -> np.ndarray:
+    raise EmberError(f"a #{kind} param takes nothing after its kind, got '/{args}'")
 
 
 @dataclass
@@ -92,13 +91,14 @@ class QuantizeTables(PatternPass):
     declined: ClassVar[str] = "table kept in float"
     bits: int = 8
     weights_file: str = field(default="", repr=False)  # set by ember-opt: the module's weights, from here
+    stats: list[Figures] = field(default_factory=list, repr=False)  # per table converted, for ember-opt --stats
 
     def __post_init__(self) -> None:
         if self.bits not in (8, 4):
             raise EmberError(f"pass 'quantize-tables': option 'bits' must be 8 or 4, got {self.bits}")
 
     def run(self, module: Op) -> None:
-        self.weights = _read_weights(self.weights_file or module.attrs.get("weights"))
+        self.weights = read_weights(self.weights_file or module.attrs.get("weights"))
         super().run(module)
 
     def patterns(self) -> list[RewritePattern]:
@@ -149,32 +149,11 @@ class Quantize(RewritePattern):
         block.ops.remove(op)
         if not users(block.parent, table):  # the float table is gone from the program, and from its .bin
             block.ops.remove(src)
+        figures = next((f for f in self.owner.stats if f.table == src.attrs["name"]), None)
+        if figures is None:  # measured once per table
+            figures = Figures(src.attrs["name"], f"int{bits}", (rows, dim), rows * dim * 4, rows * width)
+            figures.measure(float_rows(self.owner.weights, src), lambda x: unpack(prepack(x, bits), bits))
+            self.owner.stats.append(figures)
         self.owner.remarks.append(f"{op.loc}: remark: quantize-tables: {src.attrs['name']} ({rows} x {dim} f32) "
-                                  f"-> int{bits}: {rows * dim * 4:,} -> {rows * width:,} bytes "
-                                  f"({rows * dim * 4 / (rows * width):.2f}x smaller)" + self.error(src, bits))
+                                  f"-> int{bits}: {figures.summary()}")
         return True
-
-    def error(self, src: Op, bits: int) -> str:
-        """The reconstruction error of the table, when the module's weights can be read."""
-        weights, name = self.owner.weights, src.attrs["name"]
-        if weights is None:
-            return "; reconstruction error not measured (the module's weights file could not be read)"
-        x = np.asarray(weights.get(name, np.zeros(0)))
-        if x.shape != tuple(src.result.type.shape) or x.dtype.kind != "f":  # type: ignore[union-attr]
-            return f"; reconstruction error not measured (the weights file has no {name} of the table's shape)"
-        x = x.astype(np.float32)
-        with np.errstate(all="ignore"):
-            diff = unpack(prepack(x, bits), bits).astype(np.float64) - x
-            return f"; reconstruction error max {np.abs(diff).max():.3g}, RMS {np.sqrt(np.mean(diff ** 2)):.3g}"
-
-
-def _read_weights(path: object) -> dict[str, np.ndarray] | None:
-    """The weights file's arrays, or None when there is none or it cannot be read."""
-    if not isinstance(path, str) or not path:
-        return None
-    try:
-        from ..frontends import load_weights_any
-
-        return load_weights_any(path)
-    except (EmberError, OSError):
-        return None

@@ -1,0 +1,116 @@
+"""Derived params: params whose data the linker computes from a float param of the weights file.
+
+The lossy table transforms (quantize-tables, tt-decompose) replace a float table `NAME` by params named
+`NAME#KIND` or `NAME#KIND/ARGS` (`bag.weight#int8`, `bag.weight#tt/22x22x21/4x4x4/16x16/0`).  The weights
+file keeps only `NAME`; whoever links a program (ember-asm, the benchmark, the fuzzer) calls `link_param`,
+which finds the function registered for KIND and computes the data from `NAME`.  A pass registers its kinds
+with `derive` when its module is imported, and importing any module of `ember.passes` imports every pass.
+
+Also here, what both transforms report per table: `Figures`, the bytes before and after and the
+reconstruction error, given as a remark and, through `ember-opt --stats`, as JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.core import Op
+from ..ir.diagnostics import EmberError
+from ..ir.types import ShapedType
+
+Derive = Callable[[np.ndarray, str], np.ndarray]  # (the float array NAME, the name's ARGS) -> the param's data
+DERIVED: dict[str, Derive] = {}
+
+
+def derive(kind: str) -> Callable[[Derive], Derive]:
+    """Register a function computing the params `NAME#<kind>[/ARGS]`."""
+    def register(fn: Derive) -> Derive:
+        DERIVED[kind] = fn
+        return fn
+    return register
+
+
+def link_param(weights: dict[str, np.ndarray], name: str) -> np.ndarray | None:
+    """A param's data from a weights file: the array of that name, or for a derived name `NAME#KIND[/ARGS]` the
+    data computed from the array NAME; None when neither exists."""
+    if name in weights:
+        return weights[name]
+    base, _, tail = name.rpartition("#")
+    kind, _, args = tail.partition("/")
+    fn = DERIVED.get(kind)
+    if fn is None or base not in weights:
+        return None
+    try:
+        return fn(np.asarray(weights[base]), args)
+    except EmberError as e:
+        raise EmberError(f"param '{name}' is computed from '{base}': {e.message}") from None
+
+
+def read_weights(path: object) -> dict[str, np.ndarray] | None:
+    """The arrays of a module's weights file, or None when there is none or it cannot be read."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        from ..frontends import load_weights_any
+
+        return load_weights_any(path)
+    except (EmberError, OSError):
+        return None
+
+
+def float_rows(weights: dict[str, np.ndarray] | None, table: Op) -> np.ndarray | str:
+    """The float32 data of the param op `table` from the weights, or why the error cannot be measured."""
+    name = table.attrs["name"]
+    if weights is None:
+        return "the module's weights file could not be read"
+    x = np.asarray(weights.get(name, np.zeros(0)))
+    t = table.result.type
+    assert isinstance(t, ShapedType) and t.shape is not None
+    if x.shape != tuple(t.shape) or x.dtype.kind != "f":
+        return f"the weights file has no {name} of the table's shape"
+    return x.astype(np.float32)
+
+
+@dataclass
+class Figures:
+    """What a lossy transform did to one table: its size before and after, and the reconstruction error (max and
+    RMS of the rows the new form stands for minus the float rows), or why the error was not measured."""
+
+    table: str
+    representation: str
+    shape: tuple[int, int]
+    bytes_before: int
+    bytes_after: int
+    error_max: float | None = None
+    error_rms: float | None = None
+    unmeasured: str = ""
+
+    def measure(self, rows: np.ndarray | str, approx: Callable[[np.ndarray], np.ndarray]) -> None:
+        """Set the error from `approx(rows)`, the new form's rows, or record why it is unknown (`rows` a str)."""
+        if isinstance(rows, str):
+            self.unmeasured = rows
+            return
+        with np.errstate(all="ignore"):
+            diff = approx(rows).astype(np.float64) - rows
+            self.error_max = float(np.abs(diff).max())
+            self.error_rms = float(np.sqrt(np.mean(diff ** 2)))
+
+    def summary(self) -> str:
+        """`1,280 -> 640 bytes (2.00x smaller); reconstruction error max 0.00926, RMS 0.00305`."""
+        head = (f"{self.bytes_before:,} -> {self.bytes_after:,} bytes "
+                f"({self.bytes_before / self.bytes_after:.2f}x smaller)")
+        if self.error_max is None:
+            return f"{head}; reconstruction error not measured ({self.unmeasured})"
+        return f"{head}; reconstruction error max {self.error_max:.3g}, RMS {self.error_rms:.3g}"
+
+    def as_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "table": self.table, "representation": self.representation, "rows": self.shape[0],
+            "dim": self.shape[1], "bytes_before": self.bytes_before, "bytes_after": self.bytes_after,
+            "ratio": self.bytes_before / self.bytes_after, "error_max": self.error_max, "error_rms": self.error_rms}
+        if self.unmeasured:
+            out["error_unmeasured"] = self.unmeasured
+        return out
