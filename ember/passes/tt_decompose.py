@@ -91,8 +91,8 @@ def factor_exactly(d: int, n: int) -> Shape | None:
 
 
 def factor_at_least(rows: int, n: int) -> Shape:
-    """`n` factors whose product is >= rows: the smallest product a search near the n-th root finds, then the
-    most balanced; largest first."""
+    """`n` factors whose product is >= rows: rows itself when it factors evenly enough, else the smallest product
+    a search near the n-th root finds, then the most balanced; largest first."""
     best: tuple[int, float, Shape] | None = None
 
     def walk(need: int, parts: int, acc: tuple[int, ...]) -> None:
@@ -109,6 +109,9 @@ def factor_at_least(rows: int, n: int) -> Shape:
 
     walk(rows, n, ())
     assert best is not None
+    exact = factor_exactly(rows, n)  # no padding at all, unless that makes a core much longer than the root
+    if exact and best[0] > rows and exact[0] <= 2 * math.ceil(rows ** (1 / n)):
+        return exact
     return tuple(sorted(best[2], reverse=True))
 
 
@@ -272,8 +275,8 @@ class Decompose(RewritePattern):
         if "padding_idx" in op.attrs:
             raise Decline("it has a padding_idx, which TT bags do not take")
         weights = op.operands[3] if len(op.operands) == 4 else None
-        if weights is not None and (weights.type.elem.name != "f32" or mode != "sum"):  # type: ignore[union-attr]
-            raise Decline("its per-sample weights are not f32 on a sum (what a TT bag takes)")
+        if weights is not None and weights.type.elem.name != "f32":  # type: ignore[union-attr]
+            raise Decline("its per-sample weights are not f32")
         rows, dim = t.shape
         if not rows or not dim:
             raise Decline(f"the table is empty ({rows} x {dim})")
