@@ -87,16 +87,16 @@ def test_truncation_keeps_the_best_ranks_worth() -> None:
 def test_the_linker_computes_each_core_from_one_decomposition(monkeypatch: pytest.MonkeyPatch) -> None:
     table = np.random.default_rng(5).standard_normal((90, 8)).astype(np.float32)
     calls = []
-    svd = np.linalg.svd
+    eigh = np.linalg.eigh
 
     def counted(*args: object, **kwargs: object) -> object:
         calls.append(1)
-        return svd(*args, **kwargs)
+        return eigh(*args, **kwargs)
 
-    monkeypatch.setattr(np.linalg, "svd", counted)
+    monkeypatch.setattr(np.linalg, "eigh", counted)
     weights = {"t": table}
     cores = [link_param(weights, f"t#tt/5x5x4/2x2x2/3x4/{k}") for k in range(3)]
-    assert len(calls) == 2  # one decomposition of a 3-core train: two SVDs, not six
+    assert len(calls) == 2  # one decomposition of a 3-core train: one truncation per cut, two, not six
     assert [c.shape for c in cores] == [(5, 1, 2, 3), (5, 3, 2, 4), (4, 4, 2, 1)]  # type: ignore[union-attr]
     for got, want in zip(cores, tt_cores(table.copy(), (5, 5, 4), (2, 2, 2), (3, 4))):  # a copy: decomposed anew
         np.testing.assert_array_equal(got, want)  # type: ignore[arg-type]

@@ -123,7 +123,8 @@ def tt_cores(table: np.ndarray, p: Shape, q: Shape, ranks: Shape) -> list[np.nda
 
     The table, padded with zero rows to prod p, is viewed as a tensor over the digits (i_0, j_0, i_1, j_1, ..)
     of its row i (over p, most significant first) and element d (over q), so that core k carries (p_k, q_k);
-    then one truncated SVD per cut, left to right.  A rank larger than the unfolding's is padded with zeros.
+    then one truncated SVD per cut, left to right (`_truncate`).  A rank larger than the unfolding's is padded
+    with zeros.
     The result is cached per (table, shapes): the n params of one table cost one decomposition."""
     key = (id(table), p, q, ranks)
     hit = _SVD_CACHE.get(key)
@@ -138,23 +139,20 @@ def tt_cores(table: np.ndarray, p: Shape, q: Shape, ranks: Shape) -> list[np.nda
     rows, dim = table.shape
     if math.prod(q) != dim or math.prod(p) < rows or not rows:
         raise EmberError(f"tt-decompose: p={join(p)} and q={join(q)} do not cover a table of {rows} x {dim}")
-    full = np.zeros((math.prod(p), dim))
-    full[:rows] = table
+    padded = table
+    if math.prod(p) > rows:
+        padded = np.zeros((math.prod(p), dim), table.dtype)
+        padded[:rows] = table
     order = [a for k in range(n) for a in (k, n + k)]  # (p0, .., p_n-1, q0, .., q_n-1) -> (p0, q0, p1, q1, ..)
-    rest = full.reshape(*p, *q).transpose(order)
-    del full
+    rest = np.empty([(p, q)[a >= n][a % n] for a in order])
+    rest.transpose(np.argsort(order))[...] = padded.reshape(*p, *q)  # written in float64 straight away
+    del padded
     cores: list[np.ndarray] = []
     prev = 1
     for k in range(n - 1):
-        unfold = rest.reshape(prev * p[k] * q[k], -1)
-        u, s, vt = np.linalg.svd(unfold, full_matrices=False)
-        r, got = ranks[k], min(ranks[k], len(s))
-        left = np.zeros((len(u), r))
-        left[:, :got] = u[:, :got]
-        cores.append(left.reshape(prev, p[k], q[k], r))
-        rest = np.zeros((r, vt.shape[1]))
-        rest[:got] = s[:got, None] * vt[:got]
-        prev = r
+        left, rest = _truncate(rest.reshape(prev * p[k] * q[k], -1), ranks[k])
+        cores.append(left.reshape(prev, p[k], q[k], ranks[k]))
+        prev = ranks[k]
     cores.append(rest.reshape(prev, p[-1], q[-1], 1))
     out = [np.ascontiguousarray(c.transpose(1, 0, 2, 3), dtype=np.float32) for c in cores]  # R p q R' -> p R q R'
     try:
@@ -189,6 +187,24 @@ def parse_name(args: str) -> tuple[Shape, Shape, Shape, int]:
     if len(q) != len(p) or len(ranks) != len(p) - 1 or len(p) not in CORES or k >= len(p):
         raise EmberError(f"'#tt/{args}' does not name a core of a train of 2 to 4 cores (p, q, and one rank fewer)")
     return p, q, ranks, k
+
+
+def _truncate(c: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """`c` ~ left @ rest with `left` r orthonormal columns spanning c's r leading left singular vectors, so that
+    left @ rest is c's best rank-r approximation (columns past c's rank are zeros).  The vectors come from the
+    eigenvectors of the small Gram matrix c c^T, after a QR when c is tall: for the wide unfoldings of a table
+    this is tens of times faster than a full SVD, and its precision (about 1e-8 of the largest singular value)
+    is below what the float32 cores keep."""
+    m, n = c.shape
+    if m > n:
+        q, tri = np.linalg.qr(c)
+        left, rest = _truncate(tri, r)
+        return q @ left, rest
+    _, vectors = np.linalg.eigh(c @ c.T)
+    left = np.zeros((m, r))
+    got = min(r, m)
+    left[:, :got] = vectors[:, ::-1][:, :got]
+    return left, left.T @ c
 
 
 @derive("tt")
