@@ -20,10 +20,11 @@ import pytest
 from conftest import run_tool
 
 import ember.dialects  # noqa: F401
+from ember.frontends import load_weights_any
 from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
-from ember.passes import parse_pipeline, run_passes
+from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.passes.derived import link_param
 from ember.passes.quantize_tables import prepack, unpack
 from ember.passes.tt_decompose import capped_ranks, core_shapes, tt_cores, tt_rows
@@ -253,3 +254,48 @@ def test_a_table_two_bags_share_is_decomposed_once() -> None:
     assert 'param {name = "t#tt/20x20/4x4/6/0"} : tensor<20x1x4x6xf32>' in out
     assert out.count("emb.ttbag %t_tt0, %t_tt1, ") == 2 and 'mode = "mean"' in out
     assert len(passes[0].stats) == 1  # type: ignore[attr-defined]
+
+
+E2E = """module attributes {{weights = "w.onnx"}} {{
+  func @main(%indices: tensor<?xi64>, %offsets: tensor<?xi64>{wdecl}) -> (tensor<?x16xf32>) {{
+    %table = param {{name = "table"}} : tensor<1000x16xf32>
+    %out = emb.bag %table, %indices, %offsets{warg} {{mode = "{mode}", empty = "zero"}} : tensor<?x16xf32>
+    return %out
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize(("mode", "weighted", "level"), [("sum", True, "O0"),
+                                                       pytest.param("mean", False, "O2", marks=pytest.mark.slow)])
+def test_a_decomposed_table_runs_through_every_tool_on_both_engines(tmp_path: Path, mode: str, weighted: bool,
+                                                                    level: str) -> None:
+    """ember-opt decomposes the table, ember-asm computes the cores from the float weights, and both engines'
+    bags equal numpy's over the table the cores stand for (`dense`)."""
+    rng = np.random.default_rng(7)
+    weights_file(tmp_path / "w.onnx", table=rng.standard_normal((1000, 16)).astype(np.float32))
+    (tmp_path / "m.eir").write_text(E2E.format(mode=mode, wdecl=", %w: tensor<?xf32>" if weighted else "",
+                                               warg=", %w" if weighted else ""))
+    indices, offsets = rng.integers(0, 1000, 40), np.array([0, 5, 5, 17, 40])  # bag 1 is empty
+    feeds = {"indices": indices, "offsets": offsets} | ({"w": rng.standard_normal(40).astype(np.float32)}
+                                                        if weighted else {})
+    np.savez(tmp_path / "in.npz", **feeds)
+    r = run_tool("opt", "-p", "tt-decompose{ranks=4}," + PRESETS[level], "m.eir", "-o", "t.dae", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert '"table#tt/10x10x10/4x2x2/4x4/2" f32 [10, 4, 2, 1]' in (tmp_path / "t.dae").read_text()
+    assert run_tool("asm", "t.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
+    cores = [link_param({"table": np.asarray(load_weights_any(str(tmp_path / "w.onnx"))["table"])},
+                        f"table#tt/10x10x10/4x2x2/4x4/{k}") for k in range(3)]
+    rows = dense(cores)[:1000]  # type: ignore[arg-type]
+    want = np.zeros((4, 16))
+    for b in range(4):
+        picked = rows[indices[offsets[b]:offsets[b + 1]]]
+        if weighted:
+            picked = picked * feeds["w"][offsets[b]:offsets[b + 1], None]
+        want[b] = picked.sum(0) / (max(len(picked), 1) if mode == "mean" else 1)
+    for engine in ("fast", "reference"):
+        r = run_tool("sim", "t.bin", "--inputs", "in.npz", "--outputs", f"{engine}.npz", "--engine", engine,
+                     cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        [got] = np.load(tmp_path / f"{engine}.npz").values()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

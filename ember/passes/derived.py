@@ -12,6 +12,7 @@ reconstruction error, given as a remark and, through `ember-opt --stats`, as JSO
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -110,7 +111,13 @@ class Figures:
         out: dict[str, object] = {
             "table": self.table, "representation": self.representation, "rows": self.shape[0],
             "dim": self.shape[1], "bytes_before": self.bytes_before, "bytes_after": self.bytes_after,
-            "ratio": self.bytes_before / self.bytes_after, "error_max": self.error_max, "error_rms": self.error_rms}
+            "ratio": self.bytes_before / self.bytes_after, "error_max": _number(self.error_max),
+            "error_rms": _number(self.error_rms)}
         if self.unmeasured:
             out["error_unmeasured"] = self.unmeasured
         return out
+
+
+def _number(x: float | None) -> float | str | None:
+    """A figure as JSON has it: an infinite or NaN error (a table holding inf) as the string 'inf' or 'nan'."""
+    return x if x is None or math.isfinite(x) else str(x)
