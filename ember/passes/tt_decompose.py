@@ -190,8 +190,8 @@ def parse_name(args: str) -> tuple[Shape, Shape, Shape, int]:
 
 
 def _truncate(c: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
-    """`c` ~ left @ rest with `left` r orthonormal columns spanning c's r leading left singular vectors, so that
-    left @ rest is c's best rank-r approximation (columns past c's rank are zeros).  The vectors come from the
+    """`c` ~ left @ rest with `left`'s r columns c's leading left singular vectors (zeros past c's m rows), so
+    that left @ rest = left left^T c is c's best rank-r approximation.  The vectors come from the
     eigenvectors of the small Gram matrix c c^T, after a QR when c is tall: for the wide unfoldings of a table
     this is tens of times faster than a full SVD, and its precision (about 1e-8 of the largest singular value)
     is below what the float32 cores keep."""
