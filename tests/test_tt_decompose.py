@@ -69,9 +69,10 @@ def test_full_ranks_reproduce_any_table_and_the_rows_past_it_are_zero() -> None:
     assert np.abs(full[45:]).max() < 1e-5 * np.abs(table).max()
 
 
-def test_tt_rows_is_the_definition() -> None:
+@pytest.mark.parametrize(("start", "stop"), [(0, 20), (0, 24), (5, 6), (7, 19)])
+def test_tt_rows_is_the_definition(start: int, stop: int) -> None:
     cores = random_cores(np.random.default_rng(3), (3, 2, 4), (2, 3, 2), (4, 3))
-    np.testing.assert_allclose(tt_rows(cores, 20), dense(cores)[:20], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tt_rows(cores, start, stop), dense(cores)[start:stop], rtol=1e-12, atol=1e-12)
 
 
 def test_truncation_keeps_the_best_ranks_worth() -> None:

@@ -152,7 +152,7 @@ class Quantize(RewritePattern):
         figures = next((f for f in self.owner.stats if f.table == src.attrs["name"]), None)
         if figures is None:  # measured once per table
             figures = Figures(src.attrs["name"], f"int{bits}", (rows, dim), rows * dim * 4, rows * width)
-            figures.measure(float_rows(self.owner.weights, src), lambda x: unpack(prepack(x, bits), bits))
+            figures.measure(float_rows(self.owner.weights, src), lambda x, _: unpack(prepack(x, bits), bits))
             self.owner.stats.append(figures)
         self.owner.remarks.append(f"{op.loc}: remark: quantize-tables: {src.attrs['name']} ({rows} x {dim} f32) "
                                   f"-> int{bits}: {figures.summary()}")

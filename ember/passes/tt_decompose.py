@@ -139,18 +139,19 @@ def tt_cores(table: np.ndarray, p: Shape, q: Shape, ranks: Shape) -> list[np.nda
     rows, dim = table.shape
     if math.prod(q) != dim or math.prod(p) < rows or not rows:
         raise EmberError(f"tt-decompose: p={join(p)} and q={join(q)} do not cover a table of {rows} x {dim}")
-    padded = table
-    if math.prod(p) > rows:
-        padded = np.zeros((math.prod(p), dim), table.dtype)
-        padded[:rows] = table
     order = [a for k in range(n) for a in (k, n + k)]  # (p0, .., p_n-1, q0, .., q_n-1) -> (p0, q0, p1, q1, ..)
-    rest = np.empty([(p, q)[a >= n][a % n] for a in order])
-    rest.transpose(np.argsort(order))[...] = padded.reshape(*p, *q)  # written in float64 straight away
-    del padded
+    rest = np.zeros([(p, q)[a >= n][a % n] for a in order], np.result_type(table.dtype, np.float32))
+    view = rest.transpose(np.argsort(order))  # the same memory indexed (i_0, .., i_n-1, j_0, .., j_n-1)
+    lead = math.prod(p[1:])  # the rows of one digit i_0
+    for i0 in range(-(-rows // lead)):  # written digit by digit: no padded copy of the table
+        block = table[i0 * lead:(i0 + 1) * lead]
+        if len(block) < lead:
+            block = np.concatenate([block, np.zeros((lead - len(block), dim), block.dtype)])
+        view[i0] = block.reshape(*p[1:], *q)
     cores: list[np.ndarray] = []
     prev = 1
     for k in range(n - 1):
-        left, rest = _truncate(rest.reshape(prev * p[k] * q[k], -1), ranks[k])
+        left, rest = _truncate(rest.reshape(prev * p[k] * q[k], -1), ranks[k])  # rest: float64 from here
         cores.append(left.reshape(prev, p[k], q[k], ranks[k]))
         prev = ranks[k]
     cores.append(rest.reshape(prev, p[-1], q[-1], 1))
@@ -164,16 +165,19 @@ def tt_cores(table: np.ndarray, p: Shape, q: Shape, ranks: Shape) -> list[np.nda
     return out
 
 
-def tt_rows(cores: list[np.ndarray], rows: int) -> np.ndarray:
-    """The first `rows` rows of the table the cores stand for, in float64: row i, element d is the chain
-    G_0[i_0, 0, j_0, :] . G_1[i_1, :, j_1, :] ... G_n-1[i_n-1, :, j_n-1, 0] over their digits."""
-    acc = cores[0].astype(np.float64)[:, 0]  # (rows so far, elements so far, R)
+def tt_rows(cores: list[np.ndarray], start: int, stop: int) -> np.ndarray:
+    """Rows start .. stop of the table the cores stand for, in float64: row i, element d is the chain
+    G_0[i_0, 0, j_0, :] . G_1[i_1, :, j_1, :] ... G_n-1[i_n-1, :, j_n-1, 0] over their digits.  Only the
+    digits i_0 that the rows have are contracted."""
+    lead = math.prod(g.shape[0] for g in cores[1:])  # the rows of one digit i_0
+    first = start // lead
+    acc = cores[0][first:-(-stop // lead), 0].astype(np.float64)  # (rows so far, elements so far, R)
     for g in cores[1:]:
         pk, rk, qk, rn = g.shape
         a, b, _ = acc.shape
         nxt = acc.reshape(a * b, rk) @ g.transpose(1, 0, 2, 3).reshape(rk, pk * qk * rn).astype(np.float64)
         acc = nxt.reshape(a, b, pk, qk, rn).transpose(0, 2, 1, 3, 4).reshape(a * pk, b * qk, rn)
-    return acc[:rows, :, 0]
+    return acc[start - first * lead:stop - first * lead, :, 0]
 
 
 def parse_name(args: str) -> tuple[Shape, Shape, Shape, int]:
@@ -191,20 +195,28 @@ def parse_name(args: str) -> tuple[Shape, Shape, Shape, int]:
 
 def _truncate(c: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
     """`c` ~ left @ rest with `left`'s r columns c's leading left singular vectors (zeros past c's m rows), so
-    that left @ rest = left left^T c is c's best rank-r approximation.  The vectors come from the
+    that left @ rest = left left^T c is c's best rank-r approximation, in float64.  The vectors come from the
     eigenvectors of the small Gram matrix c c^T, after a QR when c is tall: for the wide unfoldings of a table
     this is tens of times faster than a full SVD, and its precision (about 1e-8 of the largest singular value)
-    is below what the float32 cores keep."""
+    is below what the float32 cores keep.  A float32 `c` is widened a block of columns at a time."""
     m, n = c.shape
     if m > n:
-        q, tri = np.linalg.qr(c)
+        q, tri = np.linalg.qr(c.astype(np.float64, copy=False))
         left, rest = _truncate(tri, r)
         return q @ left, rest
-    _, vectors = np.linalg.eigh(c @ c.T)
+    step = max(1, (1 << 22) // m)
+    gram = np.zeros((m, m))
+    for j in range(0, n, step):
+        block = c[:, j:j + step].astype(np.float64)
+        gram += block @ block.T
+    _, vectors = np.linalg.eigh(gram)
     left = np.zeros((m, r))
     got = min(r, m)
     left[:, :got] = vectors[:, ::-1][:, :got]
-    return left, left.T @ c
+    rest = np.empty((r, n))
+    for j in range(0, n, step):
+        rest[:, j:j + step] = left.T @ c[:, j:j + step].astype(np.float64, copy=False)
+    return left, rest
 
 
 @derive("tt")
@@ -326,7 +338,9 @@ class Decompose(RewritePattern):
         figures = next((f for f in self.owner.stats if f.table == base and f.representation == form), None)
         if figures is None:  # measured once per table
             figures = Figures(base, form, (rows, dim), before, after)
-            figures.measure(float_rows(self.owner.weights, src), lambda x: tt_rows(tt_cores(x, p, q, ranks), rows))
+            table_rows = float_rows(self.owner.weights, src)
+            cores = tt_cores(table_rows, p, q, ranks) if not isinstance(table_rows, str) else []
+            figures.measure(table_rows, lambda x, start: tt_rows(cores, start, start + len(x)))
             self.owner.stats.append(figures)
         capped = f" (asked {join(self.owner.asked)}, capped by TT-SVD)" if ranks != self.owner.asked else ""
         self.owner.remarks.append(f"{op.loc}: remark: tt-decompose: {base} ({rows:,} x {dim} f32) -> {form}"
