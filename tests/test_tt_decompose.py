@@ -300,3 +300,14 @@ def test_a_decomposed_table_runs_through_every_tool_on_both_engines(tmp_path: Pa
         assert r.returncode == 0, r.stderr
         [got] = np.load(tmp_path / f"{engine}.npz").values()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize(("stats", "message"), [("-", "--stats needs a file of its own, not '-'"),
+                                                ("t.eir", "--stats needs a file of its own, not 't.eir' (the output)"),
+                                                ("no/such/dir/s.json", "cannot write")])
+def test_stats_that_cannot_be_written_leave_no_output(tmp_path: Path, stats: str, message: str) -> None:
+    (tmp_path / "m.eir").write_text(MODULE.format(rows=1000))
+    r = run_tool("opt", "--stats", stats, "-p", "tt-decompose", "m.eir", "-o", "t.eir", cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "t.eir").exists()
