@@ -1,7 +1,7 @@
 """Derived params: params whose data the linker computes from a float param of the weights file.
 
 The lossy table transforms (quantize-tables, tt-decompose) replace a float table `NAME` by params named
-`NAME#KIND` or `NAME#KIND/ARGS` (`bag.weight#int8`, `bag.weight#tt/22x22x21/4x4x4/16x16/0`).  The weights
+`NAME#KIND` or `NAME#KIND/ARGS` (`bag.weight#int8`, `bag.weight#tt/100x100x100/4x4x4/16x16/0`).  The weights
 file keeps only `NAME`; whoever links a program (ember-asm, the benchmark, the fuzzer) calls `link_param`,
 which finds the function registered for KIND and computes the data from `NAME`.  A pass registers its kinds
 with `derive` when its module is imported, and importing any module of `ember.passes` imports every pass.

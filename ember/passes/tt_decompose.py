@@ -3,7 +3,7 @@
 A lossy transform, so never part of an -O preset: the user asks for it.  Each `emb.bag` over a float32 param
 table N x D, with mode sum or mean and no padding_idx, becomes an `emb.ttbag` over n cores (TT-Rec,
 FBTT-Embedding's layout): core k is a p_k x R_k x q_k x R_k+1 float32 param named
-`NAME#tt/<p>/<q>/<ranks>/<k>`, e.g. `bag.weight#tt/22x22x21/4x4x4/16x16/0` (p, q and the interior ranks
+`NAME#tt/<p>/<q>/<ranks>/<k>`, e.g. `bag.weight#tt/100x100x100/4x4x4/16x16/0` (p, q and the interior ranks
 written with 'x'), whose data the linker computes from the float param NAME by `tt_cores`.
 
 The shapes: q factors D exactly (each factor > 1, as balanced as D allows), p has a product >= N and is as
@@ -33,7 +33,7 @@ from ..ir.types import ScalarType, ShapedType
 from .base import Decline, PatternPass
 from .derived import Figures, derive, float_rows, read_weights
 
-CORES = (2, 3, 4)  # what emb.ttbag takes, as FBTT-Embedding does
+CORES = (2, 3, 4)  # what emb.ttbag takes (its TT_CORES), as FBTT-Embedding does
 DEFAULT_CORES = 3
 Shape = tuple[int, ...]
 
@@ -181,7 +181,7 @@ def tt_rows(cores: list[np.ndarray], start: int, stop: int) -> np.ndarray:
 
 
 def parse_name(args: str) -> tuple[Shape, Shape, Shape, int]:
-    """`22x22x21/4x4x4/16x16/0` (a derived param's name after `#tt/`) -> p, q, interior ranks, core number."""
+    """`100x100x100/4x4x4/16x16/0` (a derived param's name after `#tt/`) -> p, q, interior ranks, core number."""
     parts = args.split("/")
     if len(parts) != 4 or not parts[3].isdigit():
         raise EmberError(f"a #tt param is named NAME#tt/<p>/<q>/<ranks>/<core>, got '#tt/{args}'")
