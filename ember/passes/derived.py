@@ -72,7 +72,7 @@ def float_rows(weights: dict[str, np.ndarray] | None, table: Op) -> np.ndarray |
     assert isinstance(t, ShapedType) and t.shape is not None
     if x.shape != tuple(t.shape) or x.dtype.kind != "f":
         return f"the weights file has no {name} of the table's shape"
-    return x.astype(np.float32)
+    return x.astype(np.float32, copy=False)
 
 
 @dataclass
