@@ -285,7 +285,7 @@ def test_a_hand_encoded_record_decodes() -> None:
 
 
 @pytest.mark.parametrize("fields, kind, message", [
-    ([*GOOD_FIELDS, ("rows", SymRef(0))], "bag", "malformed 'work' section: unknown work field 'rows'"),
+    ([*GOOD_FIELDS, ("lanes", SymRef(0))], "bag", "malformed 'work' section: unknown work field 'lanes'"),
     ([*GOOD_FIELDS, ("table", SymRef(0))], "bag", "malformed 'work' section: work field 'table' given twice"),
     ([("table", 0), *GOOD_FIELDS[1:]], "bag", "malformed 'work' section: bad value for work field 'table'"),
     ([*GOOD_FIELDS, ("padding_idx", True)], "bag", "malformed 'work' section: bad value for work field "

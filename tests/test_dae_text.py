@@ -282,7 +282,7 @@ def wedit(old: str, new: str) -> str:
 BAG = ".work bag mean table=@0 indices=@1 offsets=@2 output=@4 empty=zero"
 MALFORMED_WORK = [
     (wedit(".work gather", ".work gathr"), "x.dae:14:7: error: unknown work kind 'gathr' (expected gather, bag, "
-     "qbag or scatter_rows)"),
+     "qbag, ttbag or scatter_rows)"),
     (wedit("bag mean", "bag median"), "x.dae:15:11: error: unknown bag mode 'median' (expected sum, mean or max)"),
     (wedit("bag mean", "bag"), "x.dae:15:7: error: a bag record needs a mode (sum, mean or max)"),
     (wedit("gather table", "gather sum table"), "x.dae:14:14: error: a gather record takes no mode, got 'sum'"),
@@ -297,10 +297,10 @@ MALFORMED_WORK = [
     (wedit(BAG, BAG + " targets=@7"), "x.dae:15:76: error: a bag record has no field 'targets'"),
     (wedit("indices=@5", "indices=5"), "x.dae:14:31: error: field 'indices' must be a symbol (@n), got '5'"),
     (wedit("padding_idx=0", "padding_idx=@0"), "x.dae:13:79: error: field 'padding_idx' must be an integer"),
-    (wedit("indices=@5", "rows=@5"), "x.dae:14:23: error: unknown .work field 'rows' (expected one of table, "),
+    (wedit("indices=@5", "lanes=@5"), "x.dae:14:23: error: unknown .work field 'lanes' (expected one of table, "),
     (wedit("indices=@5", "@5"), "x.dae:14:23: error: '.work' expects key=value fields after its kind and mode, "
      "got '@5'"),
-    (wedit(".work gather table=@0", ".work table=@0"), "x.dae:14:7: error: '.work' expects a kind (gather, bag, qbag "),
+    (wedit(".work gather table=@0", ".work table=@0"), "x.dae:14:7: error: '.work' expects a kind (gather, bag, qbag, "),
     (wedit("gather table", "gather a b table"), "x.dae:14:16: error: '.work' expects a kind and a mode, then "
      "key=value fields: unexpected 'b'"),
     (wedit("table=@8", "table=@7"), "x.dae:16:30: error: table=@7 must hold floats, @7 is i64"),

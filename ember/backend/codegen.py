@@ -139,6 +139,12 @@ class _Gen:
             table, indices, offsets, *weights, output = syms
             return Work("qbag", a["mode"], table=table, indices=indices, offsets=offsets,
                         weights=weights[0] if weights else None, output=output, bits=a["bits"])
+        if a["op"] == "emb.ttbag":
+            n = a["cores"]
+            cores, (indices, offsets, *weights, output) = syms[:n] + [None] * (4 - n), syms[n:]
+            return Work("ttbag", a["mode"], table=cores[0], core1=cores[1], core2=cores[2], core3=cores[3],
+                        indices=indices, offsets=offsets, weights=weights[0] if weights else None, output=output,
+                        rows=a["rows"])
         data, targets, updates, output = syms
         return Work("scatter_rows", a["reduction"], table=updates, targets=targets, data=data, output=output)
 

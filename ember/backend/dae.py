@@ -17,10 +17,12 @@ alone (`ember/sim/work.py`), whatever code computes it.
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from ..dialects.emb import tt_shapes
 from ..ir.types import SCALARS
 
 FORMAT_VERSION = 2  # 2: work records (`.work`, the binary's `work` section)
@@ -95,10 +97,11 @@ class Access:
     body: list[Instr] = field(default_factory=list)
 
 
-WORK_SYMBOLS = ("table", "indices", "offsets", "weights", "targets", "data", "output")  # Work's symbol fields
+WORK_SYMBOLS = ("table", "core1", "core2", "core3", "indices", "offsets", "weights", "targets", "data",
+                "output")  # Work's symbol fields
 # Every field of `.work KIND [MODE] key=value ...`, in printing order, and the form of its value.
 WORK_FIELDS = {**{f: "sym" for f in WORK_SYMBOLS}, "padding_idx": "int", "empty": "name", "negative": "name",
-               "bits": "int"}
+               "bits": "int", "rows": "int"}
 WORK_EMPTY = ("zero", "identity")  # emb.bag {empty}
 WORK_NEGATIVE = ("wrap",)  # emb.gather {negative}
 
@@ -123,6 +126,10 @@ WORK_KINDS: dict[str, WorkKind] = {
     "qbag": WorkKind(("sum", "mean"),
                      {"table": ("int", 2), "indices": ("int", 1), "offsets": ("int", 1), "output": ("float", 2)},
                      {"weights": ("float", 1)}, ("bits",)),
+    "ttbag": WorkKind(("sum", "mean"),
+                      {"table": ("float", 4), "core1": ("float", 4), "indices": ("int", 1), "offsets": ("int", 1),
+                       "output": ("float", 2)},
+                      {"core2": ("float", 4), "core3": ("float", 4), "weights": ("float", 1)}, ("rows",)),
     "scatter_rows": WorkKind(("add", "mul", "max", "min"),
                              {"table": ("float", 2), "targets": ("int", 1), "data": ("float", 2),
                               "output": ("float", 2)}, {}, ()),
@@ -141,6 +148,8 @@ class Work:
                   identity (`"identity"`), as emb.bag says.
     qbag:         a bag over a row-wise quantized table of bytes in FBGEMM's layout, with `bits` 8 or 4 (emb.qbag
                   in ember/dialects/emb.py); modes sum and mean.
+    ttbag:        a bag over a table of `rows` rows stored as a tensor train: `table` is core 0, then `core1`,
+                  and `core2`, `core3` when there are that many (emb.ttbag); modes sum and mean.
     scatter_rows: output = data, then output[targets[e], :] = mode(output[targets[e], :], table[e, :])
                   for every e in order.  `table` is the update rows, each read once, in order: the op
                   has no source indices (a gather of x[src] before it is a record of its own).
@@ -159,6 +168,10 @@ class Work:
     empty: str = ""
     negative: str = ""
     bits: int | None = None
+    rows: int | None = None  # ttbag: the rows the train stands for
+    core1: int | None = None  # ttbag: the cores after `table`, which is core 0
+    core2: int | None = None
+    core3: int | None = None
 
     def __str__(self) -> str:
         """The record as its `.work` line: kind, mode, then the fields that are set, in WORK_FIELDS order."""
@@ -196,7 +209,7 @@ class Work:
             if (rank is not None and len(s.shape) != rank) or (f == "table" and not s.shape):
                 return f"{f}=@{n} must have rank {'1 or more' if rank is None else rank}, @{n} has rank " \
                        f"{len(s.shape)}", f
-        for f in ("padding_idx", "empty", "negative", "bits"):
+        for f in ("padding_idx", "empty", "negative", "bits", "rows"):
             v = getattr(self, f)
             if v is not None and v != "" and f not in spec.options:
                 return f"a {self.kind} record has no field '{f}'", f
@@ -221,10 +234,39 @@ class Work:
             if dim is not None and out.shape[1] not in (None, dim):
                 return (f"output=@{self.output} has rows of {out.shape[1]}, but {self.bits}-bit rows of {width} "
                         f"bytes hold {dim} elements"), "output"
+        if self.kind == "ttbag":
+            why = self._train(symbols)
+            if why is not None:
+                return why
         if self.kind == "bag" and self.empty == "":
             return (f"a bag record needs empty={one_of(WORK_EMPTY)}",)
         if self.weights is not None and self.mode != "sum":
             return "per-lookup weights need mode sum", "weights"
+        return None
+
+    def cores(self) -> list[int]:
+        """A ttbag's cores in order (core 0 is `table`)."""
+        return [c for c in (self.table, self.core1, self.core2, self.core3) if c is not None]
+
+    def _train(self, symbols: list[Symbol]) -> tuple[str, ...] | None:
+        """Why a ttbag record's cores, rows and output do not fit together, or None."""
+        if self.core3 is not None and self.core2 is None:
+            return "a ttbag record with core3 needs core2", "core3"
+        cores = self.cores()
+        for c in cores:
+            if symbols[c].dtype != "f32":
+                return f"the cores of a ttbag record must hold f32, @{c} is {symbols[c].dtype}", "table"
+        shapes = [symbols[c].shape for c in cores]
+        why = tt_shapes(shapes)
+        if why is not None:
+            return f"the cores of a ttbag record do not chain: {why}", "table"
+        total = math.prod(s[0] for s in shapes)
+        if not isinstance(self.rows, int) or isinstance(self.rows, bool) or not 0 < self.rows <= total:
+            return f"a ttbag record needs rows=N with 0 < N <= {total} (the product of the cores' p), got " \
+                   f"{self.rows!r}", "rows"
+        dim, width = math.prod(s[2] for s in shapes), symbols[self.output].shape[1]  # type: ignore[index]
+        if width not in (None, dim):
+            return f"output=@{self.output} has rows of {width}, but the cores make rows of {dim}", "output"
         return None
 
     def symbols(self) -> dict[str, int]:

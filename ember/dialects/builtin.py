@@ -7,7 +7,7 @@ import json
 
 from ..ir.core import Op, check, define
 from ..ir.types import ShapedType
-from .emb import EMPTY, MODES, QBAG_BITS, QBAG_MODES, REDUCTIONS
+from .emb import EMPTY, MODES, QBAG_BITS, QBAG_MODES, REDUCTIONS, TT_CORES, TTBAG_MODES
 
 
 @define("module", regions=1)
@@ -48,17 +48,18 @@ def _host(op: Op) -> None:
               f"operands and results must be tensors or memrefs, got {v.type}")
 
 
-WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.qbag": (4, 5),
+WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.qbag": (4, 5), "emb.ttbag": (5, 8),
                  "emb.scatter_rows": (4, 4)}  # the op's operands + result
 WORK_ATTRS: dict[str, dict[str, tuple[str | None, ...]]] = {  # None: the attribute may be absent
     "emb.gather": {"negative": ("wrap", None)},
     "emb.bag": {"mode": MODES, "empty": EMPTY},
     "emb.qbag": {"mode": QBAG_MODES, "bits": tuple(QBAG_BITS)},
+    "emb.ttbag": {"mode": TTBAG_MODES, "cores": TT_CORES},
     "emb.scatter_rows": {"reduction": REDUCTIONS},
 }
 
 
-@define("work", operands=(3, 5), attrs=("op",))
+@define("work", operands=(3, 8), attrs=("op",))
 def _work(op: Op) -> None:
     """What an emb op computed, kept after lower-emb replaced it by loop nests: its operands, then the tensor
     that holds its result, and its attributes with `op` naming it.  Its uses keep it pointing at the tensors
@@ -68,7 +69,8 @@ def _work(op: Op) -> None:
     check(isinstance(kind, str) and kind in WORK_OPERANDS, op,
           f"'op' must name an emb op ({', '.join(WORK_OPERANDS)}), got {kind!r}")
     lo, hi = WORK_OPERANDS[kind]
-    check(lo <= len(op.operands) <= hi, op, f"a record of {kind} has {lo if lo == hi else f'{lo} or {hi}'} "
+    count = str(lo) if lo == hi else f"{lo} or {hi}" if hi == lo + 1 else f"{lo} to {hi}"
+    check(lo <= len(op.operands) <= hi, op, f"a record of {kind} has {count} "
           f"operands (the op's operands, then its result), got {len(op.operands)}")
     for v in op.operands:
         check(isinstance(v.type, ShapedType) and v.type.kind in ("tensor", "memref"), op,
@@ -80,3 +82,11 @@ def _work(op: Op) -> None:
     pad = op.attrs.get("padding_idx")
     check(pad is None or (kind == "emb.bag" and isinstance(pad, int) and not isinstance(pad, bool)), op,
           "padding_idx must be an integer, on a record of emb.bag")
+    rows = op.attrs.get("rows")
+    check((rows is None) == (kind != "emb.ttbag") and (rows is None or isinstance(rows, int)
+                                                       and not isinstance(rows, bool) and rows > 0), op,
+          "rows must be a positive integer, on a record of emb.ttbag (and only there)")
+    if kind == "emb.ttbag":
+        n = op.attrs["cores"]
+        check(len(op.operands) in (n + 3, n + 4), op, f"a record of emb.ttbag with {n} cores has {n + 3} or {n + 4} "
+              f"operands, got {len(op.operands)}")

@@ -20,6 +20,15 @@
         row r is scale_r * q_rd + bias_r; a bag accumulates in float32 as FBGEMM does, lookup by lookup:
         acc = fma(scale * w, q, acc + bias * w) (w = 1 without weights), and a mean multiplies by
         1 / length (rounded to float32); an empty bag gives 0.  Modes sum and mean, as FBGEMM has.
+    %y = emb.ttbag %g0, %g1, %g2, %indices, %offsets [, %weights] {cores = 3, mode = "sum", rows = N} : tensor<?xDxf32>
+        a bag over a table stored as a tensor train (TT-Rec; FBTT-Embedding's layout): `cores` = n (2 to 4)
+        float32 cores, core k a tensor<p_k x R_k x q_k x R_k+1> with R_0 = R_n = 1 (the memory of FBTT's
+        tt_cores[k], [p_k, R_k q_k R_k+1]), standing for a table of N <= p_0 ... p_n-1 rows of
+        D = q_0 ... q_n-1 elements.  Row i has digits i_k, the first the most significant
+        (i = sum_k i_k p_k+1 ... p_n-1), element d has digits j_k the same way over q, and
+        row[i][d] = G_0[i_0, 0, j_0, :] . G_1[i_1, :, j_1, :] . ... . G_n-1[i_n-1, :, j_n-1, 0];
+        the bag sums its rows, each times its weight (weights need mode sum) or, for a mean, times 1 / length
+        rounded to float32 as FBGEMM's means do; an empty bag gives 0.
     %y = emb.scatter_rows %data, %index, %updates {reduction = "add"} : tensor<12x8xf32>
         y = data, then y[index[e], :] = reduction(y[index[e], :], updates[e, :]) for every e in order
         (message passing: scatter_add / index_add; reduction add, mul, max or min).
@@ -27,12 +36,16 @@
 
 from __future__ import annotations
 
+import math
+
 from ..ir.core import Op, check, define
 from ..ir.types import ScalarType, ShapedType
 
 MODES = ("sum", "mean", "max")
 QBAG_MODES = ("sum", "mean")
 QBAG_BITS = {8: ("f32", 8), 4: ("f16", 4)}  # bits -> the type of the row's scale and bias, and their bytes
+TTBAG_MODES = ("sum", "mean")
+TT_CORES = (2, 3, 4)
 REDUCTIONS = ("add", "mul", "max", "min")
 EMPTY = ("zero", "identity")
 
@@ -108,6 +121,48 @@ def _qbag(op: Op) -> None:
           f"a {bits}-bit row needs more than the {QBAG_BITS[bits][1]} bytes of its scale and bias, got {width}")
     assert width is not None
     want = ShapedType("tensor", (None, qbag_dim(bits, width)), ScalarType("f32"))
+    check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, want), op,
+          f"result must be {want}, got {op.result.type}")
+
+
+def tt_shapes(cores: list[tuple[int | None, ...]]) -> str | None:
+    """Why shapes of TT cores do not chain (each rank-4, R_0 = R_n = 1, the ranks of neighbours equal), or None."""
+    for k, shape in enumerate(cores):
+        if len(shape) != 4 or any(not isinstance(d, int) or d < 1 for d in shape):
+            return f"core {k} must be a static p x R x q x R' shape of positive sizes, got {list(shape)}"
+        if k == 0 and shape[1] != 1:
+            return f"core 0 must have rank R_0 = 1, got {shape[1]}"
+        if k > 0 and shape[1] != cores[k - 1][3]:
+            return f"core {k}'s rank R_{k} = {shape[1]} differs from core {k - 1}'s R_{k} = {cores[k - 1][3]}"
+    if cores and cores[-1][3] != 1:
+        return f"core {len(cores) - 1} must end with rank 1, got {cores[-1][3]}"
+    return None
+
+
+@define("emb.ttbag", operands=(4, 7), results=1, attrs=("cores", "mode", "rows"))
+def _ttbag(op: Op) -> None:
+    n, mode, rows = op.attrs["cores"], op.attrs["mode"], op.attrs["rows"]
+    check(n in TT_CORES and not isinstance(n, bool), op, f"cores must be 2, 3 or 4, got {n!r}")
+    check(len(op.operands) in (n + 2, n + 3), op, f"takes {n} cores, indices, offsets and optional weights, got "
+          f"{len(op.operands)} operands")
+    cores = [_shaped(op, k, f"core {k}", 4, kind="float") for k in range(n)]
+    for k, t in enumerate(cores):
+        check(t.elem.name == "f32", op, f"core {k} must hold f32, got {t.elem}")
+    shapes = [t.shape for t in cores]
+    why = tt_shapes(shapes)  # type: ignore[arg-type]
+    check(why is None, op, str(why))
+    idx = _shaped(op, n, "indices", 1)
+    _shaped(op, n + 1, "offsets", 1)
+    check(mode in TTBAG_MODES, op, f"mode must be one of {', '.join(TTBAG_MODES)}")
+    total = math.prod(s[0] for s in shapes)  # type: ignore[index]
+    check(isinstance(rows, int) and not isinstance(rows, bool) and 0 < rows <= total, op,
+          f"rows must be an integer in [1, {total}] (the product of the cores' p), got {rows!r}")
+    if len(op.operands) == n + 3:
+        w = _shaped(op, n + 2, "weights", 1, kind="float")
+        check(mode == "sum", op, "per-sample weights need mode \"sum\"")
+        check(w.elem.name == "f32", op, "weights must be f32")
+        check(_dims_agree(w.shape, idx.shape), op, "weights and indices must have the same length")
+    want = ShapedType("tensor", (None, math.prod(s[2] for s in shapes)), ScalarType("f32"))  # type: ignore[index]
     check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, want), op,
           f"result must be {want}, got {op.result.type}")
 

@@ -578,8 +578,12 @@ def _mispredicts(n: _Nest, root: Op, sample: int = 32) -> float:
     outer = n.count.get(id(root), 1.0) * n.trip.get(id(root), 0.0)
     runs: list[list[int]] = []
     k = int(min(outer, sample))
+    memo: dict[tuple[int, int], list[list[int]]] = {}
     for i in range(k):
-        _iteration(n, root, ids, runs, i)
+        _iteration(n, root, ids, runs, i, memo)
+        if len(runs) > RUNS_BUDGET:  # a deep nest (a tensor train's) makes many runs an iteration: sample fewer
+            k = i + 1
+            break
     follows: dict[int | None, int] = {}
     prev: int | None = None
     misses = 0
@@ -603,24 +607,42 @@ def _emit(runs: list[list[int]], tok: int, cnt: int = 1) -> None:
         runs.append([tok, cnt, 1])
 
 
-def _iteration(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], i: int) -> None:
+def _iteration(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], i: int,
+               memo: dict[tuple[int, int], list[list[int]]]) -> None:
     """The tokens of iteration `i` of `loop`: its ite callbacks, then each inner loop's whole traversal."""
     for o in loop.body.ops:
         if o.name == "slc.callback" and o.attrs["on"] == "ite":
             _emit(runs, ids[id(o)])
         elif o.name == "slc.for":
-            _traversal(n, o, ids, runs, i)
+            _traversal(n, o, ids, runs, i, memo)
 
 
+RUNS_BUDGET = 20_000  # runs one estimate generates, past which it samples no further outer iteration
 REPEAT = 128  # iterations of a loop generated token by token (more than any paper workload's bag has)
 
 
-def _traversal(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], entry: int) -> None:
+def _traversal(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], entry: int,
+               memo: dict[tuple[int, int], list[list[int]]]) -> None:
     """One traversal of `loop` (entry number `entry`): beg callbacks, its iterations, end callbacks.  Entries
-    of a loop whose trip count varies get the average, spread evenly (some one more than others)."""
-    cbs = [o for o in loop.body.ops if o.name == "slc.callback"]
+    of a loop whose trip count varies get the average, spread evenly (some one more than others).  The tokens
+    depend on the loop and its trip count alone, so each such traversal is generated once (`memo`) and copied
+    after that: a deep nest (a tensor train's) repeats the same inner traversals thousands of times."""
     avg = n.trip.get(id(loop), 0.0)
     trips = int((entry + 1) * avg) - int(entry * avg)
+    made = memo.get((id(loop), trips))
+    if made is None:
+        made = memo[id(loop), trips] = []
+        _generate(n, loop, ids, made, trips, memo)
+    for k, (tok, cnt, times) in enumerate(made):
+        if k == 0 and times == 1:
+            _emit(runs, tok, cnt)  # joins the caller's last run when it is of the same token
+        else:
+            runs.append([tok, cnt, times])
+
+
+def _generate(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], trips: int,
+              memo: dict[tuple[int, int], list[list[int]]]) -> None:
+    cbs = [o for o in loop.body.ops if o.name == "slc.callback"]
     for cb in cbs:
         if cb.attrs["on"] == "beg":
             _emit(runs, ids[id(cb)])
@@ -630,10 +652,10 @@ def _traversal(n: _Nest, loop: Op, ids: dict[int, int], runs: list[list[int]], e
         _emit(runs, ids[id(cb)], trips)
     else:
         for i in range(min(trips, REPEAT)):
-            _iteration(n, loop, ids, runs, i)
+            _iteration(n, loop, ids, runs, i, memo)
         if trips > REPEAT:  # the rest repeat the last one's tokens: generated once, counted for all of them
             last: list[list[int]] = []
-            _iteration(n, loop, ids, last, REPEAT)
+            _iteration(n, loop, ids, last, REPEAT, memo)
             runs += [[tok, cnt, trips - REPEAT] for tok, cnt, _ in last]
     for cb in cbs:
         if cb.attrs["on"] == "end":

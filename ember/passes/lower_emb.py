@@ -7,6 +7,7 @@ nothing about embeddings: they see loads, stores, arithmetic and loops.  What ea
 
 from __future__ import annotations
 
+import math
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ def to_memref(t: Type) -> Type:
 @dataclass
 class LowerEmb(Pass):
     name = "lower-emb"
-    summary = "lower emb.gather / emb.bag / emb.qbag / emb.scatter_rows to loop nests; tensors become memrefs"
+    summary = "lower emb.gather / bag / qbag / ttbag / scatter_rows to loop nests; tensors become memrefs"
 
     def run(self, module: Op) -> None:
         for f in module.body.ops:
@@ -45,6 +46,8 @@ class LowerEmb(Pass):
                     self.replace(op, lower_scatter_rows)
                 elif op.name == "emb.qbag":
                     self.replace(op, lower_qbag)
+                elif op.name == "emb.ttbag":
+                    self.replace(op, lower_ttbag)
 
     @staticmethod
     def replace(op: Op, fn: object) -> None:
@@ -258,6 +261,84 @@ def lower_qbag(b: Builder, op: Op) -> Value:
                 recip = inner.val("loop.divf", [one, inner.val("loop.cast", [n], f32)], f32)
                 scaled = inner.val("loop.mulf", [inner.val("loop.load", [out, bi, d], f32), recip], f32)
                 inner.op("loop.store", [scaled, out, bi, d])
+    return out
+
+
+def lower_ttbag(b: Builder, op: Op) -> Value:
+    """A bag over a tensor train, as FBTT's kernels compute it: per lookup, the index's digits (divide and remainder,
+    which decouple gives the access unit's ALU streams) pick one slice of each core, and the chain is contracted left
+    to right, stage k making the product of cores 0..k, (q_0 ... q_k) x R_k+1, with one fused multiply-add per term
+    (a GEMM's rounding).  Each product element is a sum over R_k in the innermost loop, set to 0 in the callback of
+    the loop around it, so no stage needs a loop of its own to clear it; the last stage's element is a row element,
+    which the end of its sum pools into the output (times the weight, or 1 / length for a mean).  A 3-core train
+    takes 7 loops, which the default machine's 8 traversal units hold."""
+    n, mode = op.attrs["cores"], op.attrs["mode"]
+    cores, indices, offsets = op.operands[:n], op.operands[n], op.operands[n + 1]
+    weights = op.operands[n + 2] if len(op.operands) == n + 3 else None
+    shapes = [c.type.shape for c in cores]  # type: ignore[union-attr]
+    p, q, ranks = [s[0] for s in shapes], [s[2] for s in shapes], [s[1] for s in shapes] + [1]
+    rt, it, off_t = op.result.type, indices.type, offsets.type
+    assert isinstance(rt, ShapedType) and isinstance(it, ShapedType) and isinstance(off_t, ShapedType)
+    f32 = ScalarType("f32")
+    consts: dict[int, Value] = {}
+
+    def const(v: int) -> Value:
+        """Every constant before the nests, where decouple gives it to the access unit; each made once."""
+        if v not in consts:
+            consts[v] = b.const(v)
+        return consts[v]
+
+    c0, c1 = const(0), const(1)
+    dim = const(math.prod(q))
+    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
+    out = alloc(b, rt, [nb, dim])
+    zero = b.const(0.0, f32)
+    one = b.const(1.0, f32) if mode == "mean" else None
+    # stage k's product, (q_0 ... q_k) x R_k+1; the last stage's one element at a time
+    scratch = {k: alloc(b, ShapedType("memref", (math.prod(q[:k + 1]), ranks[k + 1]) if k < n - 1 else (1,), f32), [])
+               for k in range(1, n)}
+    divisors = [const(math.prod(p[k + 1:])) for k in range(n - 1)]
+    moduli = [const(p[k]) for k in range(n)]
+    stages = {k: (const(math.prod(q[:k + 1])), const(ranks[k + 1]), const(ranks[k]), const(q[k])) for k in range(1, n)}
+    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
+        with body.loop("loop.for", c0, dim, c1) as (d, inner):
+            inner.op("loop.store", [zero, out, bi, d])
+    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
+        start = bag.val("loop.load", [offsets, bi], off_t.elem)
+        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+        with bag.loop("loop.for", start, end, c1) as (j, look):
+            row = look.val("loop.load", [indices, j], it.elem)
+            digits = []
+            for k in range(n):  # i_k = (row / (p_k+1 ... p_n-1)) % p_k; the first is not reduced, the last not divided
+                v = row if k == n - 1 else look.val("loop.divi", [row, divisors[k]], it.elem)
+                digits.append(v if k == 0 else look.val("loop.remi", [v, moduli[k]], it.elem))
+            w = None
+            if weights is not None:
+                w = look.val("loop.load", [weights, j], f32)
+            for k in range(1, n):
+                n_m, n_r2, n_r, n_j = stages[k]
+                last, cur = k == n - 1, scratch[k]
+                with ExitStack() as nest:  # m = (a, j_k) over q_0 ... q_k, then r' over R_k+1, then the sum over R_k
+                    m, at_m = nest.enter_context(look.loop("loop.for", c0, n_m, c1))
+                    a, jk = at_m.val("loop.divi", [m, n_j], INDEX), at_m.val("loop.remi", [m, n_j], INDEX)
+                    r2, at = (c0, at_m) if last else nest.enter_context(at_m.loop("loop.for", c0, n_r2, c1))
+                    elem = [c0] if last else [m, r2]
+                    at.op("loop.store", [zero, cur, *elem])
+                    with at.loop("loop.for", c0, n_r, c1) as (r, inner):
+                        left = inner.val("loop.load", [cores[0], digits[0], c0, a, r] if k == 1
+                                         else [scratch[k - 1], a, r], f32)
+                        g = inner.val("loop.load", [cores[k], digits[k], r, jk, r2], f32)
+                        acc = inner.val("loop.load", [cur, *elem], f32)
+                        inner.op("loop.store", [inner.val("loop.fmaf", [left, g, acc], f32), cur, *elem])
+                    if last:  # the row's element m is made: pool it
+                        v = at.val("loop.load", [cur, c0], f32)
+                        if mode == "mean":  # times 1 / length in float32, as FBGEMM's means (a nest fewer)
+                            count = at.val("loop.maxi", [at.val("loop.subi", [end, start], INDEX), c1], INDEX)
+                            w = at.val("loop.divf", [one, at.val("loop.cast", [count], f32)], f32)
+                        if w is not None:
+                            v = at.val("loop.mulf", [v, w], f32)
+                        total = at.val("loop.addf", [at.val("loop.load", [out, bi, m], f32), v], f32)
+                        at.op("loop.store", [total, out, bi, m])
     return out
 
 

@@ -120,6 +120,8 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
             rows = rows[rows != w.padding_idx]
         lookups, distinct = rows.size, np.unique(rows).size
         fp_ops = 0 if w.kind == "gather" else lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)
+    if w.kind == "ttbag":
+        return _train(p, i, w, value, read.astype(np.int64), other_bytes, elements, out_rows, elem_lanes)
     if w.kind == "qbag":
         return _quantized(w, table_shape[1], lookups, distinct, other_bytes, elements, out_rows, elem_lanes)
     return WorkCounts(
@@ -152,6 +154,48 @@ def _quantized(w: Work, row_bytes: int, lookups: int, distinct: int, other_bytes
         row_chunks=int(lookups * -(-code_bytes // elem_lanes(1))),
         output_chunks=int(out_rows * chunks),
     )
+
+
+def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_bytes: int, elements: int,
+           out_rows: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
+    """A bag over a tensor train (emb.ttbag): a lookup needs one slice of each core, picked by a digit of its index;
+    each distinct slice is read from memory once, every lookup's slices are streamed to the core and read by it,
+    and the chain is contracted in the cheapest order there is (matrix-chain order over the cores: no code can do
+    fewer multiply-adds), one vector fused multiply-add per `lanes` of them.  Pooling can be folded into the last
+    contraction, so it adds nothing; a mean's divides do."""
+    shapes = [_shape(p, i, c, value) for c in w.cores()]
+    p_, ranks, q = [s[0] for s in shapes], [s[1] for s in shapes] + [1], [s[2] for s in shapes]
+    slices = [ranks[k] * q[k] * ranks[k + 1] for k in range(len(shapes))]
+    lanes, dim = elem_lanes(4), math.prod(q)
+    distinct_slices = 0
+    for k in range(len(shapes)):
+        digits = (rows // math.prod(p_[k + 1:])) % p_[k] if len(rows) else rows
+        distinct_slices += np.unique(digits).size * slices[k]
+    chunks = -(-dim // lanes)
+    lookups = rows.size
+    return WorkCounts(
+        lookups=int(lookups),
+        distinct_rows=int(np.unique(rows).size),
+        compulsory_bytes=int(distinct_slices * 4 + other_bytes + out_rows * dim * 4),
+        access_elements=int(lookups * sum(slices) + elements),
+        vector_fp_ops=int(lookups * -(-chain_macs(ranks, q) // lanes) + (out_rows * chunks if w.mode == "mean" else 0)),
+        row_chunks=int(lookups * -(-sum(slices) // lanes)),
+        output_chunks=int(out_rows * chunks),
+    )
+
+
+def chain_macs(ranks: list[int], q: list[int]) -> int:
+    """The fewest multiply-adds that contract a tensor train's slices into one row: the matrix-chain order over
+    cores k of R_k x q_k x R_k+1, where joining the products of cores a..m and m+1..b costs
+    R_a * (q_a ... q_m) * R_m+1 * (q_m+1 ... q_b) * R_b+1."""
+    n = len(q)
+    best = {(k, k): 0 for k in range(n)}
+    for span in range(1, n):
+        for a in range(n - span):
+            b = a + span
+            best[a, b] = min(best[a, m] + best[m + 1, b] + ranks[a] * math.prod(q[a:m + 1]) * ranks[m + 1]
+                             * math.prod(q[m + 1:b + 1]) * ranks[b + 1] for m in range(a, b))
+    return best[0, n - 1]
 
 
 def _bag_positions(offsets: np.ndarray) -> np.ndarray:
