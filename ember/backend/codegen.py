@@ -145,6 +145,10 @@ class _Gen:
             return Work("ttbag", a["mode"], table=cores[0], core1=cores[1], core2=cores[2], core3=cores[3],
                         indices=indices, offsets=offsets, weights=weights[0] if weights else None, output=output,
                         rows=a["rows"])
+        if a["op"] == "emb.robe":
+            array, indices, offsets, *weights, output = syms
+            return Work("robe", a["mode"], table=array, indices=indices, offsets=offsets,
+                        weights=weights[0] if weights else None, output=output, block=a["block"])
         data, targets, updates, output = syms
         return Work("scatter_rows", a["reduction"], table=updates, targets=targets, data=data, output=output)
 

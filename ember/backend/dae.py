@@ -101,7 +101,7 @@ WORK_SYMBOLS = ("table", "core1", "core2", "core3", "indices", "offsets", "weigh
                 "output")  # Work's symbol fields
 # Every field of `.work KIND [MODE] key=value ...`, in printing order, and the form of its value.
 WORK_FIELDS = {**{f: "sym" for f in WORK_SYMBOLS}, "padding_idx": "int", "empty": "name", "negative": "name",
-               "bits": "int", "rows": "int"}
+               "bits": "int", "rows": "int", "block": "int"}
 WORK_EMPTY = ("zero", "identity")  # emb.bag {empty}
 WORK_NEGATIVE = ("wrap",)  # emb.gather {negative}
 
@@ -130,6 +130,9 @@ WORK_KINDS: dict[str, WorkKind] = {
                       {"table": ("float", 4), "core1": ("float", 4), "indices": ("int", 1), "offsets": ("int", 1),
                        "output": ("float", 2)},
                       {"core2": ("float", 4), "core3": ("float", 4), "weights": ("float", 1)}, ("rows",)),
+    "robe": WorkKind(("sum", "mean"),
+                     {"table": ("float", 1), "indices": ("int", 1), "offsets": ("int", 1), "output": ("float", 2)},
+                     {"weights": ("float", 1)}, ("block",)),
     "scatter_rows": WorkKind(("add", "mul", "max", "min"),
                              {"table": ("float", 2), "targets": ("int", 1), "data": ("float", 2),
                               "output": ("float", 2)}, {}, ()),
@@ -150,6 +153,8 @@ class Work:
                   in ember/dialects/emb.py); modes sum and mean.
     ttbag:        a bag over a table of `rows` rows stored as a tensor train: `table` is core 0, then `core1`,
                   and `core2`, `core3` when there are that many (emb.ttbag); modes sum and mean.
+    robe:         a bag over ROBE's shared array `table`, read in blocks of `block` elements (emb.robe); modes sum
+                  and mean.
     scatter_rows: output = data, then output[targets[e], :] = mode(output[targets[e], :], table[e, :])
                   for every e in order.  `table` is the update rows, each read once, in order: the op
                   has no source indices (a gather of x[src] before it is a record of its own).
@@ -169,6 +174,7 @@ class Work:
     negative: str = ""
     bits: int | None = None
     rows: int | None = None  # ttbag: the rows the train stands for
+    block: int | None = None  # robe: the elements of a block
     core1: int | None = None  # ttbag: the cores after `table`, which is core 0
     core2: int | None = None
     core3: int | None = None
@@ -209,7 +215,7 @@ class Work:
             if (rank is not None and len(s.shape) != rank) or (f == "table" and not s.shape):
                 return f"{f}=@{n} must have rank {'1 or more' if rank is None else rank}, @{n} has rank " \
                        f"{len(s.shape)}", f
-        for f in ("padding_idx", "empty", "negative", "bits", "rows"):
+        for f in ("padding_idx", "empty", "negative", "bits", "rows", "block"):
             v = getattr(self, f)
             if v is not None and v != "" and f not in spec.options:
                 return f"a {self.kind} record has no field '{f}'", f
@@ -238,6 +244,12 @@ class Work:
             why = self._train(symbols)
             if why is not None:
                 return why
+        if self.kind == "robe":
+            width = symbols[self.output].shape[1]  # type: ignore[index]
+            if not isinstance(self.block, int) or isinstance(self.block, bool) or self.block < 1 or (
+                    width is not None and width % self.block):
+                return f"a robe record needs block=Z, a positive divisor of the output's width {width}, got " \
+                       f"{self.block!r}", "block"
         if self.kind == "bag" and self.empty == "":
             return (f"a bag record needs empty={one_of(WORK_EMPTY)}",)
         if self.weights is not None and self.mode != "sum":

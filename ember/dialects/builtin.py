@@ -7,7 +7,7 @@ import json
 
 from ..ir.core import Op, check, define
 from ..ir.types import ShapedType
-from .emb import EMPTY, MODES, QBAG_BITS, QBAG_MODES, REDUCTIONS, TT_CORES, TTBAG_MODES
+from .emb import EMPTY, MODES, QBAG_BITS, QBAG_MODES, REDUCTIONS, ROBE_MODES, TT_CORES, TTBAG_MODES
 
 
 @define("module", regions=1)
@@ -48,13 +48,14 @@ def _host(op: Op) -> None:
               f"operands and results must be tensors or memrefs, got {v.type}")
 
 
-WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.qbag": (4, 5), "emb.ttbag": (5, 8),
+WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.qbag": (4, 5), "emb.ttbag": (5, 8), "emb.robe": (4, 5),
                  "emb.scatter_rows": (4, 4)}  # the op's operands + result
 WORK_ATTRS: dict[str, dict[str, tuple[str | None, ...]]] = {  # None: the attribute may be absent
     "emb.gather": {"negative": ("wrap", None)},
     "emb.bag": {"mode": MODES, "empty": EMPTY},
     "emb.qbag": {"mode": QBAG_MODES, "bits": tuple(QBAG_BITS)},
     "emb.ttbag": {"mode": TTBAG_MODES, "cores": TT_CORES},
+    "emb.robe": {"mode": ROBE_MODES},
     "emb.scatter_rows": {"reduction": REDUCTIONS},
 }
 

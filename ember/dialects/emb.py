@@ -29,6 +29,14 @@
         row[i][d] = G_0[i_0, 0, j_0, :] . G_1[i_1, :, j_1, :] . ... . G_n-1[i_n-1, :, j_n-1, 0];
         the bag sums its rows, each times its weight (weights need mode sum) or, for a mean, times 1 / length
         rounded to float32 as FBGEMM's means do; an empty bag gives 0.
+    %y = emb.robe %array, %indices, %offsets [, %weights] {block = Z, mode = "sum", prime = P, hash = [B, C, D],
+                  sign = [B', C', D']} : tensor<?xDxf32>
+        a bag over ROBE's random offset block embedding (Desai et al., MLSys 2022) as Hetu's robe kernels compute
+        it: every row is read from one shared float32 array M, tensor<Sxf32>, in D / Z blocks of Z elements.
+        Element e = c Z + o of row x is s * M[(B x + C c + D + o) mod P mod S] with the sign
+        s = 2 ((B' x + C' e + D') mod P mod 2) - 1: block c starts at a universal hash of (x, c), its
+        elements follow one another and wrap around the array.  Integers are 64-bit, the modulo is floor's.
+        The bag sums its rows (times the weights, which need mode sum) or averages them; an empty bag gives 0.
     %y = emb.scatter_rows %data, %index, %updates {reduction = "add"} : tensor<12x8xf32>
         y = data, then y[index[e], :] = reduction(y[index[e], :], updates[e, :]) for every e in order
         (message passing: scatter_add / index_add; reduction add, mul, max or min).
@@ -46,6 +54,7 @@ QBAG_MODES = ("sum", "mean")
 QBAG_BITS = {8: ("f32", 8), 4: ("f16", 4)}  # bits -> the type of the row's scale and bias, and their bytes
 TTBAG_MODES = ("sum", "mean")
 TT_CORES = (2, 3, 4)
+ROBE_MODES = ("sum", "mean")
 REDUCTIONS = ("add", "mul", "max", "min")
 EMPTY = ("zero", "identity")
 
@@ -165,6 +174,39 @@ def _ttbag(op: Op) -> None:
     want = ShapedType("tensor", (None, math.prod(s[2] for s in shapes)), ScalarType("f32"))  # type: ignore[index]
     check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, want), op,
           f"result must be {want}, got {op.result.type}")
+
+
+@define("emb.robe", operands=(3, 4), results=1, attrs=("block", "mode", "prime", "hash", "sign"))
+def _robe(op: Op) -> None:
+    array = _shaped(op, 0, "the shared array", 1, kind="float")
+    check(array.elem.name == "f32" and array.shape is not None and isinstance(array.shape[0], int)
+          and array.shape[0] > 0, op, f"the shared array must be a non-empty tensor<Sxf32>, got {array}")
+    idx = _shaped(op, 1, "indices", 1)
+    _shaped(op, 2, "offsets", 1)
+    block, mode, prime = op.attrs["block"], op.attrs["mode"], op.attrs["prime"]
+    check(mode in ROBE_MODES, op, f"mode must be one of {', '.join(ROBE_MODES)}")
+    check(_int(prime) and 2 <= prime < 2 ** 31, op, f"prime must be an integer in [2, 2**31), got {prime!r}")
+    for key in ("hash", "sign"):
+        v = op.attrs[key]
+        check(isinstance(v, list) and len(v) == 3 and all(_int(x) and 0 <= x < 2 ** 31 for x in v), op,
+              f"{key} must be three integers in [0, 2**31) (the coefficients of x, of the block or element, and "
+              f"the constant), got {v!r}")
+    out = op.result.type
+    check(isinstance(out, ShapedType) and out.rank == 2 and isinstance(out.shape[1], int)  # type: ignore[index]
+          and out.elem.name == "f32", op, f"result must be tensor<?xDxf32> with a static D, got {out}")
+    assert isinstance(out, ShapedType) and out.shape is not None
+    dim = out.shape[1]
+    check(_int(block) and block > 0 and dim % block == 0, op,
+          f"block must be a positive integer that divides the row width {dim}, got {block!r}")
+    if len(op.operands) == 4:
+        w = _shaped(op, 3, "weights", 1, kind="float")
+        check(mode == "sum", op, "per-sample weights need mode \"sum\"")
+        check(w.elem.name == "f32", op, "weights must be f32")
+        check(_dims_agree(w.shape, idx.shape), op, "weights and indices must have the same length")
+
+
+def _int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 @define("emb.scatter_rows", operands=3, results=1, attrs=("reduction",))

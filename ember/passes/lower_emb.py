@@ -26,7 +26,7 @@ def to_memref(t: Type) -> Type:
 @dataclass
 class LowerEmb(Pass):
     name = "lower-emb"
-    summary = "lower emb.gather / bag / qbag / ttbag / scatter_rows to loop nests; tensors become memrefs"
+    summary = "lower emb.gather / bag / qbag / ttbag / robe / scatter_rows to loop nests; tensors become memrefs"
 
     def run(self, module: Op) -> None:
         for f in module.body.ops:
@@ -48,6 +48,8 @@ class LowerEmb(Pass):
                     self.replace(op, lower_qbag)
                 elif op.name == "emb.ttbag":
                     self.replace(op, lower_ttbag)
+                elif op.name == "emb.robe":
+                    self.replace(op, lower_robe)
 
     @staticmethod
     def replace(op: Op, fn: object) -> None:
@@ -339,6 +341,71 @@ def lower_ttbag(b: Builder, op: Op) -> Value:
                             v = at.val("loop.mulf", [v, w], f32)
                         total = at.val("loop.addf", [at.val("loop.load", [out, bi, m], f32), v], f32)
                         at.op("loop.store", [total, out, bi, m])
+    return out
+
+
+def lower_robe(b: Builder, op: Op) -> Value:
+    """A bag over ROBE's shared array: the addresses and signs are integer arithmetic on the index and the loop
+    counters, which decouple gives the access unit's ALU streams (a per-lookup hash, then a multiply, add and
+    two remainders per element); the core only multiplies each element by its sign (and weight) and adds it."""
+    array, indices, offsets = op.operands[:3]
+    weights = op.operands[3] if len(op.operands) == 4 else None
+    block, mode, prime = op.attrs["block"], op.attrs["mode"], op.attrs["prime"]
+    (hx, hc, hd), (sx, se, sd) = op.attrs["hash"], op.attrs["sign"]
+    at, rt, it, off_t = array.type, op.result.type, indices.type, offsets.type
+    assert isinstance(at, ShapedType) and isinstance(rt, ShapedType) and at.shape is not None
+    assert isinstance(it, ShapedType) and isinstance(off_t, ShapedType) and rt.shape is not None
+    dim_n = rt.shape[1]
+    assert isinstance(dim_n, int)
+    f32, i64 = ScalarType("f32"), ScalarType("i64")
+    consts: dict[int, Value] = {}
+
+    def const(v: int) -> Value:
+        """Every constant before the nests, where decouple gives it to the access unit; each made once."""
+        if v not in consts:
+            consts[v] = b.const(v, i64)
+        return consts[v]
+
+    c0, c1 = b.const(0), b.const(1)
+    dim, n_blocks, z = b.const(dim_n), b.const(dim_n // block), b.const(block)
+    k = {name: const(v) for name, v in (("hx", hx), ("hc", hc), ("hd", hd), ("sx", sx), ("se", se), ("sd", sd),
+                                         ("p", prime), ("size", at.shape[0]), ("two", 2))}
+    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
+    out = alloc(b, rt, [nb, dim])
+    zero = b.const(0.0, f32)
+    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
+        with body.loop("loop.for", c0, dim, c1) as (d, inner):
+            inner.op("loop.store", [zero, out, bi, d])
+    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
+        start = bag.val("loop.load", [offsets, bi], off_t.elem)
+        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+        with bag.loop("loop.for", start, end, c1) as (j, look):
+            x = look.val("loop.load", [indices, j], it.elem)
+            at_x = look.val("loop.addi", [look.val("loop.muli", [k["hx"], x], i64), k["hd"]], i64)  # B x + D
+            sign_x = look.val("loop.addi", [look.val("loop.muli", [k["sx"], x], i64), k["sd"]], i64)  # B' x + D'
+            w = look.val("loop.load", [weights, j], f32) if weights is not None else None
+            with look.loop("loop.for", c0, n_blocks, c1) as (c, blk):
+                at_c = blk.val("loop.addi", [at_x, blk.val("loop.muli", [k["hc"], c], i64)], i64)
+                first = blk.val("loop.muli", [c, z], INDEX)
+                with blk.loop("loop.for", c0, z, c1) as (o, inner):
+                    where = inner.val("loop.addi", [at_c, o], i64)
+                    where = inner.val("loop.remi", [inner.val("loop.remi", [where, k["p"]], i64), k["size"]], i64)
+                    e = inner.val("loop.addi", [first, o], INDEX)
+                    s = inner.val("loop.addi", [sign_x, inner.val("loop.muli", [k["se"], e], i64)], i64)
+                    s = inner.val("loop.remi", [inner.val("loop.remi", [s, k["p"]], i64), k["two"]], i64)
+                    s = inner.val("loop.subi", [inner.val("loop.muli", [s, k["two"]], i64), c1], i64)  # -1 or 1
+                    v = inner.val("loop.mulf", [inner.val("loop.load", [array, where], f32),
+                                                inner.val("loop.cast", [s], f32)], f32)
+                    if w is not None:
+                        v = inner.val("loop.mulf", [v, w], f32)
+                    acc = inner.val("loop.load", [out, bi, e], f32)
+                    inner.op("loop.store", [inner.val("loop.addf", [acc, v], f32), out, bi, e])
+        if mode == "mean":  # as emb.bag: an empty bag divides 0 by 1
+            with bag.loop("loop.for", c0, dim, c1) as (d, inner):
+                count = inner.val("loop.maxi", [inner.val("loop.subi", [end, start], INDEX), c1], INDEX)
+                acc = inner.val("loop.load", [out, bi, d], f32)
+                inner.op("loop.store", [inner.val("loop.divf", [acc, inner.val("loop.cast", [count], f32)], f32),
+                                        out, bi, d])
     return out
 
 

@@ -120,6 +120,15 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
             rows = rows[rows != w.padding_idx]
         lookups, distinct = rows.size, np.unique(rows).size
         fp_ops = 0 if w.kind == "gather" else lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)
+    if w.kind == "robe":  # rows of the output's width, from blocks that may overlap: only one block is sure
+        dim = p.symbols[w.output].shape[1] or int(_need(p, i, w.output, value).shape[1])
+        chunks = -(-dim // elem_lanes(4))
+        return WorkCounts(lookups=int(lookups), distinct_rows=int(distinct),
+                          compulsory_bytes=int(min(table_shape[0], w.block or 1) * 4 + other_bytes
+                                               + out_rows * dim * out_item),
+                          access_elements=int(lookups * dim + elements),
+                          vector_fp_ops=int(lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)),
+                          row_chunks=int(lookups * chunks), output_chunks=int(out_rows * chunks))
     if w.kind == "ttbag":
         return _train(p, i, w, value, read.astype(np.int64), other_bytes, elements, out_rows, elem_lanes)
     if w.kind == "qbag":
