@@ -268,11 +268,11 @@ E2E = """module attributes {{weights = "w.onnx"}} {{
 
 
 @pytest.mark.parametrize(("mode", "weighted", "level"), [("sum", True, "O0"),
-                                                       pytest.param("mean", False, "O2", marks=pytest.mark.slow)])
+                                                       pytest.param("mean", False, "O3", marks=pytest.mark.slow)])
 def test_a_decomposed_table_runs_through_every_tool_on_both_engines(tmp_path: Path, mode: str, weighted: bool,
                                                                     level: str) -> None:
-    """ember-opt decomposes the table, ember-asm computes the cores from the float weights, and both engines'
-    bags equal numpy's over the table the cores stand for (`dense`)."""
+    """ember-opt decomposes the table (then -O0, or -O3), ember-asm computes the cores from the float weights, and
+    both engines' bags equal numpy's over the table the cores stand for (`dense`)."""
     rng = np.random.default_rng(7)
     weights_file(tmp_path / "w.onnx", table=rng.standard_normal((1000, 16)).astype(np.float32))
     (tmp_path / "m.eir").write_text(E2E.format(mode=mode, wdecl=", %w: tensor<?xf32>" if weighted else "",
