@@ -467,8 +467,8 @@ GATHER = {"table": 0, "indices": 1, "output": 3}
     (Work("bag", "sum", **{**BAG, "table": 6}, weights=4, padding_idx=-1), None),  # bf16 holds floats
     (Work("gather", **{**GATHER, "indices": 7}, negative="wrap"), None),  # indices of any rank
     (Work("scatter_rows", "max", table=0, targets=1, data=0, output=3), None),
-    (Work("nope"), ("unknown work kind 'nope' (expected gather, bag, qbag, ttbag, robe or scatter_rows)", "kind")),
-    (Work(3), ("unknown work kind 3 (expected gather, bag, qbag, ttbag, robe or scatter_rows)", "kind")),  # type: ignore[arg-type]
+    (Work("nope"), ("unknown work kind 'nope' (expected gather, bag, qbag, ttbag, robe, dhe or scatter_rows)", "kind")),
+    (Work(3), ("unknown work kind 3 (expected gather, bag, qbag, ttbag, robe, dhe or scatter_rows)", "kind")),  # type: ignore[arg-type]
     (Work("gather", "sum", **GATHER), ("a gather record takes no mode, got 'sum'", "mode")),
     (Work("bag", "", **BAG), ("a bag record needs a mode (sum, mean or max)", "mode")),
     (Work("bag", "avg", **BAG), ("unknown bag mode 'avg' (expected sum, mean or max)", "mode")),

@@ -156,8 +156,8 @@ def test_work_record_round_trips_and_is_checked() -> None:
     again = parse_dae(print_dae(program), "tt.dae")
     assert again.work == program.work
     text_form = print_dae(program)
-    for bad, message in [(f"rows={w.rows}", "rows=61"), (f" core2=@{w.core2}", ""),
-                         (f"core1=@{w.core1}", f"core1=@{w.core2}")]:
+    for bad, message in [(f"rows={w.rows}", "rows=61"), (f" part2=@{w.part2}", ""),
+                         (f"part1=@{w.part1}", f"part1=@{w.part2}")]:
         broken = text_form.replace(bad, message)
         with pytest.raises(EmberError, match="ttbag record|do not chain|core|rows"):
             parse_dae(broken, "tt.dae")

@@ -142,9 +142,14 @@ class _Gen:
         if a["op"] == "emb.ttbag":
             n = a["cores"]
             cores, (indices, offsets, *weights, output) = syms[:n] + [None] * (4 - n), syms[n:]
-            return Work("ttbag", a["mode"], table=cores[0], core1=cores[1], core2=cores[2], core3=cores[3],
+            return Work("ttbag", a["mode"], table=cores[0], part1=cores[1], part2=cores[2], part3=cores[3],
                         indices=indices, offsets=offsets, weights=weights[0] if weights else None, output=output,
                         rows=a["rows"])
+        if a["op"] == "emb.dhe":
+            n = 3 + 2 * a["layers"]
+            layers, (indices, offsets, *weights, output) = syms[3:n:2] + [None] * (3 - a["layers"]), syms[n:]
+            return Work("dhe", a["mode"], table=layers[0], part1=layers[1], part2=layers[2], indices=indices,
+                        offsets=offsets, weights=weights[0] if weights else None, output=output)
         if a["op"] == "emb.robe":
             array, indices, offsets, *weights, output = syms
             return Work("robe", a["mode"], table=array, indices=indices, offsets=offsets,

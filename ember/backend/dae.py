@@ -97,7 +97,7 @@ class Access:
     body: list[Instr] = field(default_factory=list)
 
 
-WORK_SYMBOLS = ("table", "core1", "core2", "core3", "indices", "offsets", "weights", "targets", "data",
+WORK_SYMBOLS = ("table", "part1", "part2", "part3", "indices", "offsets", "weights", "targets", "data",
                 "output")  # Work's symbol fields
 # Every field of `.work KIND [MODE] key=value ...`, in printing order, and the form of its value.
 WORK_FIELDS = {**{f: "sym" for f in WORK_SYMBOLS}, "padding_idx": "int", "empty": "name", "negative": "name",
@@ -127,12 +127,15 @@ WORK_KINDS: dict[str, WorkKind] = {
                      {"table": ("int", 2), "indices": ("int", 1), "offsets": ("int", 1), "output": ("float", 2)},
                      {"weights": ("float", 1)}, ("bits",)),
     "ttbag": WorkKind(("sum", "mean"),
-                      {"table": ("float", 4), "core1": ("float", 4), "indices": ("int", 1), "offsets": ("int", 1),
+                      {"table": ("float", 4), "part1": ("float", 4), "indices": ("int", 1), "offsets": ("int", 1),
                        "output": ("float", 2)},
-                      {"core2": ("float", 4), "core3": ("float", 4), "weights": ("float", 1)}, ("rows",)),
+                      {"part2": ("float", 4), "part3": ("float", 4), "weights": ("float", 1)}, ("rows",)),
     "robe": WorkKind(("sum", "mean"),
                      {"table": ("float", 1), "indices": ("int", 1), "offsets": ("int", 1), "output": ("float", 2)},
                      {"weights": ("float", 1)}, ("block",)),
+    "dhe": WorkKind(("sum", "mean"),
+                    {"table": ("float", 2), "indices": ("int", 1), "offsets": ("int", 1), "output": ("float", 2)},
+                    {"part1": ("float", 2), "part2": ("float", 2), "weights": ("float", 1)}, ()),
     "scatter_rows": WorkKind(("add", "mul", "max", "min"),
                              {"table": ("float", 2), "targets": ("int", 1), "data": ("float", 2),
                               "output": ("float", 2)}, {}, ()),
@@ -151,10 +154,12 @@ class Work:
                   identity (`"identity"`), as emb.bag says.
     qbag:         a bag over a row-wise quantized table of bytes in FBGEMM's layout, with `bits` 8 or 4 (emb.qbag
                   in ember/dialects/emb.py); modes sum and mean.
-    ttbag:        a bag over a table of `rows` rows stored as a tensor train: `table` is core 0, then `core1`,
-                  and `core2`, `core3` when there are that many (emb.ttbag); modes sum and mean.
+    ttbag:        a bag over a table of `rows` rows stored as a tensor train: `table` is core 0, then `part1`,
+                  and `part2`, `part3` when there are that many (emb.ttbag); modes sum and mean.
     robe:         a bag over ROBE's shared array `table`, read in blocks of `block` elements (emb.robe); modes sum
                   and mean.
+    dhe:          a bag over deep hash embeddings (emb.dhe): `table` is the first layer's weight (out x k hashes),
+                  `part1` and `part2` the next layers' when there are that many; modes sum and mean.
     scatter_rows: output = data, then output[targets[e], :] = mode(output[targets[e], :], table[e, :])
                   for every e in order.  `table` is the update rows, each read once, in order: the op
                   has no source indices (a gather of x[src] before it is a record of its own).
@@ -175,9 +180,9 @@ class Work:
     bits: int | None = None
     rows: int | None = None  # ttbag: the rows the train stands for
     block: int | None = None  # robe: the elements of a block
-    core1: int | None = None  # ttbag: the cores after `table`, which is core 0
-    core2: int | None = None
-    core3: int | None = None
+    part1: int | None = None  # the further tensors of a ttbag (its cores after core 0) or a dhe (its layers' weights)
+    part2: int | None = None
+    part3: int | None = None
 
     def __str__(self) -> str:
         """The record as its `.work` line: kind, mode, then the fields that are set, in WORK_FIELDS order."""
@@ -244,6 +249,10 @@ class Work:
             why = self._train(symbols)
             if why is not None:
                 return why
+        if self.kind == "dhe":
+            why = self._layers(symbols)
+            if why is not None:
+                return why
         if self.kind == "robe":
             width = symbols[self.output].shape[1]  # type: ignore[index]
             if not isinstance(self.block, int) or isinstance(self.block, bool) or self.block < 1 or (
@@ -257,13 +266,13 @@ class Work:
         return None
 
     def cores(self) -> list[int]:
-        """A ttbag's cores in order (core 0 is `table`)."""
-        return [c for c in (self.table, self.core1, self.core2, self.core3) if c is not None]
+        """A ttbag's cores or a dhe's layer weights, in order (the first is `table`)."""
+        return [c for c in (self.table, self.part1, self.part2, self.part3) if c is not None]
 
     def _train(self, symbols: list[Symbol]) -> tuple[str, ...] | None:
         """Why a ttbag record's cores, rows and output do not fit together, or None."""
-        if self.core3 is not None and self.core2 is None:
-            return "a ttbag record with core3 needs core2", "core3"
+        if self.part3 is not None and self.part2 is None:
+            return "a ttbag record with part3 needs part2", "part3"
         cores = self.cores()
         for c in cores:
             if symbols[c].dtype != "f32":
@@ -279,6 +288,21 @@ class Work:
         dim, width = math.prod(s[2] for s in shapes), symbols[self.output].shape[1]  # type: ignore[index]
         if width not in (None, dim):
             return f"output=@{self.output} has rows of {width}, but the cores make rows of {dim}", "output"
+        return None
+
+    def _layers(self, symbols: list[Symbol]) -> tuple[str, ...] | None:
+        """Why a dhe record's layer weights do not chain into its output, or None."""
+        if self.part2 is not None and self.part1 is None:
+            return "a dhe record with part2 needs part1", "part2"
+        layers = self.cores()
+        for a, b in zip(layers, layers[1:]):
+            if symbols[b].shape[1] != symbols[a].shape[0]:
+                return (f"the layers of a dhe record do not chain: @{b} takes {symbols[b].shape[1]} inputs, @{a} "
+                        f"makes {symbols[a].shape[0]}"), "table"
+        width = symbols[self.output].shape[1]  # type: ignore[index]
+        if width not in (None, symbols[layers[-1]].shape[0]):
+            return (f"output=@{self.output} has rows of {width}, but the last layer makes "
+                    f"{symbols[layers[-1]].shape[0]}"), "output"
         return None
 
     def symbols(self) -> dict[str, int]:

@@ -7,7 +7,18 @@ import json
 
 from ..ir.core import Op, check, define
 from ..ir.types import ShapedType
-from .emb import EMPTY, MODES, QBAG_BITS, QBAG_MODES, REDUCTIONS, ROBE_MODES, TT_CORES, TTBAG_MODES
+from .emb import (
+    DHE_LAYERS,
+    DHE_MODES,
+    EMPTY,
+    MODES,
+    QBAG_BITS,
+    QBAG_MODES,
+    REDUCTIONS,
+    ROBE_MODES,
+    TT_CORES,
+    TTBAG_MODES,
+)
 
 
 @define("module", regions=1)
@@ -48,7 +59,8 @@ def _host(op: Op) -> None:
               f"operands and results must be tensors or memrefs, got {v.type}")
 
 
-WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.qbag": (4, 5), "emb.ttbag": (5, 8), "emb.robe": (4, 5),
+WORK_OPERANDS = {"emb.gather": (3, 3), "emb.bag": (4, 5), "emb.qbag": (4, 5), "emb.ttbag": (5, 8),
+                 "emb.robe": (4, 5), "emb.dhe": (8, 13),
                  "emb.scatter_rows": (4, 4)}  # the op's operands + result
 WORK_ATTRS: dict[str, dict[str, tuple[str | None, ...]]] = {  # None: the attribute may be absent
     "emb.gather": {"negative": ("wrap", None)},
@@ -56,11 +68,12 @@ WORK_ATTRS: dict[str, dict[str, tuple[str | None, ...]]] = {  # None: the attrib
     "emb.qbag": {"mode": QBAG_MODES, "bits": tuple(QBAG_BITS)},
     "emb.ttbag": {"mode": TTBAG_MODES, "cores": TT_CORES},
     "emb.robe": {"mode": ROBE_MODES},
+    "emb.dhe": {"mode": DHE_MODES, "layers": DHE_LAYERS},
     "emb.scatter_rows": {"reduction": REDUCTIONS},
 }
 
 
-@define("work", operands=(3, 8), attrs=("op",))
+@define("work", operands=(3, 13), attrs=("op",))
 def _work(op: Op) -> None:
     """What an emb op computed, kept after lower-emb replaced it by loop nests: its operands, then the tensor
     that holds its result, and its attributes with `op` naming it.  Its uses keep it pointing at the tensors
@@ -87,6 +100,10 @@ def _work(op: Op) -> None:
     check((rows is None) == (kind != "emb.ttbag") and (rows is None or isinstance(rows, int)
                                                        and not isinstance(rows, bool) and rows > 0), op,
           "rows must be a positive integer, on a record of emb.ttbag (and only there)")
+    if kind == "emb.dhe":
+        n = 3 + 2 * op.attrs["layers"]
+        check(len(op.operands) in (n + 3, n + 4), op, f"a record of emb.dhe with {op.attrs['layers']} layers has "
+              f"{n + 3} or {n + 4} operands, got {len(op.operands)}")
     if kind == "emb.ttbag":
         n = op.attrs["cores"]
         check(len(op.operands) in (n + 3, n + 4), op, f"a record of emb.ttbag with {n} cores has {n + 3} or {n + 4} "

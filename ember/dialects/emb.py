@@ -37,6 +37,15 @@
         s = 2 ((B' x + C' e + D') mod P mod 2) - 1: block c starts at a universal hash of (x, c), its
         elements follow one another and wrap around the array.  Integers are 64-bit, the modulo is floor's.
         The bag sums its rows (times the weights, which need mode sum) or averages them; an empty bag gives 0.
+    %y = emb.dhe %slope, %bias, %prime, %w1, %b1 [, %w2, %b2 ...], %indices, %offsets [, %weights]
+                 {buckets = m, layers = L, mode = "sum"} : tensor<?xDxf32>
+        a bag over Deep Hash Embeddings (Kang et al., KDD 2021) as Hetu's learn_hash kernel encodes them: no table;
+        row x is an MLP applied to k hashes of x.  Hash i is h_i = (slope_i x + bias_i) mod prime_i mod m (64-bit
+        integers, floor modulo; slope, bias, prime: tensor<kxi64>), made uniform in [-1, 1] in float32 as
+        2 (h_i / (m - 1)) - 1; then L linear layers, w_l: tensor<out x in x f32> and b_l: tensor<out x f32> as
+        torch's nn.Linear holds them (in_1 = k, out_L = D), each but the last followed by ReLU.  The bag sums its
+        rows (times the weights, which need mode sum) or, for a mean, times 1 / length in float32; an empty bag
+        gives 0.
     %y = emb.scatter_rows %data, %index, %updates {reduction = "add"} : tensor<12x8xf32>
         y = data, then y[index[e], :] = reduction(y[index[e], :], updates[e, :]) for every e in order
         (message passing: scatter_add / index_add; reduction add, mul, max or min).
@@ -55,6 +64,8 @@ QBAG_BITS = {8: ("f32", 8), 4: ("f16", 4)}  # bits -> the type of the row's scal
 TTBAG_MODES = ("sum", "mean")
 TT_CORES = (2, 3, 4)
 ROBE_MODES = ("sum", "mean")
+DHE_MODES = ("sum", "mean")
+DHE_LAYERS = (1, 2, 3)
 REDUCTIONS = ("add", "mul", "max", "min")
 EMPTY = ("zero", "identity")
 
@@ -203,6 +214,42 @@ def _robe(op: Op) -> None:
         check(mode == "sum", op, "per-sample weights need mode \"sum\"")
         check(w.elem.name == "f32", op, "weights must be f32")
         check(_dims_agree(w.shape, idx.shape), op, "weights and indices must have the same length")
+
+
+@define("emb.dhe", operands=(7, 12), results=1, attrs=("buckets", "layers", "mode"))
+def _dhe(op: Op) -> None:
+    layers, buckets, mode = op.attrs["layers"], op.attrs["buckets"], op.attrs["mode"]
+    check(layers in DHE_LAYERS and _int(layers), op, f"layers must be 1, 2 or 3, got {layers!r}")
+    n = 3 + 2 * layers
+    check(len(op.operands) in (n + 2, n + 3), op, f"takes the hashes' slope, bias and prime, {layers} weight and "
+          f"bias pairs, indices, offsets and optional weights, got {len(op.operands)} operands")
+    check(_int(buckets) and 2 <= buckets < 2 ** 31, op, f"buckets must be an integer in [2, 2**31), got {buckets!r}")
+    check(mode in DHE_MODES, op, f"mode must be one of {', '.join(DHE_MODES)}")
+    hashes = [_shaped(op, i, what, 1) for i, what in enumerate(("slope", "bias", "prime"))]
+    k = hashes[0].shape[0]  # type: ignore[index]
+    for t, what in zip(hashes, ("slope", "bias", "prime")):
+        check(t.elem.name == "i64" and isinstance(t.shape[0], int) and t.shape[0] == k and k > 0, op,  # type: ignore[index]
+              f"{what} must be a tensor<kxi64> with the same k > 0 as slope, got {t}")
+    width = k
+    for layer in range(layers):
+        w = _shaped(op, 3 + 2 * layer, f"layer {layer + 1}'s weight", 2, kind="float")
+        b = _shaped(op, 4 + 2 * layer, f"layer {layer + 1}'s bias", 1, kind="float")
+        assert w.shape is not None and b.shape is not None
+        check(w.elem.name == "f32" and b.elem.name == "f32", op, f"layer {layer + 1} must hold f32")
+        check(w.shape[1] == width, op, f"layer {layer + 1}'s weight must take {width} inputs (out x in), got {w}")
+        check(isinstance(w.shape[0], int) and b.shape == (w.shape[0],), op,
+              f"layer {layer + 1}'s bias must have one entry per output ({w.shape[0]}), got {b}")
+        width = w.shape[0]
+    idx = _shaped(op, n, "indices", 1)
+    _shaped(op, n + 1, "offsets", 1)
+    if len(op.operands) == n + 3:
+        wt = _shaped(op, n + 2, "weights", 1, kind="float")
+        check(mode == "sum", op, "per-sample weights need mode \"sum\"")
+        check(wt.elem.name == "f32", op, "weights must be f32")
+        check(_dims_agree(wt.shape, idx.shape), op, "weights and indices must have the same length")
+    want = ShapedType("tensor", (None, width), ScalarType("f32"))
+    check(isinstance(op.result.type, ShapedType) and _compatible(op.result.type, want), op,
+          f"result must be {want}, got {op.result.type}")
 
 
 def _int(v: object) -> bool:

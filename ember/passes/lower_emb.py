@@ -26,7 +26,7 @@ def to_memref(t: Type) -> Type:
 @dataclass
 class LowerEmb(Pass):
     name = "lower-emb"
-    summary = "lower emb.gather / bag / qbag / ttbag / robe / scatter_rows to loop nests; tensors become memrefs"
+    summary = "lower the emb ops (gather, bags, scatter_rows) to loop nests; tensors become memrefs"
 
     def run(self, module: Op) -> None:
         for f in module.body.ops:
@@ -50,6 +50,8 @@ class LowerEmb(Pass):
                     self.replace(op, lower_ttbag)
                 elif op.name == "emb.robe":
                     self.replace(op, lower_robe)
+                elif op.name == "emb.dhe":
+                    self.replace(op, lower_dhe)
 
     @staticmethod
     def replace(op: Op, fn: object) -> None:
@@ -406,6 +408,73 @@ def lower_robe(b: Builder, op: Op) -> Value:
                 acc = inner.val("loop.load", [out, bi, d], f32)
                 inner.op("loop.store", [inner.val("loop.divf", [acc, inner.val("loop.cast", [count], f32)], f32),
                                         out, bi, d])
+    return out
+
+
+def lower_dhe(b: Builder, op: Op) -> Value:
+    """A bag over deep hash embeddings: per lookup, k hashes of the index in the access unit's ALU streams (the
+    slopes, biases and primes streamed beside them), made uniform in [-1, 1] by the core; then each layer's
+    outputs, an output set to its bias in the callback of its loop and summed over the inputs in the loop inside
+    with fused multiply-adds, ReLU at the sum's end; the last layer's outputs are the row's elements, which the
+    end of their sums pools.  Each layer's weights are streamed once a lookup, as a kernel that does not batch
+    lookups reads them.  L layers take 3 + 2 L loops (the default machine's 8 traversal units hold 2)."""
+    layers, buckets, mode = op.attrs["layers"], op.attrs["buckets"], op.attrs["mode"]
+    n = 3 + 2 * layers
+    slope, bias, prime = op.operands[:3]
+    params = [(op.operands[3 + 2 * i], op.operands[4 + 2 * i]) for i in range(layers)]
+    indices, offsets = op.operands[n], op.operands[n + 1]
+    weights = op.operands[n + 2] if len(op.operands) == n + 3 else None
+    rt, it, off_t = op.result.type, indices.type, offsets.type
+    assert isinstance(rt, ShapedType) and isinstance(it, ShapedType) and isinstance(off_t, ShapedType)
+    f32, i64 = ScalarType("f32"), ScalarType("i64")
+    widths = [slope.type.shape[0]] + [w.type.shape[0] for w, _ in params]  # type: ignore[union-attr]
+    c0, c1 = b.const(0), b.const(1)
+    sizes = [b.const(v) for v in widths]
+    m = b.const(buckets, i64)
+    last_bucket, two, one = b.const(float(buckets - 1), f32), b.const(2.0, f32), b.const(1.0, f32)
+    zero = b.const(0.0, f32)
+    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
+    out = alloc(b, rt, [nb, sizes[-1]])
+    # the codes, each hidden layer's outputs, then one cell for the last layer's sum
+    acts = [alloc(b, ShapedType("memref", (v,), f32), []) for v in [*widths[:-1], 1]]
+    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
+        with body.loop("loop.for", c0, sizes[-1], c1) as (d, inner):
+            inner.op("loop.store", [zero, out, bi, d])
+    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
+        start = bag.val("loop.load", [offsets, bi], off_t.elem)
+        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+        with bag.loop("loop.for", start, end, c1) as (j, look):
+            x = look.val("loop.load", [indices, j], it.elem)
+            w = look.val("loop.load", [weights, j], f32) if weights is not None else None
+            with look.loop("loop.for", c0, sizes[0], c1) as (i, inner):  # hash i, as Hetu's learn_hash does
+                lin = inner.val("loop.addi", [inner.val("loop.muli", [inner.val("loop.load", [slope, i], i64), x], i64),
+                                              inner.val("loop.load", [bias, i], i64)], i64)
+                h = inner.val("loop.remi", [inner.val("loop.remi", [lin, inner.val("loop.load", [prime, i], i64)],
+                                                      i64), m], i64)
+                u = inner.val("loop.divf", [inner.val("loop.cast", [h], f32), last_bucket], f32)
+                code = inner.val("loop.subf", [inner.val("loop.mulf", [u, two], f32), one], f32)
+                inner.op("loop.store", [code, acts[0], i])
+            for layer, (wl, bl) in enumerate(params):
+                last = layer == layers - 1
+                with look.loop("loop.for", c0, sizes[layer + 1], c1) as (o, at_o):
+                    cell = [acts[layer + 1], c0 if last else o]  # the last layer's sums, one at a time
+                    at_o.op("loop.store", [at_o.val("loop.load", [bl, o], f32), *cell])  # a sum starts at the bias
+                    with at_o.loop("loop.for", c0, sizes[layer], c1) as (i, inner):
+                        term = [inner.val("loop.load", [wl, o, i], f32), inner.val("loop.load", [acts[layer], i], f32)]
+                        inner.op("loop.store", [inner.val("loop.fmaf", [*term, inner.val("loop.load", cell, f32)], f32),
+                                                *cell])
+                    v = at_o.val("loop.load", cell, f32)
+                    if not last:
+                        at_o.op("loop.store", [at_o.val("loop.maxf", [v, zero], f32), *cell])
+                        continue
+                    scale = w
+                    if mode == "mean":  # times 1 / length in float32, as FBGEMM's means (a nest fewer)
+                        count = at_o.val("loop.maxi", [at_o.val("loop.subi", [end, start], INDEX), c1], INDEX)
+                        scale = at_o.val("loop.divf", [one, at_o.val("loop.cast", [count], f32)], f32)
+                    if scale is not None:
+                        v = at_o.val("loop.mulf", [v, scale], f32)
+                    pooled = at_o.val("loop.addf", [at_o.val("loop.load", [out, bi, o], f32), v], f32)
+                    at_o.op("loop.store", [pooled, out, bi, o])
     return out
 
 

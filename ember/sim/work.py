@@ -120,6 +120,18 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
             rows = rows[rows != w.padding_idx]
         lookups, distinct = rows.size, np.unique(rows).size
         fp_ops = 0 if w.kind == "gather" else lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)
+    if w.kind == "dhe":  # the layers' multiply-adds for every lookup; their weights read at least once
+        shapes = [_shape(p, i, c, value) for c in w.cores()]
+        dim, lanes = shapes[-1][0], elem_lanes(4)
+        chunks = -(-dim // lanes)
+        return WorkCounts(lookups=int(lookups), distinct_rows=int(distinct),
+                          compulsory_bytes=int(sum(math.prod(s) for s in shapes) * 4 + other_bytes
+                                               + out_rows * dim * out_item),
+                          access_elements=int(elements),
+                          vector_fp_ops=int(lookups * -(-sum(math.prod(s) for s in shapes) // lanes)
+                                            + (out_rows * chunks if w.mode == "mean" else 0)),
+                          row_chunks=int(sum(-(-math.prod(s) // lanes) for s in shapes)),
+                          output_chunks=int(out_rows * chunks))
     if w.kind == "robe":  # rows of the output's width, from blocks that may overlap: only one block is sure
         dim = p.symbols[w.output].shape[1] or int(_need(p, i, w.output, value).shape[1])
         chunks = -(-dim // elem_lanes(4))
