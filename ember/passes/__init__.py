@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (registers the passes)
     prefetch_outputs,
     promote,
     quantize_tables,
+    robe,
     simplify_mem,
     to_dlc,
     tt_decompose,

@@ -1,13 +1,15 @@
 """Derived params: params whose data the linker computes from a float param of the weights file.
 
-The lossy table transforms (quantize-tables, tt-decompose) replace a float table `NAME` by params named
+The lossy table transforms (quantize-tables, tt-decompose, robe) replace a float table `NAME` by params named
 `NAME#KIND` or `NAME#KIND/ARGS` (`bag.weight#int8`, `bag.weight#tt/100x100x100/4x4x4/16x16/0`).  The weights
 file keeps only `NAME`; whoever links a program (ember-asm, the benchmark, the fuzzer) calls `link_param`,
 which finds the function registered for KIND and computes the data from `NAME`.  A pass registers its kinds
 with `derive` when its module is imported, and importing any module of `ember.passes` imports every pass.
 
-Also here, what both transforms report per table: `Figures`, the bytes before and after and the
-reconstruction error, given as a remark and, through `ember-opt --stats`, as JSON.
+Also here, what the transforms share: which bags they can take (`bag_table`), how they put the new op and its
+params in place of the bag (`derived_param`, `replace_bag`), and what they report per table: `Figures`, the
+bytes before and after and the reconstruction error, given as a remark and, through `ember-opt --stats`, as
+JSON.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.core import Op
+from ..ir.core import Op, Value, new_op
 from ..ir.diagnostics import EmberError
+from ..ir.rewrite import insert_before, replace_uses, users
 from ..ir.types import ShapedType
+from .base import Decline
 
 Derive = Callable[[np.ndarray, str], np.ndarray]  # (the float array NAME, the name's ARGS) -> the param's data
 DERIVED: dict[str, Derive] = {}
@@ -73,6 +77,53 @@ def float_rows(weights: dict[str, np.ndarray] | None, table: Op) -> np.ndarray |
     if x.shape != tuple(t.shape) or x.dtype.kind != "f":
         return f"the weights file has no {name} of the table's shape"
     return x.astype(np.float32, copy=False)
+
+
+def bag_table(op: Op, form: str, bags: str) -> tuple[Op, int, int]:
+    """The param op, rows and width of the float32 table of the `emb.bag` `op`, which a transform to `form` (whose
+    bags, `bags`, sum or average) can replace; Decline saying why not otherwise."""
+    table = op.operands[0]
+    t, src = table.type, table.owner
+    if not (isinstance(src, Op) and src.name == "param"):
+        raise Decline("its table is not a param")
+    assert isinstance(t, ShapedType) and t.shape is not None
+    if t.elem.name != "f32":
+        raise Decline(f"its table holds {t.elem}, not f32")
+    if op.attrs["mode"] not in ("sum", "mean"):
+        raise Decline(f"mode {op.attrs['mode']} has no {form} form ({bags} sum, or average)")
+    if "padding_idx" in op.attrs:
+        raise Decline(f"it has a padding_idx, which {form} bags do not take")
+    if len(op.operands) == 4 and op.operands[3].type.elem.name != "f32":  # type: ignore[union-attr]
+        raise Decline("its per-sample weights are not f32")
+    rows, dim = t.shape
+    if not rows or not dim:
+        raise Decline(f"the table is empty ({rows} x {dim})")
+    return src, rows, dim
+
+
+def derived_param(bag: Op, src: Op, name: str, type: ShapedType, value: str) -> Value:
+    """The param `name` (of `type`, its value called `value`) placed before `bag`, or the one already there: a table
+    two bags share is converted once."""
+    block = bag.parent
+    assert block is not None
+    param = next((o for o in block.ops if o.name == "param" and o.attrs["name"] == name), None)
+    if param is None:
+        param = insert_before(bag, new_op("param", [], [type], {"name": name}, loc=src.loc))
+        param.result.name = value
+    return param.result
+
+
+def replace_bag(bag: Op, src: Op, name: str, operands: list[Value], attrs: dict[str, object]) -> None:
+    """The op `name` over `operands` in place of `bag`; the float table `src` leaves the program (and its .bin) when
+    no other op reads it."""
+    block = bag.parent
+    assert block is not None and block.parent is not None
+    new = insert_before(bag, new_op(name, operands, [bag.result.type], attrs, loc=bag.loc))
+    new.result.name = bag.result.name
+    replace_uses(block.parent, bag.result, new.result)
+    block.ops.remove(bag)
+    if not users(block.parent, src.result):
+        block.ops.remove(src)
 
 
 @dataclass
