@@ -68,8 +68,8 @@ LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
 @click.option("--time-passes", is_flag=True, help="print the time each pass took to stderr")
 @click.option("--remarks", is_flag=True, help="print why passes declined to transform something")
 @click.option("--stats", "stats_path", metavar="FILE",
-              help="write what the lossy table transforms (quantize-tables, tt-decompose) did to each table as JSON: "
-                   "representation, bytes before and after, reconstruction error max and RMS")
+              help="write what the lossy table transforms (quantize-tables, tt-decompose, robe) did to each table as "
+                   "JSON: representation, bytes before and after, reconstruction error max and RMS")
 @click.option("--list-passes", is_flag=True, expose_value=False, is_eager=True, callback=_list_passes,
               help="list the passes and presets, then exit")
 @guarded("ember-opt")
