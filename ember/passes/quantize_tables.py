@@ -17,12 +17,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..ir.core import Op, new_op
+from ..ir.core import Op
 from ..ir.diagnostics import EmberError
-from ..ir.rewrite import RewritePattern, insert_before, replace_uses, users
+from ..ir.rewrite import RewritePattern
 from ..ir.types import ScalarType, ShapedType
 from .base import Decline, PatternPass
-from .derived import Figures, derive, float_rows, read_weights
+from .derived import Figures, bag_table, derive, derived_param, float_rows, read_weights, replace_bag
 
 
 def prepack(table: np.ndarray, bits: int) -> np.ndarray:
@@ -112,43 +112,15 @@ class Quantize(RewritePattern):
     def match_and_rewrite(self, op: Op) -> bool:
         if op.name != "emb.bag":
             return False
-        table = op.operands[0]
-        t = table.type
-        src = table.owner
-        if not (isinstance(src, Op) and src.name == "param"):
-            raise Decline("its table is not a param")
-        assert isinstance(t, ShapedType) and t.shape is not None
-        if t.elem.name != "f32":
-            raise Decline(f"its table holds {t.elem}, not f32")
-        if op.attrs["mode"] not in ("sum", "mean"):
-            raise Decline(f"mode {op.attrs['mode']} has no quantized form (FBGEMM's bags sum, or average)")
-        if "padding_idx" in op.attrs:
-            raise Decline("it has a padding_idx, which quantized bags do not take")
-        weights = op.operands[3] if len(op.operands) == 4 else None
-        if weights is not None and weights.type.elem.name != "f32":  # type: ignore[union-attr]
-            raise Decline("its per-sample weights are not f32")
+        src, rows, dim = bag_table(op, "quantized", "FBGEMM's bags")
         bits = self.owner.bits
-        rows, dim = t.shape
-        if not rows or not dim:
-            raise Decline(f"the table is empty ({rows} x {dim})")
         if bits == 4 and dim % 2:
             raise Decline(f"a 4-bit row packs two codes a byte, and the rows have {dim} elements")
         width = dim + 8 if bits == 8 else dim // 2 + 4
         name = f"{src.attrs['name']}#int{bits}"
-        block = op.parent
-        assert block is not None and block.parent is not None
-        param = next((o for o in block.ops if o.name == "param" and o.attrs["name"] == name), None)
-        if param is None:  # a table two bags share is quantized once
-            qtype = ShapedType("tensor", (rows, width), ScalarType("u8"))
-            param = insert_before(op, new_op("param", [], [qtype], {"name": name}, loc=src.loc))
-            param.result.name = name.replace("#", "_")
-        new = insert_before(op, new_op("emb.qbag", [param.result, *op.operands[1:]], [op.result.type],
-                                       {"bits": bits, "mode": op.attrs["mode"]}, loc=op.loc))
-        new.result.name = op.result.name
-        replace_uses(block.parent, op.result, new.result)
-        block.ops.remove(op)
-        if not users(block.parent, table):  # the float table is gone from the program, and from its .bin
-            block.ops.remove(src)
+        qtype = ShapedType("tensor", (rows, width), ScalarType("u8"))
+        table = derived_param(op, src, name, qtype, name.replace("#", "_"))
+        replace_bag(op, src, "emb.qbag", [table, *op.operands[1:]], {"bits": bits, "mode": op.attrs["mode"]})
         figures = next((f for f in self.owner.stats if f.table == src.attrs["name"]), None)
         if figures is None:  # measured once per table
             figures = Figures(src.attrs["name"], f"int{bits}", (rows, dim), rows * dim * 4, rows * width)

@@ -26,12 +26,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..ir.core import Op, new_op
+from ..ir.core import Op
 from ..ir.diagnostics import EmberError
-from ..ir.rewrite import RewritePattern, insert_before, replace_uses, users
+from ..ir.rewrite import RewritePattern
 from ..ir.types import ScalarType, ShapedType
 from .base import Decline, PatternPass
-from .derived import Figures, derive, float_rows, read_weights
+from .derived import Figures, bag_table, derive, derived_param, float_rows, read_weights, replace_bag
 
 CORES = (2, 3, 4)  # what emb.ttbag takes (its TT_CORES), as FBTT-Embedding does
 DEFAULT_CORES = 3
@@ -289,25 +289,7 @@ class Decompose(RewritePattern):
     def match_and_rewrite(self, op: Op) -> bool:
         if op.name != "emb.bag":
             return False
-        table = op.operands[0]
-        t = table.type
-        src = table.owner
-        if not (isinstance(src, Op) and src.name == "param"):
-            raise Decline("its table is not a param")
-        assert isinstance(t, ShapedType) and t.shape is not None
-        if t.elem.name != "f32":
-            raise Decline(f"its table holds {t.elem}, not f32")
-        mode = op.attrs["mode"]
-        if mode not in ("sum", "mean"):
-            raise Decline(f"mode {mode} has no TT form (TT bags sum, or average)")
-        if "padding_idx" in op.attrs:
-            raise Decline("it has a padding_idx, which TT bags do not take")
-        weights = op.operands[3] if len(op.operands) == 4 else None
-        if weights is not None and weights.type.elem.name != "f32":  # type: ignore[union-attr]
-            raise Decline("its per-sample weights are not f32")
-        rows, dim = t.shape
-        if not rows or not dim:
-            raise Decline(f"the table is empty ({rows} x {dim})")
+        src, rows, dim = bag_table(op, "TT", "TT bags")
         p, q = self.owner.shapes(rows, dim)
         ranks = capped_ranks(p, q, self.owner.asked)
         shapes = core_shapes(p, q, ranks)
@@ -316,24 +298,11 @@ class Decompose(RewritePattern):
             raise Decline(f"no saving: cores of p={join(p)} q={join(q)} ranks={join(ranks)} hold {after:,} bytes, "
                           f"the table {before:,}")
         base = src.attrs["name"]
-        block = op.parent
-        assert block is not None and block.parent is not None
-        params = []
-        for k, shape in enumerate(shapes):
-            name = f"{base}#tt/{join(p)}/{join(q)}/{join(ranks)}/{k}"
-            param = next((o for o in block.ops if o.name == "param" and o.attrs["name"] == name), None)
-            if param is None:  # a table two bags share is decomposed once
-                ctype = ShapedType("tensor", shape, ScalarType("f32"))
-                param = insert_before(op, new_op("param", [], [ctype], {"name": name}, loc=src.loc))
-                param.result.name = f"{base}_tt{k}"
-            params.append(param.result)
-        new = insert_before(op, new_op("emb.ttbag", [*params, *op.operands[1:]], [op.result.type],
-                                       {"cores": len(p), "mode": mode, "rows": rows}, loc=op.loc))
-        new.result.name = op.result.name
-        replace_uses(block.parent, op.result, new.result)
-        block.ops.remove(op)
-        if not users(block.parent, table):  # the float table is gone from the program, and from its .bin
-            block.ops.remove(src)
+        params = [derived_param(op, src, f"{base}#tt/{join(p)}/{join(q)}/{join(ranks)}/{k}",
+                                ShapedType("tensor", shape, ScalarType("f32")), f"{base}_tt{k}")
+                  for k, shape in enumerate(shapes)]
+        replace_bag(op, src, "emb.ttbag", [*params, *op.operands[1:]],
+                    {"cores": len(p), "mode": op.attrs["mode"], "rows": rows})
         form = f"TT p={join(p)} q={join(q)} ranks={join(ranks)}"
         figures = next((f for f in self.owner.stats if f.table == base and f.representation == form), None)
         if figures is None:  # measured once per table
