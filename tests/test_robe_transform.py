@@ -198,7 +198,8 @@ def test_a_table_two_bags_share_is_fitted_once() -> None:
     ("size=tenx", "got 'tenx'"),
     ("size=-5", "got '-5'"),
     ("block=-4", "option 'block' must be positive (or 0: chosen), got -4"),
-    ("seed=-1", "option 'seed' must be at least 0, got -1"),
+    ("seed=-1", "option 'seed' must be in [0, 2**64), got -1"),
+    (f"seed={2**64}", f"option 'seed' must be in [0, 2**64), got {2**64}"),
     ("seed=x", "option 'seed' needs an integer, got 'x'"),
     ("prime=7", "pass 'robe' has no option 'prime'")])
 def test_bad_options_are_one_line_errors(tmp_path: Path, options: str, message: str) -> None:

@@ -9,8 +9,8 @@ The prime P is Hetu's 2038074743; the six coefficients come from `seed` (`coeffi
 The array is the param `NAME#robe/<S>/<Z>/<seed>`, e.g. `bag.weight#robe/64000/32/0`, whose data the linker
 computes from the float param NAME by `Layout.fit`.  Every element of the table reads exactly one slot, so the
 least-squares M is, slot by slot, the mean of s T[x, e] over the elements that read it (0 for a slot none reads).
-ROBE shares one array among all of a model's tables; here each table gets its own (what a table's error
-depends on is its own array's size, and the planner sizes tables one by one).
+ROBE shares one array among all of a model's tables; here each table gets its own, so that each table's size
+and error are its own to choose and report.
 
 A remark per table gives the layout, the memory saved and, when the module's weights file can be read, the
 reconstruction error (max and RMS over the N rows); the figures also go to `ember-opt --stats`.  Bags it leaves
@@ -157,8 +157,8 @@ class RobeTables(PatternPass):
         self.elements = None if self.ratio else int(text)
         if self.block < 0:
             raise EmberError(f"pass 'robe': option 'block' must be positive (or 0: chosen), got {self.block}")
-        if self.seed < 0:
-            raise EmberError(f"pass 'robe': option 'seed' must be at least 0, got {self.seed}")
+        if not 0 <= self.seed < 1 << 64:
+            raise EmberError(f"pass 'robe': option 'seed' must be in [0, 2**64), got {self.seed}")
 
     def run(self, module: Op) -> None:
         self.weights = read_weights(self.weights_file or module.attrs.get("weights"))
