@@ -1,10 +1,11 @@
 """Derived params: params whose data the linker computes from a float param of the weights file.
 
 The lossy table transforms (quantize-tables, tt-decompose, robe) replace a float table `NAME` by params named
-`NAME#KIND` or `NAME#KIND/ARGS` (`bag.weight#int8`, `bag.weight#tt/100x100x100/4x4x4/16x16/0`).  The weights
-file keeps only `NAME`; whoever links a program (ember-asm, the benchmark, the fuzzer) calls `link_param`,
-which finds the function registered for KIND and computes the data from `NAME`.  A pass registers its kinds
-with `derive` when its module is imported, and importing any module of `ember.passes` imports every pass.
+`NAME#KIND` or `NAME#KIND/ARGS` (`bag.weight#int8`, `bag.weight#tt/100x100x100/4x4x4/16x16/0`,
+`bag.weight#robe/64000/32/0`).  The weights file keeps only `NAME`; whoever links a program (ember-asm, the
+benchmark, the fuzzer) calls `link_param`, which finds the function registered for KIND and computes the data
+from `NAME`.  A pass registers its kinds with `derive` when its module is imported, and importing any module of
+`ember.passes` imports every pass.
 
 Also here, what the transforms share: which bags they can take (`bag_table`), how they put the new op and its
 params in place of the bag (`derived_param`, `replace_bag`), and what they report per table: `Figures`, the
