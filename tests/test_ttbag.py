@@ -93,7 +93,7 @@ def compile_tt(source: str, cores: list[np.ndarray], level: str) -> Program:
 @pytest.mark.parametrize("mode", ["sum", "mean", "weighted"])
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_tt_bag_matches_the_fbtt_definition_on_both_engines(n: int, mode: str, level: str) -> None:
-    """Four cores take 10 loops, more traversal units than the default machine's 8 (its error is tested below)."""
+    """Four cores take 12 loops, more traversal units than the default machine's 8 (its error is tested below)."""
     p, q, ranks = TRAINS[n]
     rows = int(np.prod(p)) - 3  # fewer rows than the train could hold, as FBTT rounds the p up
     cores = make_cores(p, q, ranks, seed=n)
@@ -116,7 +116,7 @@ def test_tt_bag_matches_the_fbtt_definition_on_both_engines(n: int, mode: str, l
 def test_a_train_deeper_than_the_machine_is_a_clean_error() -> None:
     p, q, ranks = TRAINS[4]
     program = compile_tt(text(p, q, ranks, 30), make_cores(p, q, ranks), "O0")
-    with pytest.raises(EmberError, match="uses 10 traversal units; the machine has 8"):
+    with pytest.raises(EmberError, match="uses 12 traversal units; the machine has 8"):
         both(program, {"indices": np.array([3, 4]), "offsets": np.array([0, 2])})
 
 

@@ -271,11 +271,13 @@ def lower_qbag(b: Builder, op: Op) -> Value:
 def lower_ttbag(b: Builder, op: Op) -> Value:
     """A bag over a tensor train, as FBTT's kernels compute it: per lookup, the index's digits (divide and remainder,
     which decouple gives the access unit's ALU streams) pick one slice of each core, and the chain is contracted left
-    to right, stage k making the product of cores 0..k, (q_0 ... q_k) x R_k+1, with one fused multiply-add per term
-    (a GEMM's rounding).  Each product element is a sum over R_k in the innermost loop, set to 0 in the callback of
-    the loop around it, so no stage needs a loop of its own to clear it; the last stage's element is a row element,
-    which the end of its sum pools into the output (times the weight, or 1 / length for a mean).  A 3-core train
-    takes 7 loops, which the default machine's 8 traversal units hold."""
+    to right with one fused multiply-add per term, the last stage adding straight into the bag's output row.
+    Every stage is an outer product (axpy): its innermost loop runs over the next rank (or, last, over q), so
+    consecutive multiply-adds update different elements instead of waiting on one another, and a stage's inputs
+    are read in the loop around it.  A stage's product lives in a scratch buffer that the next stage sets back to
+    0 as it finishes each element (the callback at the end of that element's loop), so no loop of its own clears
+    it; one nest before the bags clears the buffers once.  A 3-core train takes 8 loops, which the default
+    machine's 8 traversal units hold (2 cores 5, 4 cores 12)."""
     n, mode = op.attrs["cores"], op.attrs["mode"]
     cores, indices, offsets = op.operands[:n], op.operands[n], op.operands[n + 1]
     weights = op.operands[n + 2] if len(op.operands) == n + 3 else None
@@ -298,12 +300,16 @@ def lower_ttbag(b: Builder, op: Op) -> Value:
     out = alloc(b, rt, [nb, dim])
     zero = b.const(0.0, f32)
     one = b.const(1.0, f32) if mode == "mean" else None
-    # stage k's product, (q_0 ... q_k) x R_k+1; the last stage's one element at a time
-    scratch = {k: alloc(b, ShapedType("memref", (math.prod(q[:k + 1]), ranks[k + 1]) if k < n - 1 else (1,), f32), [])
-               for k in range(1, n)}
+    # stage k < n - 1 makes the product of cores 0..k: (q_0 ... q_k) x R_k+1
+    scratch = {k: alloc(b, ShapedType("memref", (math.prod(q[:k + 1]), ranks[k + 1]), f32), [])
+               for k in range(1, n - 1)}
     divisors = [const(math.prod(p[k + 1:])) for k in range(n - 1)]
     moduli = [const(p[k]) for k in range(n)]
-    stages = {k: (const(math.prod(q[:k + 1])), const(ranks[k + 1]), const(ranks[k]), const(q[k])) for k in range(1, n)}
+    extents = {v: const(v) for k in range(n) for v in (math.prod(q[:k + 1]), ranks[k], ranks[k + 1], q[k])}
+    for k, buf in scratch.items():  # once: the next stage clears each element it has used
+        with b.loop("loop.for", c0, extents[math.prod(q[:k + 1])], c1) as (m, body):
+            with body.loop("loop.for", c0, extents[ranks[k + 1]], c1) as (r2, inner):
+                inner.op("loop.store", [zero, buf, m, r2])
     with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
         with body.loop("loop.for", c0, dim, c1) as (d, inner):
             inner.op("loop.store", [zero, out, bi, d])
@@ -316,33 +322,42 @@ def lower_ttbag(b: Builder, op: Op) -> Value:
             for k in range(n):  # i_k = (row / (p_k+1 ... p_n-1)) % p_k; the first is not reduced, the last not divided
                 v = row if k == n - 1 else look.val("loop.divi", [row, divisors[k]], it.elem)
                 digits.append(v if k == 0 else look.val("loop.remi", [v, moduli[k]], it.elem))
-            w = None
-            if weights is not None:
-                w = look.val("loop.load", [weights, j], f32)
+            w = look.val("loop.load", [weights, j], f32) if weights is not None else None
             for k in range(1, n):
-                n_m, n_r2, n_r, n_j = stages[k]
-                last, cur = k == n - 1, scratch[k]
-                with ExitStack() as nest:  # m = (a, j_k) over q_0 ... q_k, then r' over R_k+1, then the sum over R_k
-                    m, at_m = nest.enter_context(look.loop("loop.for", c0, n_m, c1))
-                    a, jk = at_m.val("loop.divi", [m, n_j], INDEX), at_m.val("loop.remi", [m, n_j], INDEX)
-                    r2, at = (c0, at_m) if last else nest.enter_context(at_m.loop("loop.for", c0, n_r2, c1))
-                    elem = [c0] if last else [m, r2]
-                    at.op("loop.store", [zero, cur, *elem])
-                    with at.loop("loop.for", c0, n_r, c1) as (r, inner):
-                        left = inner.val("loop.load", [cores[0], digits[0], c0, a, r] if k == 1
-                                         else [scratch[k - 1], a, r], f32)
-                        g = inner.val("loop.load", [cores[k], digits[k], r, jk, r2], f32)
-                        acc = inner.val("loop.load", [cur, *elem], f32)
-                        inner.op("loop.store", [inner.val("loop.fmaf", [left, g, acc], f32), cur, *elem])
-                    if last:  # the row's element m is made: pool it
-                        v = at.val("loop.load", [cur, c0], f32)
-                        if mode == "mean":  # times 1 / length in float32, as FBGEMM's means (a nest fewer)
-                            count = at.val("loop.maxi", [at.val("loop.subi", [end, start], INDEX), c1], INDEX)
-                            w = at.val("loop.divf", [one, at.val("loop.cast", [count], f32)], f32)
-                        if w is not None:
-                            v = at.val("loop.mulf", [v, w], f32)
-                        total = at.val("loop.addf", [at.val("loop.load", [out, bi, m], f32), v], f32)
-                        at.op("loop.store", [total, out, bi, m])
+                last = k == n - 1
+                with ExitStack() as nest:
+                    if k == 1 and not last:  # m = (a, j_1) in one loop: its rows of core 0 are read directly
+                        m, at = nest.enter_context(look.loop("loop.for", c0, extents[math.prod(q[:2])], c1))
+                        a, jk = at.val("loop.divi", [m, extents[q[1]]], INDEX), at.val("loop.remi", [m, extents[q[1]]],
+                                                                                        INDEX)
+                    else:
+                        a, at = nest.enter_context(look.loop("loop.for", c0, extents[math.prod(q[:k])], c1))
+                    r, at_r = nest.enter_context(at.loop("loop.for", c0, extents[ranks[k]], c1))
+                    left = at_r.val("loop.load", [cores[0], digits[0], c0, a, r], f32) if k == 1 else None
+                    if not (k == 1 and not last):
+                        jk, inner = nest.enter_context(at_r.loop("loop.for", c0, extents[q[k]], c1))
+                        m = inner.val("loop.addi", [inner.val("loop.muli", [a, extents[q[k]]], INDEX), jk], INDEX)
+                    else:
+                        inner = at_r
+                    if last:
+                        target = [out, bi, m]
+                        r2 = c0
+                    else:
+                        r2, inner = nest.enter_context(inner.loop("loop.for", c0, extents[ranks[k + 1]], c1))
+                        target = [scratch[k], m, r2]
+                    if left is None:  # the previous stage's product, which the core wrote
+                        left = inner.val("loop.load", [scratch[k - 1], a, r], f32)
+                    if last and mode == "mean":  # times 1 / length in float32, as FBGEMM's means
+                        count = inner.val("loop.maxi", [inner.val("loop.subi", [end, start], INDEX), c1], INDEX)
+                        left = inner.val("loop.mulf", [left, inner.val("loop.divf", [one, inner.val(
+                            "loop.cast", [count], f32)], f32)], f32)
+                    elif last and w is not None:
+                        left = inner.val("loop.mulf", [left, w], f32)
+                    g = inner.val("loop.load", [cores[k], digits[k], r, jk, r2], f32)
+                    acc = inner.val("loop.load", target, f32)
+                    inner.op("loop.store", [inner.val("loop.fmaf", [left, g, acc], f32), *target])
+                    if k > 1:  # the previous product's element (a, r) is used up: clear it for the next lookup
+                        at_r.op("loop.store", [zero, scratch[k - 1], a, r])
     return out
 
 

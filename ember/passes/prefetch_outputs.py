@@ -12,7 +12,8 @@ Applies to a whole-row `loop.vstore` in a callback whose row is the head of an e
 induction variable (constant positive step) and whose columns are a constant range (run `unroll` first;
 before `align-queues`, which replaces the head with a core counter).  It costs two ALU elements and one
 load per line of the row per iteration of that loop, and three stream slots and one traversal unit,
-which the simulator checks against the machine when the program runs.
+which the simulator checks against the machine when the program runs; a nest that already has `tus` loops
+(the default machine's traversal units, 8) is left alone, as the prefetch would leave it unable to run there.
 """
 
 from __future__ import annotations
@@ -35,19 +36,21 @@ class PrefetchOutputs(PatternPass):
     declined: ClassVar[str] = "output rows not prefetched"
     distance: int = 64
     line: int = 64
+    tus: int = 8  # traversal units of the machine tuned for (access.traversal_units of the default machine)
 
     def __post_init__(self) -> None:
         if self.line <= 0:
             raise EmberError(f"pass 'prefetch-outputs': line={self.line} must be a positive number of bytes")
 
     def patterns(self) -> list[RewritePattern]:
-        return [PrefetchRow(self.distance, self.line)]
+        return [PrefetchRow(self.distance, self.line, self.tus)]
 
 
 @dataclass
 class PrefetchRow(RewritePattern):
     distance: int
     line: int
+    tus: int
 
     def match_and_rewrite(self, st: Op) -> bool:
         if st.name not in ("loop.vstore", "loop.scatter") or st.attrs.get("prefetched") or self.distance <= 0:
@@ -83,6 +86,10 @@ class PrefetchRow(RewritePattern):
         stride = max(1, self.line // out.type.elem.bytes)  # elements per line: one touch per line
         hi = min(shape[1], c0 + int(lanes[0]))
         root = top_level(loop)
+        loops = sum(1 for o in root.walk() if o.name == "slc.for")
+        if loops >= self.tus:
+            raise Decline(f"its access nest has {loops} loops already, and the prefetch needs one more traversal unit "
+                          f"than the {self.tus} it is tuned for (tus=N)")
         pre = Builder(root.parent, root.parent.ops.index(root), st.loc)  # type: ignore[arg-type]
         ahead = pre.const(self.distance * step)
         at = lookahead(pre, iv, ahead, out, pre.const(1), st.loc)
