@@ -1,0 +1,137 @@
+"""The candidate forms of a table, and each one measured: bytes and reconstruction error from the transform's own
+figures, simulated cycles and energy of the table's bags at -O3 (timing only).
+
+A candidate is a table transform written as a pass (`quantize-tables{bits=8}`, `tt-decompose{ranks=16}`,
+`robe{size=100x}`): any pass with per-table figures (`stats`) fits, so a new transform is a new entry in
+`default_specs`.  Deep hash embeddings are not a candidate: no transform derives them from a float table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.core import Op, verify
+from ..ir.diagnostics import EmberError
+from ..ir.printer import print_module
+from ..passes import PASSES, PRESETS, parse_pipeline, run_passes
+from ..passes.base import PatternPass, Unless
+from ..sim.engines import simulate
+from ..sim.fast.engine import virtual_symbols
+from ..sim.machine import Machine
+from ..sim.tensors import dtype_of
+from .tables import Table, feeds, isolate, table_of
+
+SPECS = ("quantize-tables{bits=8}", "quantize-tables{bits=4}",
+         "tt-decompose{ranks=8}", "tt-decompose{ranks=16}", "tt-decompose{ranks=32}")
+ROBE_SPECS = ("robe{size=16x}", "robe{size=100x}", "robe{size=1000x}")
+NOT_DERIVABLE = ("dhe: not derivable from a float table (deep hash embeddings replace the table by an MLP that "
+                 "must be trained), so never a candidate")
+LEVEL = "O3"
+
+
+def default_specs() -> list[str]:
+    """The transforms tried on every table: int8, int4, TT at ranks 8/16/32, and ROBE at 16x/100x/1000x."""
+    return [*SPECS, *(ROBE_SPECS if "robe" in PASSES else ())]
+
+
+def table_transform(spec: str) -> PatternPass:
+    """The one table transform `spec` names; a one-line error for anything else."""
+    passes = parse_pipeline(spec)
+    if len(passes) != 1 or not isinstance(passes[0], PatternPass) or not hasattr(passes[0], "stats"):
+        raise EmberError(f"candidate '{spec}' is not one table transform (a pass that reports per-table figures, "
+                         f"e.g. quantize-tables{{bits=8}} or tt-decompose{{ranks=16}})")
+    return passes[0]
+
+
+def transform(p: PatternPass, module: Op, tables: set[str] | None, data: dict[str, np.ndarray] | None) -> None:
+    """Run the table transform `p` over `module`, on the bags of `tables` only (all when None), measuring its error
+    against `data` (None: not measured).  A table transform's own `run` only loads `weights` from the module's
+    weights file and applies its patterns; the planner has the arrays, so it sets `weights` and applies them."""
+    if tables is not None:
+        own = p.patterns
+        p.patterns = lambda: [Unless(lambda op: table_of(op) not in tables, pat)  # type: ignore[method-assign]
+                              for pat in own()]
+    p.weights = data  # type: ignore[attr-defined]
+    PatternPass.run(p, module)
+    verify(module)
+
+
+@dataclass
+class Candidate:
+    spec: str  # the transform, "" for the float table
+    representation: str
+    bytes: int
+    error_max: float | None
+    error_rms: float | None
+    cycles: float = 0.0
+    energy_j: float = 0.0
+    unmeasured: str = ""  # why the error is None
+
+
+@dataclass
+class Measured:
+    """One table's candidates, the transforms that declined it (spec, why), and the transforms' remarks."""
+
+    table: Table
+    candidates: list[Candidate]
+    declined: list[tuple[str, str]]
+    remarks: list[str] = field(default_factory=list)
+
+
+class Measurer:
+    """Measures candidates on one machine; a program already simulated on the same inputs is not simulated again."""
+
+    def __init__(self, machine: Machine, errors: bool = True):
+        self.machine, self.errors = machine, errors
+        self.runs: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def table(self, module: Op, table: Table, specs: list[str], inputs: dict[str, np.ndarray],
+              data: np.ndarray | None, why_no_data: str) -> Measured:
+        """Every candidate of `table` in `module`: the float table first, then each transform of `specs` that takes
+        it (a form two specs give, such as TT ranks capped alike, once)."""
+        base = isolate(module, table.name)
+        run_inputs = feeds(base, inputs)
+        digest = hashlib.sha256(b"".join(k.encode() + np.ascontiguousarray(v).tobytes()
+                                         for k, v in sorted(run_inputs.items()))).hexdigest()
+        cycles, energy = self.run(base, run_inputs, digest)
+        out = Measured(table, [Candidate("", "float32", table.bytes, 0.0, 0.0, cycles, energy)], [])
+        weights = {table.name: data} if data is not None and self.errors else None
+        why = "not asked for (--no-errors)" if not self.errors else why_no_data or "the table's data could not be read"
+        for spec in specs:
+            p = table_transform(spec)
+            one = isolate(module, table.name)
+            transform(p, one, None, weights)
+            out.remarks.extend(p.remarks)
+            figures = p.stats  # type: ignore[attr-defined]
+            if not figures:
+                reason = p.remarks[-1].split(f"remark: {p.name}: ", 1)[-1] if p.remarks else "not converted"
+                out.declined.append((spec, reason.removeprefix(f"{p.declined}: ")))
+                continue
+            f = figures[0]
+            if any(c.representation == f.representation for c in out.candidates):
+                continue
+            cycles, energy = self.run(one, run_inputs, digest)
+            out.candidates.append(Candidate(spec, f.representation, f.bytes_after, f.error_max, f.error_rms, cycles,
+                                            energy, f.unmeasured and why))
+        return out
+
+    def run(self, module: Op, run_inputs: dict[str, np.ndarray], digest: str) -> tuple[float, float]:
+        """Cycles and energy of `module` at -O3, simulated timing-only: float params are address ranges and the
+        other params (quantized rows) zeros, since values never decide addresses or timing."""
+        text = print_module(module)
+        hit = self.runs.get((text, digest))
+        if hit is not None:
+            return hit
+        passes = parse_pipeline(PRESETS[LEVEL])
+        run_passes(module, passes)
+        program = passes[-1].program  # type: ignore[attr-defined]
+        virtual = virtual_symbols(program)
+        for n, s in enumerate(program.symbols):
+            if s.kind == "param" and n not in virtual:
+                program.data[n] = np.zeros(s.shape, dtype_of(s.dtype))
+        _, st = simulate(program, run_inputs, self.machine, engine="fast", timing_only=True)
+        self.runs[(text, digest)] = hit = (float(st["cycles"]), float(st["energy_j"]))
+        return hit
