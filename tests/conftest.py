@@ -100,6 +100,22 @@ def compile_model(path: Path, level: str) -> Program:
     return disassemble(assemble(compile_file(str(path), level)), "m.bin")
 
 
+def compile_text(source: str, params: dict[str, Any], level: str, name: str = "m.eir") -> Program:
+    """Compile `.eir` text at `level` (a preset, or "full": -O3's passes on every op, without choose-plan), give
+    each param its array by name, and round-trip the binary, as ember-opt | ember-asm would."""
+    from ember.ir.parser import parse_module
+    from ember.passes import PRESETS, parse_pipeline, run_passes
+
+    passes = parse_pipeline(PRESETS["O3"].replace("choose-plan,", "") if level == "full" else PRESETS[level])
+    module = parse_module(source, name)
+    run_passes(module, passes)
+    program = passes[-1].program  # type: ignore[attr-defined]
+    for n, s in enumerate(program.symbols):
+        if s.kind == "param":
+            program.data[n] = params[s.name]
+    return disassemble(assemble(program), name.replace(".eir", ".bin"))
+
+
 # Optional test groups: the module a skipped test could not import -> the extra that installs it.
 OPTIONAL_GROUPS = {"torch": "torch", "onnxscript": "torch", "transformers": "corpus", "matplotlib": "plot",
                    "distributed": "dask", "dask": "dask", "onnxruntime": "test", "triton": "gpu"}

@@ -13,19 +13,15 @@ import re
 
 import numpy as np
 import pytest
-from conftest import run_tool
+from conftest import compile_text, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
-from ember.backend.binary import assemble, disassemble
 from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.diagnostics import EmberError
-from ember.ir.parser import parse_module
-from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.machine import load_machine
 
-FULL = PRESETS["O3"].replace("choose-plan,", "")
 MACHINE = load_machine("default")
 WIDE = dataclasses.replace(MACHINE, access=dataclasses.replace(MACHINE.access, traversal_units=12))
 BUCKETS = 1_000_000
@@ -77,14 +73,7 @@ def reference(params: dict[str, np.ndarray], idx: np.ndarray, off: np.ndarray, l
 
 
 def compile_dhe(source: str, params: dict[str, np.ndarray], level: str) -> Program:
-    module = parse_module(source, "dhe.eir")
-    passes = parse_pipeline(FULL if level == "full" else PRESETS[level])
-    run_passes(module, passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    for n, s in enumerate(program.symbols):
-        if s.kind == "param":
-            program.data[n] = params[s.name]
-    return disassemble(assemble(program), "dhe.bin")
+    return compile_text(source, params, level, "dhe.eir")
 
 
 @pytest.mark.parametrize("level", ["O0", "O1", "O3", "core", "full"])

@@ -12,18 +12,14 @@ import re
 
 import numpy as np
 import pytest
-from conftest import run_tool
+from conftest import compile_text, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
-from ember.backend.binary import assemble, disassemble
 from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.diagnostics import EmberError
-from ember.ir.parser import parse_module
-from ember.passes import PRESETS, parse_pipeline, run_passes
 
-FULL = PRESETS["O3"].replace("choose-plan,", "")
 P = 2038074743  # the prime of Hetu's second version
 HASH, SIGN = [1103515245, 12345, 2654435761 % P], [214013, 2531011, 69069]
 
@@ -60,12 +56,7 @@ def reference(array: np.ndarray, idx: np.ndarray, off: np.ndarray, dim: int, blo
 
 
 def compile_robe(source: str, array: np.ndarray, level: str) -> Program:
-    module = parse_module(source, "robe.eir")
-    passes = parse_pipeline(FULL if level == "full" else PRESETS[level])
-    run_passes(module, passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = array
-    return disassemble(assemble(program), "robe.bin")
+    return compile_text(source, {"m": array}, level, "robe.eir")
 
 
 @pytest.mark.parametrize("level", ["O0", "O1", "O3", "core", "full"])

@@ -12,20 +12,16 @@ import re
 
 import numpy as np
 import pytest
-from conftest import run_tool
+from conftest import compile_text, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
-from ember.backend.binary import assemble, disassemble
 from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.diagnostics import EmberError
-from ember.ir.parser import parse_module
-from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.machine import load_machine
 from ember.sim.work import chain_macs
 
-FULL = PRESETS["O3"].replace("choose-plan,", "")
 LEVELS = ["O0", "O1", "O3", "core", "full"]
 TRAINS = {  # p, q, interior ranks
     2: ([6, 7], [4, 3], [5]),
@@ -79,14 +75,7 @@ def reference(cores: list[np.ndarray], idx: np.ndarray, off: np.ndarray, mode: s
 
 
 def compile_tt(source: str, cores: list[np.ndarray], level: str) -> Program:
-    module = parse_module(source, "tt.eir")
-    passes = parse_pipeline(FULL if level == "full" else PRESETS[level])
-    run_passes(module, passes)
-    program = passes[-1].program  # type: ignore[attr-defined]
-    for n, s in enumerate(program.symbols):
-        if s.kind == "param":
-            program.data[n] = cores[int(s.name[1:])]
-    return disassemble(assemble(program), "tt.bin")
+    return compile_text(source, {f"g{k}": c for k, c in enumerate(cores)}, level, "tt.eir")
 
 
 @pytest.mark.parametrize("level", LEVELS)

@@ -8,7 +8,8 @@ nothing about embeddings: they see loads, stores, arithmetic and loops.  What ea
 from __future__ import annotations
 
 import math
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from ..dialects.emb import QBAG_BITS, qbag_dim
@@ -198,6 +199,25 @@ def lower_bag(b: Builder, op: Op) -> Value:
     return result
 
 
+@contextmanager
+def bags(b: Builder, offsets: Value, rt: Type, dim: Value) -> Iterator[tuple[Value, Value, Value, Value, Builder]]:
+    """How every bag over a compressed table starts: a float32 output row per bag, set to 0 (core work), then the
+    loop over the bags; yields the output, the bag's number, its lookups' start and end, and the loop's body."""
+    off_t = offsets.type
+    assert isinstance(off_t, ShapedType) and isinstance(rt, ShapedType)
+    c0, c1 = b.const(0), b.const(1)
+    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
+    out = alloc(b, rt, [nb, dim])
+    zero = b.const(0.0, ScalarType("f32"))
+    with b.loop("loop.for", c0, nb, c1) as (bi, body):
+        with body.loop("loop.for", c0, dim, c1) as (d, inner):
+            inner.op("loop.store", [zero, out, bi, d])
+    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
+        start = bag.val("loop.load", [offsets, bi], off_t.elem)
+        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+        yield out, bi, start, end, bag
+
+
 def lower_qbag(b: Builder, op: Op) -> Value:
     """A bag over a quantized table, in FBGEMM's order of rounding (dialects/emb.py): each lookup reads its row's
     scale and bias (typed reads of the byte row), then every element does acc = fma(scale, q, acc + bias)."""
@@ -212,22 +232,14 @@ def lower_qbag(b: Builder, op: Op) -> Value:
     f32, byte = ScalarType("f32"), ScalarType("u8")
     c0, c1 = b.const(0), b.const(1)
     dim = b.const(qbag_dim(bits, tt.shape[1]))
-    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
-    out = alloc(b, rt, [nb, dim])
-    zero = b.const(0.0, f32)
     at_scale, at_bias = b.const(codes), b.const(codes + sb_bytes // 2)  # constants outside the loops, which
     # decouple gives the access unit; each made only where it is used, as dead ones would cost a register
     two, sixteen = (b.const(2), b.const(16)) if bits == 4 else (None, None)
     one = b.const(1.0, f32) if mode == "mean" else None
     trips = at_scale if bits == 4 else dim  # a 4-bit row's code bytes end where its scale starts
-    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
-        with body.loop("loop.for", c0, dim, c1) as (d, inner):
-            inner.op("loop.store", [zero, out, bi, d])
-    off_t, it = offsets.type, indices.type
-    assert isinstance(off_t, ShapedType) and isinstance(it, ShapedType)
-    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
-        start = bag.val("loop.load", [offsets, bi], off_t.elem)
-        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+    it = indices.type
+    assert isinstance(it, ShapedType)
+    with bags(b, offsets, rt, dim) as (out, bi, start, end, bag):
         with bag.loop("loop.for", start, end, c1) as (j, look):
             row = look.val("loop.load", [indices, j], it.elem)
             sb = [look.val("loop.load", [table, row, at], ScalarType(sb_type)) for at in (at_scale, at_bias)]
@@ -283,8 +295,8 @@ def lower_ttbag(b: Builder, op: Op) -> Value:
     weights = op.operands[n + 2] if len(op.operands) == n + 3 else None
     shapes = [c.type.shape for c in cores]  # type: ignore[union-attr]
     p, q, ranks = [s[0] for s in shapes], [s[2] for s in shapes], [s[1] for s in shapes] + [1]
-    rt, it, off_t = op.result.type, indices.type, offsets.type
-    assert isinstance(rt, ShapedType) and isinstance(it, ShapedType) and isinstance(off_t, ShapedType)
+    rt, it = op.result.type, indices.type
+    assert isinstance(rt, ShapedType) and isinstance(it, ShapedType)
     f32 = ScalarType("f32")
     consts: dict[int, Value] = {}
 
@@ -296,8 +308,6 @@ def lower_ttbag(b: Builder, op: Op) -> Value:
 
     c0, c1 = const(0), const(1)
     dim = const(math.prod(q))
-    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
-    out = alloc(b, rt, [nb, dim])
     zero = b.const(0.0, f32)
     one = b.const(1.0, f32) if mode == "mean" else None
     # stage k < n - 1 makes the product of cores 0..k: (q_0 ... q_k) x R_k+1
@@ -310,12 +320,7 @@ def lower_ttbag(b: Builder, op: Op) -> Value:
         with b.loop("loop.for", c0, extents[math.prod(q[:k + 1])], c1) as (m, body):
             with body.loop("loop.for", c0, extents[ranks[k + 1]], c1) as (r2, inner):
                 inner.op("loop.store", [zero, buf, m, r2])
-    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
-        with body.loop("loop.for", c0, dim, c1) as (d, inner):
-            inner.op("loop.store", [zero, out, bi, d])
-    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
-        start = bag.val("loop.load", [offsets, bi], off_t.elem)
-        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+    with bags(b, offsets, rt, dim) as (out, bi, start, end, bag):
         with bag.loop("loop.for", start, end, c1) as (j, look):
             row = look.val("loop.load", [indices, j], it.elem)
             digits = []
@@ -387,15 +392,7 @@ def lower_robe(b: Builder, op: Op) -> Value:
     dim, n_blocks, z = b.const(dim_n), b.const(dim_n // block), b.const(block)
     k = {name: const(v) for name, v in (("hx", hx), ("hc", hc), ("hd", hd), ("sx", sx), ("se", se), ("sd", sd),
                                          ("p", prime), ("size", at.shape[0]), ("two", 2))}
-    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
-    out = alloc(b, rt, [nb, dim])
-    zero = b.const(0.0, f32)
-    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
-        with body.loop("loop.for", c0, dim, c1) as (d, inner):
-            inner.op("loop.store", [zero, out, bi, d])
-    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
-        start = bag.val("loop.load", [offsets, bi], off_t.elem)
-        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+    with bags(b, offsets, rt, dim) as (out, bi, start, end, bag):
         with bag.loop("loop.for", start, end, c1) as (j, look):
             x = look.val("loop.load", [indices, j], it.elem)
             at_x = look.val("loop.addi", [look.val("loop.muli", [k["hx"], x], i64), k["hd"]], i64)  # B x + D
@@ -439,8 +436,8 @@ def lower_dhe(b: Builder, op: Op) -> Value:
     params = [(op.operands[3 + 2 * i], op.operands[4 + 2 * i]) for i in range(layers)]
     indices, offsets = op.operands[n], op.operands[n + 1]
     weights = op.operands[n + 2] if len(op.operands) == n + 3 else None
-    rt, it, off_t = op.result.type, indices.type, offsets.type
-    assert isinstance(rt, ShapedType) and isinstance(it, ShapedType) and isinstance(off_t, ShapedType)
+    rt, it = op.result.type, indices.type
+    assert isinstance(rt, ShapedType) and isinstance(it, ShapedType)
     f32, i64 = ScalarType("f32"), ScalarType("i64")
     widths = [slope.type.shape[0]] + [w.type.shape[0] for w, _ in params]  # type: ignore[union-attr]
     c0, c1 = b.const(0), b.const(1)
@@ -448,16 +445,9 @@ def lower_dhe(b: Builder, op: Op) -> Value:
     m = b.const(buckets, i64)
     last_bucket, two, one = b.const(float(buckets - 1), f32), b.const(2.0, f32), b.const(1.0, f32)
     zero = b.const(0.0, f32)
-    nb = b.val("loop.subi", [b.val("loop.dim", [offsets], INDEX, axis=0), c1], INDEX)
-    out = alloc(b, rt, [nb, sizes[-1]])
     # the codes, each hidden layer's outputs, then one cell for the last layer's sum
     acts = [alloc(b, ShapedType("memref", (v,), f32), []) for v in [*widths[:-1], 1]]
-    with b.loop("loop.for", c0, nb, c1) as (bi, body):  # every output row starts at 0 (core work)
-        with body.loop("loop.for", c0, sizes[-1], c1) as (d, inner):
-            inner.op("loop.store", [zero, out, bi, d])
-    with b.loop("loop.for", c0, nb, c1) as (bi, bag):
-        start = bag.val("loop.load", [offsets, bi], off_t.elem)
-        end = bag.val("loop.load", [offsets, bag.val("loop.addi", [bi, c1], INDEX)], off_t.elem)
+    with bags(b, offsets, rt, sizes[-1]) as (out, bi, start, end, bag):
         with bag.loop("loop.for", start, end, c1) as (j, look):
             x = look.val("loop.load", [indices, j], it.elem)
             w = look.val("loop.load", [weights, j], f32) if weights is not None else None
