@@ -12,7 +12,7 @@ import pytest
 
 import ember.dialects  # noqa: F401
 from ember.backend.dae import Instr, Program
-from ember.bench.run import _bind, baselines, compile_variant, run
+from ember.bench.run import baselines, compile_variant, run
 from ember.bench.workloads import Workload
 from ember.ir.diagnostics import EmberError
 from ember.passes import PRESETS, parse_pipeline, run_passes
@@ -45,7 +45,7 @@ def with_and_without(w: Workload, name: str) -> dict[str, tuple[dict, dict, dict
     for key, pipe in (("off", PRESETS["O3"].replace(f"{name},", "")), ("on", PRESETS["O3"])):
         program, _ = program_of(w, pipe)
         inputs = w.inputs(0)
-        _bind(program, w, w.table(0, inputs["indices"]))
+        w.bind(program, 0, w.table(0, inputs["indices"]))
         out[key] = (inputs, *simulate(program, inputs, M))
     return out
 

@@ -52,6 +52,24 @@ HAND_PERCENT: dict[str, float] = {
 }
 
 
+# Compression ratios the representations' papers report for their trained embedding tables (float table bytes over
+# the form's bytes), shown beside ours by `ember-bench --suite representations`.  Ours come from transforming a
+# random float table, not from training in the form, so they are context, not a comparison.
+RATIO_SOURCE = ("TT-Rec: Yin et al., MLSys 2021, abstract (arXiv 2101.11714): 112x on Criteo Terabyte, 117x on "
+                "Criteo Kaggle; ROBE: Desai et al., MLSys 2022, abstract (arXiv 2108.02191): 1000x on Criteo "
+                "Terabyte at AUC >= 0.8025")
+PUBLISHED_RATIOS: dict[str, tuple[tuple[str, float], ...]] = {  # form -> (dataset, ratio)
+    "TT": (("Criteo Terabyte", 112.0), ("Criteo Kaggle", 117.0)),
+    "ROBE": (("Criteo Terabyte", 1000.0),),
+}
+
+
+def published_ratios(form: str) -> tuple[tuple[str, float], ...]:
+    """The published compression ratios of a representation (by its name in the suite), none where no paper
+    gives one."""
+    return PUBLISHED_RATIOS.get(form, ())
+
+
 def published_speedup(workload: str, variant: str) -> float | None:
     """Published O0/`variant` for `workload`, or None where the paper gives none.  The published -O3 is our
     paper-O3 (the study's four optimizations); our -O3 goes further and has no published counterpart."""

@@ -14,10 +14,13 @@ from typing import Any
 from rich.table import Table
 
 from ..sim.machine import Machine
+from .forms import DHE_HASHES, DHE_HIDDEN, FormWorkload
 from .published import (
+    RATIO_SOURCE,
     SOURCE,
     load_gpu_baseline,
     published_hand_percent,
+    published_ratios,
     published_speedup,
 )
 from .run import HOST_TIME, VARIANTS, Result
@@ -95,6 +98,8 @@ def rows(results: Sequence[Result], workloads: Sequence[Workload], machine: Mach
         row["percent_of_hand"] = idx.hand_percent(r.workload, r.variant)
         row["published_percent_of_hand"] = published_hand_percent(r.workload) if r.variant == "O3" else None
         row["gpu_frac_copy_bw"] = match.frac_copy_bw if match else None
+        if isinstance(w, FormWorkload):
+            row.update(form_fields(w))
         row.update(r.stats)
         out.append(row)
     return out
@@ -279,6 +284,51 @@ def energy_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table:
     t.caption = ("energy_j over the workload's lookups, and energy_j / simulated time; the machine's energy "
                  "numbers, most of them assumptions (docs/architecture.md, Energy).")
     return t
+
+
+def form_fields(w: FormWorkload) -> dict[str, Any]:
+    """A representation's row fields: its params' bytes, how many times smaller than the float table, the
+    transform's reconstruction error (None where not measured: DHE, the float table, timing-only), and the
+    published ratios as `dataset=ratio` pairs."""
+    f = w.figures
+    return {"form": w.form, "param_bytes": w.param_bytes, "ratio": w.table_bytes * w.tables / w.param_bytes,
+            "error_max": f.error_max if f else None, "error_rms": f.error_rms if f else None,
+            "published_ratio": " ".join(f"{d.replace(' ', '_')}={r:g}" for d, r in published_ratios(w.form)) or None}
+
+
+def representations_tables(results: Sequence[Result], workloads: Sequence[Workload]) -> list[Table]:
+    """`--suite representations`: each form's bytes and ratio beside the published ones and its error; cycles at
+    every variant run; and every point's share of the speed of light (`sol_table`)."""
+    idx = ResultIndex(results)
+    forms = {w.name: w for w in workloads if isinstance(w, FormWorkload)}
+    names = [n for n in idx.workloads if n in forms]
+    t = _table("Representations: bytes and reconstruction error")
+    for col in ("param bytes", "ratio: ours (published)", "error max / RMS", "O3 / float O3 cycles"):
+        t.add_column(col, justify="right")
+    for name in names:
+        fields = form_fields(forms[name])
+        published = " / ".join(f"{r:g}×" for _, r in published_ratios(forms[name].form)) or DASH
+        error = DASH if fields["error_max"] is None else f"{fields['error_max']:.3g} / {fields['error_rms']:.3g}"
+        t.add_row(name, f"{fields['param_bytes']:,}", f"{fields['ratio']:,.1f}× ({published})", error,
+                  _x(_over(idx, name, name.rsplit("_", 1)[0] + "_float32")))
+    t.caption = (f"ratio = float table bytes / the form's param bytes. In parentheses, published ratios (of tables "
+                 f"trained in that form; ours transform a random float table): {RATIO_SOURCE}. Error: the "
+                 f"transform's own figures over the whole table; {DASH} for the float table, without table data, and "
+                 f"for DHE (untrained MLP: k = {DHE_HASHES} hashes, a hidden layer of {DHE_HIDDEN} with ReLU, then D).")
+    variants = [v for v in VARIANTS if v in idx.variants]
+    c = _table("Representations: cycles")
+    for v in variants:
+        c.add_column(v, justify="right")
+    for name in names:
+        c.add_row(name, *(cycles_cell(idx.cycles(name, v)) for v in variants))
+    c.caption = f"hand: an expert's kernel, where one exists for the form ({DASH}: none)."
+    return [t, c, sol_table(idx)]
+
+
+def _over(idx: ResultIndex, name: str, base: str) -> float | None:
+    """O3 cycles of `name` over O3 cycles of the float table of the same model."""
+    a, b = idx.cycles(name, "O3"), idx.cycles(base, "O3")
+    return a / b if a is not None and b else None
 
 
 def tables(results: Sequence[Result], workloads: Sequence[Workload]) -> list[Table]:

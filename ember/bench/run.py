@@ -17,7 +17,7 @@ from ..sim.engines import DEFAULT_ENGINE, simulate
 from ..sim.machine import Machine
 from ..sim.multicore import simulate_cores, split_bags, split_rows
 from ..sim.stats import Stats
-from .workloads import Workload
+from .workloads import KINDS, Workload
 
 VARIANTS = ("O0", "O1", "O2", "O3", "paper-O3", "hand", "core")
 SUMMED = ("cycles", "tokens", "operands", "callbacks", "access.elements", "execute.busy_cycles",
@@ -72,8 +72,11 @@ def handwritten(kind: str, dim: int) -> Baseline:
 
 
 def baselines(w: Workload, hands: Hands | None = None) -> list[Baseline]:
-    """What `w` is compared with: the kernels given for its kind, else the built-in one for its row width."""
-    return list(hands[w.kind]) if hands and w.kind in hands else [handwritten(w.kind, w.dim)]
+    """What `w` is compared with: the kernels given for its kind, else the built-in one for its row width; none
+    for a kind no expert has written a kernel for (a representation's: workloads.KINDS)."""
+    if hands and w.kind in hands:
+        return list(hands[w.kind])
+    return [handwritten(w.kind, w.dim)] if w.kind in KINDS else []
 
 
 def compile_variant(w: Workload, variant: str) -> Program:
@@ -122,6 +125,8 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
         program = compile_variant(w, variant) if machine.cores == 1 else None
         return _run(w, variant, program, f"{w.name} {variant}", machine, engine, timing_only)
     given = baselines(w, hands)
+    if not given:
+        raise EmberError(f"{w.name}: no expert kernel computes a {w.kind} workload (leave out variant hand)")
     runs = [(_run(w, variant, b.program, f"{w.name} hand ({b.name})", machine, engine, timing_only), b)
             for b in given]
     best, b = min(runs, key=lambda rb: rb[0].stats["cycles"])
@@ -141,10 +146,10 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
         table = None if timing_only else w.table(t, inputs["indices"])
         try:
             if machine.cores > 1:
-                out, st = _on_cores(w, variant, program, per_core, inputs, table, machine, engine, timing_only)
+                out, st = _on_cores(w, variant, program, per_core, t, inputs, table, machine, engine, timing_only)
             else:
                 assert program is not None
-                _bind(program, w, table)
+                w.bind(program, t, table)
                 out, st = simulate(program, inputs, machine, engine=engine, timing_only=timing_only)
         except EmberError as e:  # name the point: the message alone does not say which of hundreds failed
             at = where + (f", table {t}" if w.tables > 1 else "")
@@ -177,18 +182,7 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
     return res
 
 
-def _bind(program: Program, w: Workload, table: np.ndarray | None) -> None:
-    """Give the program's table params their data, or with none (timing-only) the table's shape: a
-    hand-written program leaves that shape to the data."""
-    for n, s in enumerate(program.symbols):
-        if s.kind == "param":
-            if table is not None:
-                program.data[n] = table
-            else:
-                s.shape = (w.rows, w.dim)
-
-
-def _on_cores(w: Workload, variant: str, program: Program | None, per_core: dict[int, Program],
+def _on_cores(w: Workload, variant: str, program: Program | None, per_core: dict[int, Program], t: int,
               inputs: dict[str, np.ndarray], table: np.ndarray | None, machine: Machine, engine: str,
               timing_only: bool) -> tuple[dict[str, np.ndarray], Stats]:
     """The batch split across the machine's cores (bags, or lookups of a gather), each core's program
@@ -203,7 +197,7 @@ def _on_cores(w: Workload, variant: str, program: Program | None, per_core: dict
         if p is None:
             sub = dataclasses.replace(w, bags=size, pooling=1) if gather else dataclasses.replace(w, bags=size)
             p = per_core[size] = compile_variant(sub, variant)
-        _bind(p, w, table)
+        w.bind(p, t, table)
         programs.append(p)
     outs, st = simulate_cores(programs, slices, machine, engine=engine, timing_only=timing_only)
     return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}, st

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from .. import dialects  # noqa: F401  (registers the ops verify checks)
 from ..ir.core import Block, Op, Value, new_op, verify
 from ..ir.diagnostics import EmberError
 from ..ir.types import tensor
+
+if TYPE_CHECKING:
+    from ..backend.dae import Program
 
 LOCALITY = {"L0": 0.0, "L1": 0.8, "L2": 1.05}
 MODELS = {  # RM: (dim, pooling)
@@ -34,8 +38,10 @@ SCALES = {  # tables, rows per table, bags per table
     "quick": (1, 20_000, 16),
     "paper": (8, 1_000_000, 512),
 }
-SUITES = (*SCALES, "huge")
-KINDS = ("bag_sum", "bag_weighted", "gather")  # what a workload computes; a hand-written baseline serves one kind
+SUITES = (*SCALES, "huge", "representations-tiny", "representations", "representations-paper")  # bench/forms.py
+# What a workload computes, for which an expert kernel exists (a hand-written baseline serves one kind); the
+# representations suite's other kinds (qbag4, ttbag, robe, dhe) have none yet
+KINDS = ("bag_sum", "bag_weighted", "gather", "qbag8")
 # The huge suite: one RM3-like table of 100 million rows, D = 128 (51.2 GB as f32), pooling 80, uniform
 # rows, a batch of 4,096 bags.  Timing-only: the table is an address range, and the indices are drawn
 # with `integers`, so nothing of the table's size is ever allocated.
@@ -125,6 +131,16 @@ class Workload:
         if self.virtual:
             raise EmberError(f"{self.name}: its table ({self.table_bytes / 1e9:.1f} GB) holds no data; "
                              "it is simulated only with --timing-only")
+
+    def bind(self, program: Program, t: int, table: np.ndarray | None) -> None:
+        """Give the program's table params table t's data, or with none (timing-only) the table's shape: a
+        hand-written program leaves that shape to the data."""
+        for n, s in enumerate(program.symbols):
+            if s.kind == "param":
+                if table is not None:
+                    program.data[n] = table
+                else:
+                    s.shape = (self.rows, self.dim)
 
     def table(self, t: int, indices: np.ndarray | None = None) -> np.ndarray:
         """Table t: standard normal values in the rows the lookups read, zeros in the others.  The zeros are
@@ -219,6 +235,10 @@ def _zipf_rows(rng: np.random.Generator, rows: int, n: int, zipf: float) -> np.n
 
 def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
     """The workloads of suite `scale`, those whose name starts with one of `only` if given."""
+    if scale.startswith("representations"):
+        from .forms import suite as forms
+
+        return _matching(list(forms(scale)), only)
     if scale == "huge":
         rows, dim, pooling, bags = HUGE
         huge = [Workload("RM3_100M", "bag_sum", 1, rows, dim, pooling, bags, 0.0, virtual=True)]

@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
     from ..sim.machine import Machine
 
 
+FORM_VARIANTS = "O0,O1,O2,O3,hand,core"  # the representations suites' default --variants
+
+
 def parse_list(text: str, valid: tuple[str, ...], what: str) -> list[str]:
     """Comma-separated names, checked against `valid`, duplicates dropped, order kept."""
     items = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
@@ -45,10 +48,14 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--suite", "scale", default="quick", show_default=True, metavar="tiny|quick|paper|huge",
+@click.option("--suite", "scale", default="quick", show_default=True,
+              metavar="tiny|quick|paper|huge|representations[-tiny|-paper]",
               help="workload sizes: tiny (seconds), quick (make bench), paper (the published sizes; graphs as one "
                    "mini-batch: 4,096 destination nodes for MP, about 65,536 edges for GNN), huge (one table of "
-                   "100M rows x D=128, 51 GB if it held data: --timing-only only)")
+                   "100M rows x D=128, 51 GB if it held data: --timing-only only); representations: the RM1-RM3 "
+                   "tables at quick size as float32, int8, int4, TT, ROBE and DHE, with bytes and reconstruction "
+                   "error (representations-tiny: at tiny size; representations-paper: at paper size, --timing-only "
+                   "only)")
 @click.option("--only", metavar="PREFIX,...", help="run only workloads whose name starts with one of these, "
                                                    "e.g. RM1,RM3_L2")
 @click.option("--variants", default="O0,O1,O2,paper-O3,O3,hand,core", show_default=True, metavar="V,...",
@@ -162,6 +169,9 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
 
     if scale not in SUITES:
         raise EmberError(f"unknown suite '{scale}' (valid: {', '.join(SUITES)})")
+    if scale.startswith("representations") and ctx.get_parameter_source("variants") is \
+            click.core.ParameterSource.DEFAULT:
+        variants = FORM_VARIANTS
     chosen = parse_list(variants, VARIANTS, "variant")
     hand_kernels = _read_hands(hands, chosen)
     prefixes = [p.strip() for p in only.split(",") if p.strip()] if only else None
@@ -220,14 +230,16 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
         _plot(results, f"{report.caption(m, overrides, scale)} {report.published_note('Markers')}", plot_dir)
     if not quiet:
         console = _console(json_path, csv_path)
-        tables = report.tables(results, workloads)
+        forms = scale.startswith("representations")
+        tables = report.representations_tables(results, workloads) if forms else report.tables(results, workloads)
         if speed:
             tables.append(report.speed_table(results, engine, timing_only))
         for t in tables:
             console.print(t)
             console.print()
         mode = " Timing only: the tables held no data and no output was checked." if timing_only else ""
-        console.print(f"{report.caption(m, overrides, scale)}{mode} {report.published_note()}", highlight=False)
+        note = "" if forms else f" {report.published_note()}"  # the representations' published ratios: a caption
+        console.print(f"{report.caption(m, overrides, scale)}{mode}{note}", highlight=False)
 
 
 def _check_modes(ctx: click.Context, workloads: list[Workload], engine: str, timing_only: bool,
@@ -415,20 +427,21 @@ def _check_handwritten(workloads: list[Workload], variants: list[str], hands: Ha
 
 def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: bool, engines: list[str],
              timing_only: bool, hands: Hands | None = None) -> list[Result]:
-    """Every workload x variant x engine in that order, with a progress bar on stderr naming what is simulated."""
-    from ..bench.run import run
+    """Every workload x variant x engine in that order (but `hand` where no expert kernel computes the workload), with
+    a progress bar on stderr naming what is simulated."""
+    from ..bench.run import baselines, run
 
     _check_handwritten(workloads, variants, hands)
+    points = [(w, v) for w in workloads for v in variants if v != "hand" or baselines(w, hands)]  # no expert: no hand
     results: list[Result] = []
     with _progress(quiet) as progress:
-        task = progress.add_task("", total=len(workloads) * len(variants) * len(engines))
-        for w in workloads:
-            for v in variants:
-                for engine in engines:
-                    label = f"{w.name} {v}" + (f" {engine}" if len(engines) > 1 else "")
-                    progress.update(task, description=label)
-                    results.append(run(w, v, m, engine=engine, timing_only=timing_only, hands=hands))
-                    progress.advance(task)
+        task = progress.add_task("", total=len(points) * len(engines))
+        for w, v in points:
+            for engine in engines:
+                label = f"{w.name} {v}" + (f" {engine}" if len(engines) > 1 else "")
+                progress.update(task, description=label)
+                results.append(run(w, v, m, engine=engine, timing_only=timing_only, hands=hands))
+                progress.advance(task)
     return results
 
 

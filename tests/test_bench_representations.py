@@ -1,0 +1,117 @@
+"""ember-bench --suite representations: every form of the RM tables at every level, their footprints, errors and
+the published ratios beside ours (at the tiny size; the suite's other sizes build the same workloads)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_tool
+
+from ember.bench.forms import FORMS, FormWorkload, dhe_rows, dhe_weights, suite
+from ember.bench.run import compile_variant, run
+from ember.passes.quantize_tables import prepack
+from ember.sim.machine import load_machine
+
+LEVELS = ("O0", "O1", "O2", "O3", "core")
+
+
+@pytest.fixture(scope="module")
+def tiny_rm1(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[bytes], list[dict]]:
+    """RM1 in every form at every level and the experts, with data: each output checked against numpy."""
+    out = tmp_path_factory.mktemp("forms") / "rows.json"
+    res = run_tool("bench", "--suite", "representations-tiny", "--only", "RM1", "--json", str(out))
+    assert res.returncode == 0, res.stderr.decode()
+    return res, json.loads(out.read_text())["rows"]
+
+
+def test_every_form_has_a_row_at_every_level_and_experts_where_they_exist(tiny_rm1) -> None:
+    _, rows = tiny_rm1
+    got = {(r["workload"], r["variant"]) for r in rows}
+    names = [f"RM1_{form}" for form, _ in FORMS.values()]
+    assert got == {(n, v) for n in names for v in LEVELS} | {("RM1_float32", "hand"), ("RM1_int8", "hand")}
+    for r in rows:
+        assert r["cycles"] > 0 and 0 < r["sol_fraction"] <= 1, (r["workload"], r["variant"])
+
+
+def test_footprints_ratios_and_errors(tiny_rm1) -> None:
+    _, rows = tiny_rm1
+    by_form = {r["form"]: r for r in rows if r["variant"] == "O3"}
+    table = 2_000 * 32 * 4
+    assert by_form["float32"]["param_bytes"] == table and by_form["float32"]["ratio"] == 1
+    assert by_form["int8"]["param_bytes"] == 2_000 * (32 + 8)  # FBGEMM: codes, float32 scale and bias
+    assert by_form["int4"]["param_bytes"] == 2_000 * (16 + 4)  # two codes a byte, float16 scale and bias
+    assert by_form["ROBE"]["ratio"] == pytest.approx(1000, rel=0.01)
+    for form in ("int8", "int4", "TT", "ROBE"):
+        r = by_form[form]
+        assert r["ratio"] == pytest.approx(table / r["param_bytes"])
+        assert r["error_max"] >= r["error_rms"] > 0
+    assert by_form["int8"]["error_max"] < by_form["int4"]["error_max"]
+    for form in ("float32", "DHE"):
+        assert by_form[form]["error_max"] is None
+    assert by_form["TT"]["published_ratio"] == "Criteo_Terabyte=112 Criteo_Kaggle=117"
+    assert by_form["ROBE"]["published_ratio"] == "Criteo_Terabyte=1000"
+
+
+def test_the_published_ratios_are_printed_with_their_source(tiny_rm1) -> None:
+    res, _ = tiny_rm1
+    text = " ".join(res.stdout.decode().split())
+    assert "(112× / 117×)" in text and "(1000×)" in text
+    assert "TT-Rec: Yin et al., MLSys 2021" in text and "arXiv 2101.11714" in text
+    assert "ROBE: Desai et al., MLSys 2022" in text and "arXiv 2108.02191" in text
+
+
+@pytest.mark.parametrize("kind", list(FORMS))
+def test_the_footprint_is_the_bytes_of_the_linked_params(kind: str) -> None:
+    w = next(x for x in suite("representations-tiny") if x.kind == kind and x.name.startswith("RM2"))
+    program = compile_variant(w, "O3")
+    w.bind(program, 0, w.table(0))
+    linked = [program.data[n] for n, s in enumerate(program.symbols) if s.kind == "param"]
+    assert linked and w.param_bytes == sum(a.nbytes for a in linked)
+
+
+def test_stored_rows_are_the_forms_definitions() -> None:
+    """numpy's side of the check, against each form's definition written out here: int8 rows dequantized from
+    FBGEMM's fused rows, DHE's hash encoding and MLP (its ReLU included)."""
+    w = FormWorkload("x", "qbag8", 1, 50, 8, 2, 3, 0.0)
+    q = prepack(w.table(0), 8)
+    scale, bias = q[:, 8:12].copy().view(np.float32), q[:, 12:16].copy().view(np.float32)
+    np.testing.assert_allclose(w.stored_rows(0, w.table(0)), q[:, :8] * scale + bias, rtol=1e-6, atol=1e-6)
+    p = dhe_weights(8, 0, 0)
+    x = np.arange(50)
+    enc = ((x[:, None] * p["slope"] + p["bias"]) % p["prime"] % 1_000_000) / 999_999 * 2 - 1
+    want = np.maximum(enc @ p["w0"].T + p["b0"], 0) @ p["w1"].T + p["b1"]
+    np.testing.assert_allclose(dhe_rows(p, 50), want, rtol=1e-5, atol=1e-5)
+
+
+def test_paper_size_runs_timing_only_with_no_table_data(tmp_path: Path) -> None:
+    w = next(x for x in suite("representations-paper") if x.name == "RM1_int8")
+    assert w.virtual and w.figures is not None and w.figures.error_max is None  # no data: no error
+    small = FormWorkload("RM1_int8", "qbag8", 1, w.rows, w.dim, w.pooling, 4, 0.0, virtual=True)
+    m = load_machine("default")
+    o3, hand = run(small, "O3", m, timing_only=True), run(small, "hand", m, timing_only=True)
+    assert o3.stats["cycles"] > 0 and hand.stats["cycles"] > 0
+    res = run_tool("bench", "--suite", "representations-paper", "--only", "RM1_int8")
+    assert res.returncode == 1 and "--timing-only" in res.stderr.decode()
+
+
+def test_the_int8_expert_equals_fbgemm_bit_for_bit_on_both_engines() -> None:
+    """The expert kernel keeps FBGEMM's rounding, acc = fma(scale, q, acc + bias), as the compiled qbag does."""
+    from test_fast_engine import both
+    from test_quantized import fbgemm_bag
+
+    from ember.bench.run import handwritten
+
+    rng = np.random.default_rng(5)
+    q = prepack(rng.standard_normal((30, 32)).astype(np.float32), 8)
+    idx = rng.integers(0, 30, 23)
+    off = np.array([0, 5, 5, 12, 23])  # an empty bag among them
+    program = handwritten("qbag8", 32).program
+    program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = q
+    got, _, fast_got, _ = both(program, {"indices": idx, "offsets": off})
+    want = fbgemm_bag(q, idx, off, 8, "sum", None)
+    np.testing.assert_array_equal(got["output"], want)
+    np.testing.assert_array_equal(fast_got["output"], want)
