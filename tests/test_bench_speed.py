@@ -238,7 +238,8 @@ def test_timing_only_sweep_rows_match_a_run_with_data() -> None:
     ((*TINY, "--compare-engines", "--engine", "fast"), "--compare-engines and --engine both given"),
     ((*TINY, "--compare-engines", "--sweep", "variant=O3"), "--compare-engines and --sweep both given"),
     ((*TINY, "--timing-only", "--sweep", "engine=fast,reference"), "leave reference out of --sweep engine"),
-    (("--suite", "enormous"), "unknown suite 'enormous' (valid: tiny, quick, paper, huge)"),
+    (("--suite", "enormous"), "unknown suite 'enormous' (valid: tiny, quick, paper, huge, representations-tiny, "
+                              "representations, representations-paper)"),
     ((*TINY, "--speed", "--sweep", "variant=O3"), "--speed prints the speed of a plain run"),
     ((*TINY, "--speed", "--compare-engines"), "--compare-engines shows the host-time figures already"),
 ])

@@ -127,8 +127,10 @@ class FormWorkload(Workload):
         return p.stats[0]  # type: ignore[attr-defined, no-any-return]
 
     def bind(self, program: Program, t: int, table: np.ndarray | None) -> None:
-        """Link the program's params: from the table (with data), else the float params as address ranges and
-        the others (int8 rows, DHE hashes) given values, since the engine reads them."""
+        """Link the program's params as ember-asm does: each one computed from table t (its derived params), or
+        DHE's from its seeded weights.  Timing-only (no table): the float params are address ranges, and the
+        others, which the engine reads, get values: zeros for int8 or int4 rows, the real DHE hash coefficients
+        (a zero prime would divide by zero)."""
         from ..sim.fast.engine import virtual_symbols
 
         if self.kind == "bag_sum":
