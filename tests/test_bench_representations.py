@@ -90,10 +90,12 @@ def test_stored_rows_are_the_forms_definitions() -> None:
 def test_paper_size_runs_timing_only_with_no_table_data(tmp_path: Path) -> None:
     w = next(x for x in suite("representations-paper") if x.name == "RM1_int8")
     assert w.virtual and w.figures is not None and w.figures.error_max is None  # no data: no error
-    small = FormWorkload("RM1_int8", "qbag8", 1, w.rows, w.dim, w.pooling, 4, 0.0, virtual=True)
     m = load_machine("default")
+    small = FormWorkload("RM1_int8", "qbag8", 1, w.rows, w.dim, w.pooling, 4, 0.0, virtual=True)
     o3, hand = run(small, "O3", m, timing_only=True), run(small, "hand", m, timing_only=True)
     assert o3.stats["cycles"] > 0 and hand.stats["cycles"] > 0
+    dhe = FormWorkload("RM1_DHE", "dhe", 1, w.rows, w.dim, w.pooling, 2, 0.0, virtual=True)  # hashes, no table
+    assert run(dhe, "O3", m, timing_only=True).stats["cycles"] > 0
     res = run_tool("bench", "--suite", "representations-paper", "--only", "RM1_int8")
     assert res.returncode == 1 and "--timing-only" in res.stderr.decode()
 

@@ -109,9 +109,10 @@ class FormWorkload(Workload):
         self.require_data()
         return dense_table(self.rows, self.dim, self.seed, t)
 
-    def weights(self, t: int, table: np.ndarray) -> dict[str, np.ndarray]:
-        """What the program's params are linked from: the float table, or the DHE's hashes and untrained MLP."""
-        return dhe_weights(self.dim, self.seed, t) if self.kind == "dhe" else {"table": table}
+    def weights(self, t: int) -> dict[str, np.ndarray]:
+        """What the program's params are linked from: the float table t, or the DHE's hashes and untrained MLP
+        (which need no table data, so timing-only runs have them too)."""
+        return dhe_weights(self.dim, self.seed, t) if self.kind == "dhe" else {"table": self.table(t)}
 
     @cached_property
     def figures(self) -> Figures | None:
@@ -217,7 +218,7 @@ def derived_names(w: FormWorkload) -> list[str]:
 def linked(w: FormWorkload, t: int, name: str) -> np.ndarray:
     """Param `name` of table t's program, computed from the workload's table t once for all its variants (TT-SVD
     and the ROBE fit take a while)."""
-    data = link_param(w.weights(t, w.table(t)), name)
+    data = link_param(w.weights(t), name)
     assert data is not None, name
     return data
 
