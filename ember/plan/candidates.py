@@ -15,14 +15,13 @@ import numpy as np
 
 from ..ir.core import Op, verify
 from ..ir.diagnostics import EmberError
-from ..ir.printer import print_module
 from ..passes import PASSES, PRESETS, parse_pipeline, run_passes
 from ..passes.base import PatternPass, Unless
 from ..sim.engines import simulate
 from ..sim.fast.engine import virtual_symbols
 from ..sim.machine import Machine
 from ..sim.tensors import dtype_of
-from .tables import Table, feeds, isolate, table_of
+from .tables import Table, feeds, func_of, isolate, table_of
 
 SPECS = ("quantize-tables{bits=8}", "quantize-tables{bits=4}",
          "tt-decompose{ranks=8}", "tt-decompose{ranks=16}", "tt-decompose{ranks=32}")
@@ -82,11 +81,12 @@ class Measured:
 
 
 class Measurer:
-    """Measures candidates on one machine; a program already simulated on the same inputs is not simulated again."""
+    """Measures candidates on one machine; a form of a table whose bags have the same shapes and inputs as one
+    simulated already (another table of the model) is not simulated again."""
 
     def __init__(self, machine: Machine, errors: bool = True):
         self.machine, self.errors = machine, errors
-        self.runs: dict[tuple[str, str], tuple[float, float]] = {}
+        self.runs: dict[tuple[str, str], tuple[float, float]] = {}  # (bags and inputs, form) -> cycles, energy
 
     def table(self, module: Op, table: Table, specs: list[str], inputs: dict[str, np.ndarray],
               data: np.ndarray | None, why_no_data: str) -> Measured:
@@ -94,9 +94,11 @@ class Measurer:
         it (a form two specs give, such as TT ranks capped alike, once)."""
         base = isolate(module, table.name)
         run_inputs = feeds(base, inputs)
-        digest = hashlib.sha256(b"".join(k.encode() + np.ascontiguousarray(v).tobytes()
-                                         for k, v in sorted(run_inputs.items()))).hexdigest()
-        cycles, energy = self.run(base, run_inputs, digest)
+        bags = [op for op in func_of(base).body.ops if op.name == "emb.bag"]
+        shape = repr([(sorted(b.attrs.items()), [str(v.type) for v in b.operands]) for b in bags])
+        digest = hashlib.sha256(shape.encode() + b"".join(
+            np.ascontiguousarray(run_inputs[name]).tobytes() for name in base.attrs["inputs"])).hexdigest()
+        cycles, energy = self.run(base, run_inputs, (digest, "float32"))
         out = Measured(table, [Candidate("", "float32", table.bytes, 0.0, 0.0, cycles, energy)], [])
         weights = {table.name: data} if data is not None and self.errors else None
         why = "not asked for (--no-errors)" if not self.errors else why_no_data or "the table's data could not be read"
@@ -113,16 +115,17 @@ class Measurer:
             f = figures[0]
             if any(c.representation == f.representation for c in out.candidates):
                 continue
-            cycles, energy = self.run(one, run_inputs, digest)
+            cycles, energy = self.run(one, run_inputs, (digest, f.representation))
             out.candidates.append(Candidate(spec, f.representation, f.bytes_after, f.error_max, f.error_rms, cycles,
                                             energy, f.unmeasured and why))
         return out
 
-    def run(self, module: Op, run_inputs: dict[str, np.ndarray], digest: str) -> tuple[float, float]:
+    def run(self, module: Op, run_inputs: dict[str, np.ndarray], key: tuple[str, str]) -> tuple[float, float]:
         """Cycles and energy of `module` at -O3, simulated timing-only: float params are address ranges and the
-        other params (quantized rows) zeros, since values never decide addresses or timing."""
-        text = print_module(module)
-        hit = self.runs.get((text, digest))
+        other params (quantized rows) zeros, since values never decide addresses or timing.  `key` (the bags'
+        shapes and inputs, and the form) says when the same program has run on the same inputs already, for
+        another table of the same shape."""
+        hit = self.runs.get(key)
         if hit is not None:
             return hit
         passes = parse_pipeline(PRESETS[LEVEL])
@@ -133,5 +136,5 @@ class Measurer:
             if s.kind == "param" and n not in virtual:
                 program.data[n] = np.zeros(s.shape, dtype_of(s.dtype))
         _, st = simulate(program, run_inputs, self.machine, engine="fast", timing_only=True)
-        self.runs[(text, digest)] = hit = (float(st["cycles"]), float(st["energy_j"]))
+        self.runs[key] = hit = (float(st["cycles"]), float(st["energy_j"]))
         return hit

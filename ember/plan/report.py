@@ -25,6 +25,7 @@ class Outcome:
     errors_known: bool  # every candidate's error was measured: the front has its error axis
     seconds: float = 0.0
     simulations: int = 0
+    note: str = ""
 
     def picked(self, plan: Plan) -> list[Candidate]:
         return [m.candidates[i] for m, i in zip(self.tables, plan.picks)]
@@ -67,6 +68,8 @@ def text(o: Outcome) -> str:
     floats = sum(m.table.bytes for m in o.tables)
     put(f"ember-plan: {o.label} on machine '{o.machine}': -O3, each table's bags simulated timing-only; "
         f"objective: least {o.objective}")
+    if o.note:
+        put(f"note: {o.note}")
     put(f"budget: {o.budget:,} bytes ({floats / o.budget:.2f}x smaller than the float32 tables' {floats:,})")
     for m in o.tables:
         t = m.table
