@@ -71,6 +71,10 @@ def test_the_footprint_is_the_bytes_of_the_linked_params(kind: str) -> None:
     w.bind(program, 0, w.table(0))
     linked = [program.data[n] for n, s in enumerate(program.symbols) if s.kind == "param"]
     assert linked and w.param_bytes == sum(a.nbytes for a in linked)
+    # what one lookup reads: a row of the table or array, a slice of each core, nothing of DHE's shared MLP
+    want = {"bag_sum": 64 * 4, "qbag8": 64 + 8, "qbag4": 32 + 4, "robe": 64 * 4, "dhe": 0,
+            "ttbag": sum(a[0].nbytes for a in linked)}[kind]
+    assert w.lookup_bytes == want
 
 
 def test_stored_rows_are_the_forms_definitions() -> None:

@@ -104,6 +104,24 @@ class FormWorkload(Workload):
                 size += math.prod(t.shape) * dtype_of(t.elem.name).itemsize  # type: ignore[union-attr, arg-type]
         return self.tables * size
 
+    @cached_property
+    def lookup_bytes(self) -> int:
+        """The bytes of params one lookup reads: a row of the table (float, or int8/int4 codes with scale and bias),
+        one slice of each TT core, D elements of the ROBE array; none for DHE, whose MLP every lookup shares."""
+        if self.kind in ("bag_sum", "robe"):
+            return self.dim * 4
+        if self.kind == "dhe":
+            return 0
+        func = next(op for op in self.module().body.ops if op.name == "func")
+        shapes = [op.result.type.shape for op in func.body.ops if op.name == "param"]  # type: ignore[union-attr]
+        if self.kind == "ttbag":  # core k: p_k x R_k x q_k x R_k+1, a lookup reads one p_k slice of each
+            return sum(4 * math.prod(s[1:]) for s in shapes)
+        return int(shapes[0][1])  # a quantized row's bytes
+
+    def useful_bytes(self) -> int:
+        """As Workload.useful_bytes, with the form's bytes a lookup in place of a float row's."""
+        return Workload.useful_bytes(self) - self.lookups * (self.dim * 4 - self.lookup_bytes)
+
     def table(self, t: int, indices: np.ndarray | None = None) -> np.ndarray:
         """Table t with a standard normal value in every element (see the module's docstring)."""
         self.require_data()

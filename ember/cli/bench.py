@@ -147,6 +147,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
       ember-bench --suite paper --timing-only -q          # the whole paper suite, timing only
       ember-bench --suite huge --timing-only --speed      # speed and peak memory, 51 GB table
       ember-bench --suite quick --only RM3 --compare-engines --variants O0,O3
+      ember-bench --suite representations --only RM3     # RM3's table as float, int8, int4, TT, ROBE, DHE
 
     The hand-written baselines are experts' kernels (samples/handwritten/); challenge the compiler
     with your own, e.g. ember-bench --hand bag_sum=my.dae --only RM3.  Any error (a kernel that
