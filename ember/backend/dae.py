@@ -295,6 +295,11 @@ class Work:
         if self.part2 is not None and self.part1 is None:
             return "a dhe record with part2 needs part1", "part2"
         layers = self.cores()
+        for f, c in zip(("table", "part1", "part2"), layers):
+            if symbols[c].dtype != "f32" or None in symbols[c].shape:
+                shape = ", ".join("?" if d is None else str(d) for d in symbols[c].shape)
+                return f"the layer weights of a dhe record must be f32 with static shapes, @{c} is " \
+                       f"{symbols[c].dtype} [{shape}]", f
         for a, b in zip(layers, layers[1:]):
             if symbols[b].shape[1] != symbols[a].shape[0]:
                 return (f"the layers of a dhe record do not chain: @{b} takes {symbols[b].shape[1]} inputs, @{a} "

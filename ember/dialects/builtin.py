@@ -4,6 +4,7 @@ work (the record of an embedding op that lower-emb replaced by loops)."""
 from __future__ import annotations
 
 import json
+import math
 
 from ..ir.core import Op, check, define
 from ..ir.types import ShapedType
@@ -18,6 +19,7 @@ from .emb import (
     ROBE_MODES,
     TT_CORES,
     TTBAG_MODES,
+    tt_shapes,
 )
 
 
@@ -91,7 +93,8 @@ def _work(op: Op) -> None:
               f"operands must be tensors or memrefs, got {v.type}")
     for key, allowed in WORK_ATTRS[kind].items():  # what codegen copies into the record
         value = op.attrs.get(key)
-        check(value in allowed, op, f"{key} must be {' or '.join(json.dumps(a) for a in allowed if a)}"
+        check(not isinstance(value, (bool, float)) and value in allowed, op,
+              f"{key} must be {' or '.join(json.dumps(a) for a in allowed if a)}"
               + (" when given" if None in allowed else "") + f" (a record of {kind})")
     pad = op.attrs.get("padding_idx")
     check(pad is None or (kind == "emb.bag" and isinstance(pad, int) and not isinstance(pad, bool)), op,
@@ -100,6 +103,10 @@ def _work(op: Op) -> None:
     check((rows is None) == (kind != "emb.ttbag") and (rows is None or isinstance(rows, int)
                                                        and not isinstance(rows, bool) and rows > 0), op,
           "rows must be a positive integer, on a record of emb.ttbag (and only there)")
+    block = op.attrs.get("block")
+    check((block is None) == (kind != "emb.robe") and (block is None or isinstance(block, int)
+                                                        and not isinstance(block, bool) and block > 0), op,
+          "block must be a positive integer, on a record of emb.robe (and only there)")
     if kind == "emb.dhe":
         n = 3 + 2 * op.attrs["layers"]
         check(len(op.operands) in (n + 3, n + 4), op, f"a record of emb.dhe with {op.attrs['layers']} layers has "
@@ -108,3 +115,16 @@ def _work(op: Op) -> None:
         n = op.attrs["cores"]
         check(len(op.operands) in (n + 3, n + 4), op, f"a record of emb.ttbag with {n} cores has {n + 3} or {n + 4} "
               f"operands, got {len(op.operands)}")
+        shapes = [v.type.shape or () for v in op.operands[:n]]
+        why = tt_shapes(shapes)  # type: ignore[arg-type]
+        check(why is None, op, f"the cores of a record of emb.ttbag do not chain: {why}")
+        total = math.prod(s[0] for s in shapes)
+        check(rows <= total, op, f"rows must be at most {total} (the product of the cores' p), got {rows}")
+    if kind in ("emb.ttbag", "emb.dhe"):  # the indices and offsets follow the cores or the layers
+        n = op.attrs["cores"] if kind == "emb.ttbag" else 3 + 2 * op.attrs["layers"]
+        for v, what in zip(op.operands[n:n + 2], ("indices", "offsets")):
+            check(v.type.elem.is_int, op, f"{what} (operand {n if what == 'indices' else n + 1}) must hold integers, "
+                  f"got {v.type}")
+    if kind == "emb.robe":
+        width = (op.operands[-1].type.shape or (None, None))[-1]
+        check(width is None or width % block == 0, op, f"block must divide the row width {width}, got {block}")

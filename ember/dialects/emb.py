@@ -162,7 +162,7 @@ def tt_shapes(cores: list[tuple[int | None, ...]]) -> str | None:
 @define("emb.ttbag", operands=(4, 7), results=1, attrs=("cores", "mode", "rows"))
 def _ttbag(op: Op) -> None:
     n, mode, rows = op.attrs["cores"], op.attrs["mode"], op.attrs["rows"]
-    check(n in TT_CORES and not isinstance(n, bool), op, f"cores must be 2, 3 or 4, got {n!r}")
+    check(_int(n) and n in TT_CORES, op, f"cores must be 2, 3 or 4, got {n!r}")
     check(len(op.operands) in (n + 2, n + 3), op, f"takes {n} cores, indices, offsets and optional weights, got "
           f"{len(op.operands)} operands")
     cores = [_shaped(op, k, f"core {k}", 4, kind="float") for k in range(n)]
@@ -203,8 +203,9 @@ def _robe(op: Op) -> None:
               f"{key} must be three integers in [0, 2**31) (the coefficients of x, of the block or element, and "
               f"the constant), got {v!r}")
     out = op.result.type
-    check(isinstance(out, ShapedType) and out.rank == 2 and isinstance(out.shape[1], int)  # type: ignore[index]
-          and out.elem.name == "f32", op, f"result must be tensor<?xDxf32> with a static D, got {out}")
+    check(isinstance(out, ShapedType) and out.kind == "tensor" and out.rank == 2
+          and isinstance(out.shape[1], int) and out.elem.name == "f32", op,  # type: ignore[index]
+          f"result must be tensor<?xDxf32> with a static D, got {out}")
     assert isinstance(out, ShapedType) and out.shape is not None
     dim = out.shape[1]
     check(_int(block) and block > 0 and dim % block == 0, op,
@@ -236,6 +237,8 @@ def _dhe(op: Op) -> None:
         b = _shaped(op, 4 + 2 * layer, f"layer {layer + 1}'s bias", 1, kind="float")
         assert w.shape is not None and b.shape is not None
         check(w.elem.name == "f32" and b.elem.name == "f32", op, f"layer {layer + 1} must hold f32")
+        check(None not in w.shape and None not in b.shape, op, f"layer {layer + 1}'s weight and bias must have static "
+              f"shapes, got {w} and {b}")
         check(w.shape[1] == width, op, f"layer {layer + 1}'s weight must take {width} inputs (out x in), got {w}")
         check(isinstance(w.shape[0], int) and b.shape == (w.shape[0],), op,
               f"layer {layer + 1}'s bias must have one entry per output ({w.shape[0]}), got {b}")

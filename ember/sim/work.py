@@ -120,27 +120,21 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
             rows = rows[rows != w.padding_idx]
         lookups, distinct = rows.size, np.unique(rows).size
         fp_ops = 0 if w.kind == "gather" else lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)
-    if w.kind == "dhe":  # the layers' multiply-adds for every lookup; their weights read at least once
-        shapes = [_shape(p, i, c, value) for c in w.cores()]
-        dim, lanes = shapes[-1][0], elem_lanes(4)
-        chunks = -(-dim // lanes)
-        return WorkCounts(lookups=int(lookups), distinct_rows=int(distinct),
-                          compulsory_bytes=int(sum(math.prod(s) for s in shapes) * 4 + other_bytes
-                                               + out_rows * dim * out_item),
-                          access_elements=int(elements),
-                          vector_fp_ops=int(lookups * -(-sum(math.prod(s) for s in shapes) // lanes)
-                                            + (out_rows * chunks if w.mode == "mean" else 0)),
-                          row_chunks=int(sum(-(-math.prod(s) // lanes) for s in shapes)),
-                          output_chunks=int(out_rows * chunks))
-    if w.kind == "robe":  # rows of the output's width, from blocks that may overlap: only one block is sure
+    if w.kind == "dhe":
+        return _deep_hash(p, i, w, value, int(lookups), int(distinct), other_bytes, elements, out_rows, out_item,
+                          elem_lanes)
+    if w.kind == "robe":  # rows of the output's width, from blocks that may overlap: only one block is sure, and
+        # only when there is a lookup at all
         dim = p.symbols[w.output].shape[1] or int(_need(p, i, w.output, value).shape[1])
         chunks = -(-dim // elem_lanes(4))
         return WorkCounts(lookups=int(lookups), distinct_rows=int(distinct),
-                          compulsory_bytes=int(min(table_shape[0], w.block or 1) * 4 + other_bytes
+                          compulsory_bytes=int((min(table_shape[0], w.block or 1) * itemsize if lookups else 0)
+                                               + other_bytes
                                                + out_rows * dim * out_item),
                           access_elements=int(lookups * dim + elements),
                           vector_fp_ops=int(lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)),
-                          row_chunks=int(lookups * chunks), output_chunks=int(out_rows * chunks))
+                          row_chunks=int(lookups * -(-dim // elem_lanes(itemsize))),
+                          output_chunks=int(out_rows * chunks))
     if w.kind == "ttbag":
         return _train(p, i, w, value, read.astype(np.int64), other_bytes, elements, out_rows, elem_lanes)
     if w.kind == "qbag":
@@ -177,13 +171,34 @@ def _quantized(w: Work, row_bytes: int, lookups: int, distinct: int, other_bytes
     )
 
 
+def _deep_hash(p: Program, i: int, w: Work, value: Values, lookups: int, distinct: int, other_bytes: int,
+               elements: int, out_rows: int, out_item: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
+    """A bag over deep hash embeddings (emb.dhe): the layers' multiply-adds once per distinct index (a program may
+    keep a row it computed and add it again for a repeated index, bit for bit the same), an add per chunk for every
+    other lookup; the weights read at least once, but only when there is a lookup at all."""
+    shapes = [_shape(p, i, c, value) for c in w.cores()]
+    dim, lanes = shapes[-1][0], elem_lanes(4)
+    chunks = -(-dim // lanes)
+    weights = sum(math.prod(s) for s in shapes) if lookups else 0
+    return WorkCounts(lookups=lookups, distinct_rows=distinct,
+                      compulsory_bytes=int(weights * 4 + other_bytes + out_rows * dim * out_item),
+                      access_elements=int(elements),
+                      vector_fp_ops=int(distinct * -(-weights // lanes) + (lookups - distinct) * chunks
+                                        + (out_rows * chunks if w.mode == "mean" else 0)),
+                      row_chunks=int(sum(-(-math.prod(s) // lanes) for s in shapes) if lookups else 0),
+                      output_chunks=int(out_rows * chunks))
+
+
 def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_bytes: int, elements: int,
            out_rows: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
     """A bag over a tensor train (emb.ttbag): a lookup needs one slice of each core, picked by a digit of its index;
-    each distinct slice is read from memory once, every lookup's slices are streamed to the core and read by it,
-    and the chain is contracted in the cheapest order there is (matrix-chain order over the cores: no code can do
-    fewer multiply-adds), one vector fused multiply-add per `lanes` of them.  Pooling can be folded into the last
-    contraction, so it adds nothing; a mean's divides do."""
+    each distinct slice is read from memory once, every lookup's slices are streamed to the core and read by it.
+    A row is contracted once (a repeated index can add the row kept from before: a chunk's add per lookup), one
+    vector fused multiply-add per `lanes` multiply-adds; pooling can be folded into the last contraction, so it adds
+    nothing there, and a mean's divides add theirs.  A distinct row that shares no two neighbouring digits with
+    another needs its whole chain in the cheapest order (matrix-chain order: no code can do fewer multiply-adds
+    without a partial product to reuse); one that does may reuse the product over those cores, and is sure to need
+    only the last join, a D x R product for the smallest interior rank R."""
     shapes = [_shape(p, i, c, value) for c in w.cores()]
     p_, ranks, q = [s[0] for s in shapes], [s[1] for s in shapes] + [1], [s[2] for s in shapes]
     slices = [ranks[k] * q[k] * ranks[k + 1] for k in range(len(shapes))]
@@ -193,16 +208,33 @@ def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_b
         digits = (rows // math.prod(p_[k + 1:])) % p_[k] if len(rows) else rows
         distinct_slices += np.unique(digits).size * slices[k]
     chunks = -(-dim // lanes)
-    lookups = rows.size
+    lookups, distinct = rows.size, np.unique(rows)
+    alone = _alone(distinct, p_)
+    last_join = dim * min(ranks[1:-1])
+    fp_ops = (alone * -(-chain_macs(ranks, q) // lanes) + (distinct.size - alone) * -(-last_join // lanes)
+              + (lookups - distinct.size) * chunks + (out_rows * chunks if w.mode == "mean" else 0))
     return WorkCounts(
         lookups=int(lookups),
-        distinct_rows=int(np.unique(rows).size),
+        distinct_rows=int(distinct.size),
         compulsory_bytes=int(distinct_slices * 4 + other_bytes + out_rows * dim * 4),
         access_elements=int(lookups * sum(slices) + elements),
-        vector_fp_ops=int(lookups * -(-chain_macs(ranks, q) // lanes) + (out_rows * chunks if w.mode == "mean" else 0)),
+        vector_fp_ops=int(fp_ops),
         row_chunks=int(lookups * -(-sum(slices) // lanes)),
         output_chunks=int(out_rows * chunks),
     )
+
+
+def _alone(rows: np.ndarray, p: list[int]) -> int:
+    """How many of the distinct `rows` of a train with digit bases `p` share no pair of neighbouring digits (k, k+1)
+    with another row: no product over two or more cores can serve another row of theirs."""
+    if len(p) < 3 or not rows.size:  # two cores: a pair of digits is the whole row
+        return int(rows.size)
+    digits = [(rows // math.prod(p[k + 1:])) % p[k] for k in range(len(p))]
+    alone = np.ones(rows.size, dtype=bool)
+    for k in range(len(p) - 1):
+        _, where, count = np.unique(digits[k] * p[k + 1] + digits[k + 1], return_inverse=True, return_counts=True)
+        alone &= count[where] == 1
+    return int(alone.sum())
 
 
 def chain_macs(ranks: list[int], q: list[int]) -> int:
