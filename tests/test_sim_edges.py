@@ -444,7 +444,10 @@ def test_a_typed_read_past_the_row_stops_both_engines_alike(col: int, ldcol: int
     ("tu t0, 0, 3, 1", "tu.i64 t0, 0, 3, 1", "'tu' takes no type suffix"),
     ("tu t0, 0, 3, 1\n  mem.f64 s0, @0[t0, COL]", "vtu t0, 0, 3, 4\n  mem.f64 s0, @0[0, t0]",
      "'mem.f64' reads one value: its last index cannot be the vector TU t0"),
-    ("ld.f32 f0, @0[2, LDCOL]", "ffma.f64 f0, f0, f0, f0", "'ffma' is defined for float32: write 'ffma.f32'")])
+    ("ld.f32 f0, @0[2, LDCOL]", "ffma.f64 f0, f0, f0, f0", "'ffma' is defined for float32: write 'ffma.f32'"),
+    # the fuzzer's long run: a mask of a scalar TU reached both engines and failed there with a KeyError
+    ("tu t0, 0, 3, 1\n  mem.f64 s0, @0[t0, COL]", "tu t0, 0, 3, 1\n  mask s0, t0",
+     "'mask' streams the lane mask of a vector TU (vtu); t0 is not one")])
 def test_typed_reads_and_fma_are_checked_by_the_assembler(old: str, new: str, message: str) -> None:
     text = TYPED_PAST_END.replace(old, new).replace("LDCOL", "0").replace("COL", "0")
     with pytest.raises(EmberError, match="t.dae:[0-9]+:[0-9]+: error: ") as e:

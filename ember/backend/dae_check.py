@@ -436,12 +436,15 @@ class Checker:
                       key + (3,))
         if ins.base in ("tu", "vtu"):
             self.traversal(ins, key)
+        vector = {i.args[0] for i in acc.body if i.base == "vtu"}
         if ins.base == "mem" and "." in ins.op:
             self.typed_read(ins, key)
             last = ins.args[1].index[-1] if ins.args[1].index else None
-            vector = {i.args[0] for i in acc.body if i.base == "vtu"}
             if last in vector:
                 self.fail(f"'{ins.op}' reads one value: its last index cannot be the vector TU {last}", key + (1,))
+        if ins.base == "mask" and len(ins.args) > 1 and ins.args[1] not in vector:
+            self.fail(f"'mask' streams the lane mask of a vector TU (vtu); {_show(ins.args[1])} is not one",
+                      key + (1,))
         if defines:
             r = ins.args[0]
             if r in defined:
