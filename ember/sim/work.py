@@ -192,13 +192,14 @@ def _deep_hash(p: Program, i: int, w: Work, value: Values, lookups: int, distinc
 def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_bytes: int, elements: int,
            out_rows: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
     """A bag over a tensor train (emb.ttbag): a lookup needs one slice of each core, picked by a digit of its index;
-    each distinct slice is read from memory once, every lookup's slices are streamed to the core and read by it.
-    A row is contracted once (a repeated index can add the row kept from before: a chunk's add per lookup), one
-    vector fused multiply-add per `lanes` multiply-adds; pooling can be folded into the last contraction, so it adds
-    nothing there, and a mean's divides add theirs.  A distinct row that shares no two neighbouring digits with
+    each distinct slice is read from memory once, every lookup's slices are streamed (a decoupled program is judged
+    as streaming them, as for every bag) and each distinct row's are read by the core.  A row is contracted once (a
+    repeated index can add the row kept from before: a chunk's read and add per lookup), one vector fused
+    multiply-add per `lanes` multiply-adds; pooling can be folded into the last contraction, so it adds nothing
+    there, and a mean's divides add theirs.  A distinct row that shares no two neighbouring digits with
     another needs its whole chain in the cheapest order (matrix-chain order: no code can do fewer multiply-adds
     without a partial product to reuse); one that does may reuse the product over those cores, and is sure to need
-    only the last join, a D x R product for the smallest interior rank R."""
+    only the last join, a D x R product for the smallest interior rank R, and one slice, the smallest."""
     shapes = [_shape(p, i, c, value) for c in w.cores()]
     p_, ranks, q = [s[0] for s in shapes], [s[1] for s in shapes] + [1], [s[2] for s in shapes]
     slices = [ranks[k] * q[k] * ranks[k + 1] for k in range(len(shapes))]
@@ -219,7 +220,8 @@ def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_b
         compulsory_bytes=int(distinct_slices * 4 + other_bytes + out_rows * dim * 4),
         access_elements=int(lookups * sum(slices) + elements),
         vector_fp_ops=int(fp_ops),
-        row_chunks=int(lookups * -(-sum(slices) // lanes)),
+        row_chunks=int(alone * -(-sum(slices) // lanes) + (distinct.size - alone) * -(-min(slices) // lanes)
+                       + (lookups - distinct.size) * chunks),
         output_chunks=int(out_rows * chunks),
     )
 
