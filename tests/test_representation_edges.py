@@ -21,7 +21,7 @@ from ember.ir.printer import print_module
 from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.fast import engine as fast
 from ember.sim.machine import load_machine
-from ember.sim.work import vector_lanes, work_counts
+from ember.sim.work import chain_macs, shared_chain_macs, vector_lanes, work_counts
 
 MACHINE = load_machine("default")
 
@@ -264,3 +264,13 @@ def test_a_repeated_tt_row_is_counted_as_one_contraction_and_adds() -> None:
     many = counts([17] * 100)
     assert min(once) > 0
     assert all(m <= o + 99 for m, o in zip(many, once))  # 12 elements: one chunk to read and add per further lookup
+
+
+def test_tt_rows_that_share_leading_digits_may_share_their_product() -> None:
+    """100 rows with the same first two digits: a program contracts cores 0 and 1 once (1*4*16*4*16 multiply-adds)
+    and joins each row's last slice to it (16*4*16*4 = D x R each), far fewer than 100 whole chains."""
+    p, q, ranks = [100, 100, 100], [4, 4, 4], [1, 16, 16, 1]
+    rows = np.arange(100)
+    assert shared_chain_macs(rows, p, ranks, q) <= 4 * 16 * 4 * 16 + 100 * 64 * 16 < 100 * chain_macs(ranks, q)
+    apart = np.array([0, 10101, 20202])  # no two rows agree on two neighbouring digits: a whole chain each
+    assert shared_chain_macs(apart, p, ranks, q) == 3 * chain_macs(ranks, q)

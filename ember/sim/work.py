@@ -196,10 +196,9 @@ def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_b
     as streaming them, as for every bag) and each distinct row's are read by the core.  A row is contracted once (a
     repeated index can add the row kept from before: a chunk's read and add per lookup), one vector fused
     multiply-add per `lanes` multiply-adds; pooling can be folded into the last contraction, so it adds nothing
-    there, and a mean's divides add theirs.  A distinct row that shares no two neighbouring digits with
-    another needs its whole chain in the cheapest order (matrix-chain order: no code can do fewer multiply-adds
-    without a partial product to reuse); one that does may reuse the product over those cores, and is sure to need
-    only the last join, a D x R product for the smallest interior rank R, and one slice, the smallest."""
+    there, and a mean's divides add theirs.  Distinct rows that agree on the digits of neighbouring cores may share
+    the partial product over them (shared_chain_macs); a row that shares no two neighbouring digits with another
+    reads all its slices, one that does at least one, the smallest."""
     shapes = [_shape(p, i, c, value) for c in w.cores()]
     p_, ranks, q = [s[0] for s in shapes], [s[1] for s in shapes] + [1], [s[2] for s in shapes]
     slices = [ranks[k] * q[k] * ranks[k + 1] for k in range(len(shapes))]
@@ -211,9 +210,8 @@ def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_b
     chunks = -(-dim // lanes)
     lookups, distinct = rows.size, np.unique(rows)
     alone = _alone(distinct, p_)
-    last_join = dim * min(ranks[1:-1])
-    fp_ops = (alone * -(-chain_macs(ranks, q) // lanes) + (distinct.size - alone) * -(-last_join // lanes)
-              + (lookups - distinct.size) * chunks + (out_rows * chunks if w.mode == "mean" else 0))
+    fp_ops = (-(-shared_chain_macs(distinct, p_, ranks, q) // lanes) + (lookups - distinct.size) * chunks
+              + (out_rows * chunks if w.mode == "mean" else 0))
     return WorkCounts(
         lookups=int(lookups),
         distinct_rows=int(distinct.size),
@@ -237,6 +235,30 @@ def _alone(rows: np.ndarray, p: list[int]) -> int:
         _, where, count = np.unique(digits[k] * p[k + 1] + digits[k + 1], return_inverse=True, return_counts=True)
         alone &= count[where] == 1
     return int(alone.sum())
+
+
+def shared_chain_macs(rows: np.ndarray, p: list[int], ranks: list[int], q: list[int]) -> int:
+    """The fewest multiply-adds that contract the distinct `rows` of a train, when rows agreeing on the digits of
+    cores a..b may share one product over those cores: matrix-chain order for each row, where joining a..m and
+    m+1..b costs as in chain_macs divided by the number of rows that could share the product over a..b (each row
+    pays at least its share of every product it uses).  A row that shares nothing costs chain_macs."""
+    n = len(p)
+    if not rows.size:
+        return 0
+    sharers = {}
+    for a in range(n):
+        for b in range(a + 1, n):
+            key = (rows // math.prod(p[b + 1:])) % math.prod(p[a:b + 1])
+            _, where, count = np.unique(key, return_inverse=True, return_counts=True)
+            sharers[a, b] = count[where.reshape(-1)]
+    best = {(k, k): np.zeros(rows.size) for k in range(n)}
+    for span in range(1, n):
+        for a in range(n - span):
+            b = a + span
+            best[a, b] = np.min([best[a, m] + best[m + 1, b] + ranks[a] * math.prod(q[a:m + 1]) * ranks[m + 1]
+                                 * math.prod(q[m + 1:b + 1]) * ranks[b + 1] / sharers[a, b] for m in range(a, b)],
+                                axis=0)
+    return math.floor(float(best[0, n - 1].sum()) + 1e-6)
 
 
 def chain_macs(ranks: list[int], q: list[int]) -> int:
