@@ -28,7 +28,9 @@
         (i = sum_k i_k p_k+1 ... p_n-1), element d has digits j_k the same way over q, and
         row[i][d] = G_0[i_0, 0, j_0, :] . G_1[i_1, :, j_1, :] . ... . G_n-1[i_n-1, :, j_n-1, 0];
         the bag sums its rows, each times its weight (weights need mode sum) or, for a mean, times 1 / length
-        rounded to float32 as FBGEMM's means do; an empty bag gives 0.
+        rounded to float32 as FBGEMM's means do; an empty bag gives 0.  An index in [N, p_0 ... p_n-1) reads
+        the row the train holds there, as FBTT's kernels do (they check no index); a negative index, or one
+        from the product up, is out of range, and the error names the core whose digit is.
     %y = emb.robe %array, %indices, %offsets [, %weights] {block = Z, mode = "sum", prime = P, hash = [B, C, D],
                   sign = [B', C', D']} : tensor<?xDxf32>
         a bag over ROBE's random offset block embedding (Desai et al., MLSys 2022) as Hetu's robe kernels compute
