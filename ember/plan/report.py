@@ -155,7 +155,13 @@ def plot(o: Outcome, fmt: str) -> bytes:
     ys = [(o.energy(p) if o.objective == "energy" else o.cycles(p)) * scale for p in o.front]
     xs = [p.bytes for p in o.front]
     colours = [o.rms(p) or 0.0 for p in o.front]
-    dots = ax.scatter(xs, ys, c=colours, cmap="viridis", s=18, zorder=3)
+    dots = ax.scatter(xs, ys, c=colours, cmap="viridis", s=12, zorder=3)
+    steps: list[tuple[int, float]] = []  # the plans no plan beats in bytes and cost alone: what a budget picks from
+    for x, y in sorted(zip(xs, ys)):
+        if not steps or y < steps[-1][1]:
+            steps.append((x, y))
+    ax.step(*zip(*steps), where="post", color="#c44e52", linewidth=1, zorder=2,
+            label=f"least {o.objective} within a budget")
     if o.errors_known:
         fig.colorbar(dots, ax=ax, label="error RMS")
     for p, label, marker in ((o.plan, "chosen plan", "*"), (o.float_plan(), "float32 tables", "s")):
@@ -164,6 +170,7 @@ def plot(o: Outcome, fmt: str) -> bytes:
                    edgecolors="#c44e52", linewidths=1.5, zorder=4, label=label)
     ax.axvline(o.budget, color="#888888", linestyle="--", label="budget")
     ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("bytes of the tables")
     ax.set_ylabel("energy (uJ)" if o.objective == "energy" else "simulated cycles")
     ax.set_title(f"ember-plan: {o.label}, machine '{o.machine}': Pareto front of {len(o.front)} plans", fontsize=9)
