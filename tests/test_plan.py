@@ -199,3 +199,31 @@ def test_the_dynamic_programs_match_brute_force(seed: int) -> None:
     pareto = {e[:3] for e in every if not any(f[:3] != e[:3] and all(a <= b for a, b in zip(f[:3], e[:3]))
                                               for f in every)}
     assert {(p.bytes, p.cost, p.sse) for p in front(tables)} == pareto
+
+
+def test_max_error_leaves_out_the_forms_above_it(tmp_path: Path) -> None:
+    model(tmp_path)
+    code, out = plan(tmp_path, "--budget", "2x", "--max-error", "0.5", "--json", "p.json")
+    assert code == 0, out
+    report = json.loads((tmp_path / "p.json").read_text())
+    for t in report["tables"]:
+        assert all(c["error_rms"] <= 0.5 for c in t["candidates"])
+        assert any(d["spec"] == "tt-decompose{ranks=4}" and "above --max-error 0.5" in d["why"] for d in t["declined"])
+    assert report["plan"]["error_rms"] <= 0.5
+
+
+def test_dynamic_indices_need_the_models_inputs(tmp_path: Path) -> None:
+    model(tmp_path)
+    text = (tmp_path / "m.eir").read_text()
+    for k, (n, _) in LOOKUPS.items():
+        text = text.replace(f"%i{k}: tensor<{n}xi64>", f"%i{k}: tensor<?xi64>")
+    (tmp_path / "m.eir").write_text(text)
+    args = ("m.eir", "--budget", "2x", "--no-errors", "--candidate", "quantize-tables{bits=8}")
+    r = run_tool("plan", *args, cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1, err
+    assert "table 'a': the indices of this bag (%ia) have no static length: give --inputs IN.npz" in err
+    rng = np.random.default_rng(13)
+    np.savez(tmp_path / "in.npz", **{f"i{k}": rng.integers(0, SHAPES[k][0], n) for k, (n, _) in LOOKUPS.items()})
+    r = run_tool("plan", *args, "--inputs", "in.npz", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr

@@ -75,8 +75,7 @@ def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], obje
     """
     from .. import dialects  # noqa: F401
     from ..ir.printer import print_module
-    from ..passes import PASSES  # noqa: F401  (registers every transform)
-    from ..plan.candidates import Measurer, default_specs, table_transform, transform
+    from ..plan.candidates import Measurer, apply_plan, default_specs, table_transform
     from ..plan.choose import Option, front, optimal
     from ..plan.report import Outcome, as_json, plot, text
     from ..plan.source import read_source
@@ -121,12 +120,7 @@ def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], obje
         del data
     if max_error is not None:
         for x in measured:
-            for c in x.candidates[1:]:
-                if c.error_rms is None or not c.error_rms <= max_error:
-                    error = "not measured" if c.error_rms is None else f"{c.error_rms:.3g}"
-                    x.declined.append((c.spec, f"{c.representation}: error RMS {error}, above --max-error "
-                                               f"{max_error:g}"))
-            x.candidates[1:] = [c for c in x.candidates[1:] if c.error_rms is not None and c.error_rms <= max_error]
+            x.keep_within(max_error)
     errors_known = all(c.error_rms is not None for x in measured for c in x.candidates)
     options = [[Option(c.bytes, c.energy_j if objective == "energy" else c.cycles,
                        (c.error_rms or 0.0) ** 2 * x.table.rows * x.table.dim) for c in x.candidates]
@@ -137,17 +131,11 @@ def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], obje
         raise EmberError(f"no plan fits a budget of {limit:,} bytes: the smallest plan takes {smallest:,} bytes "
                          f"({float_bytes / smallest:.2f}x smaller than the float32 tables' {float_bytes:,})")
     outcome = Outcome(source.label, m.name, objective, limit, measured, chosen, front(options), errors_known,
-                      simulations=len(measurer.runs))
+                      simulations=len(measurer.runs), note=source.note)
     files: dict[str, str | bytes] = {}
     if output:
-        module = source.module
-        by_spec: dict[str, set[str]] = {}
-        for x, i in zip(measured, chosen.picks):
-            if x.candidates[i].spec:
-                by_spec.setdefault(x.candidates[i].spec, set()).add(x.table.name)
-        for spec, names in by_spec.items():
-            transform(table_transform(spec), module, names, None)
-        files[output] = print_module(module)
+        apply_plan(source.module, measured, chosen.picks)
+        files[output] = print_module(source.module)
     outcome.seconds = time.perf_counter() - start
     if plot_path:
         files[plot_path] = plot(outcome, fmt)

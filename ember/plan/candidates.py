@@ -79,6 +79,26 @@ class Measured:
     declined: list[tuple[str, str]]
     remarks: list[str] = field(default_factory=list)
 
+    def keep_within(self, max_error: float) -> None:
+        """Drop the forms whose error RMS is above `max_error`, or unknown (they join `declined`, saying so)."""
+        for c in self.candidates[1:]:
+            if c.error_rms is None or not c.error_rms <= max_error:
+                error = "not measured" if c.error_rms is None else f"{c.error_rms:.3g}"
+                self.declined.append((c.spec, f"{c.representation}: error RMS {error}, above --max-error "
+                                              f"{max_error:g}"))
+        self.candidates[1:] = [c for c in self.candidates[1:] if c.error_rms is not None and c.error_rms <= max_error]
+
+
+def apply_plan(module: Op, tables: list[Measured], picks: tuple[int, ...]) -> None:
+    """Transform each table of `module` into the form `picks` chose for it: one run of each transform chosen, on the
+    tables that chose it.  The errors are known already, so they are not measured again."""
+    chosen: dict[str, set[str]] = {}
+    for m, i in zip(tables, picks):
+        if m.candidates[i].spec:
+            chosen.setdefault(m.candidates[i].spec, set()).add(m.table.name)
+    for spec, names in chosen.items():
+        transform(table_transform(spec), module, names, None)
+
 
 class Measurer:
     """Measures candidates on one machine; a form of a table whose bags have the same shapes and inputs as one
