@@ -7,6 +7,7 @@ computed exactly in rational arithmetic.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -206,6 +207,15 @@ def test_quantize_tables_runs_from_a_model_file_through_every_tool(tmp_path: Pat
     offsets = np.concatenate([feeds["offsets"], [len(feeds["indices"])]])
     want = fbgemm_bag(prepack(float_table, 8), feeds["indices"], offsets, 8, "sum", None)
     np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["output"], want)
+    # timing only: the derived rows are left out like the float table they come from, and cost the same cycles
+    assert run_tool("asm", "--no-tables", "q.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "t.bin").stat().st_size < (tmp_path / "q.bin").stat().st_size - 500
+    for name, extra in (("q", []), ("t", ["--timing-only"])):
+        r = run_tool("sim", f"{name}.bin", "--inputs", str(SAMPLES / "models" / "bag_sum.in.npz"), "--stats",
+                     f"{name}.json", *extra, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    data, timing = (json.loads((tmp_path / f"{n}.json").read_text()) for n in "qt")
+    assert timing["cycles"] == data["cycles"]
 
 
 @pytest.mark.parametrize(("attrs", "remark"), [

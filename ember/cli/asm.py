@@ -11,8 +11,10 @@ from .common import base_dir, display_name, guarded, read_text, write_output
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("input", default="-")
 @click.option("-o", "--output", default="-", show_default=True, help="output .bin file ('-' for stdout)")
-@click.option("--no-tables", is_flag=True, help="leave out the data of float params (the embedding tables): "
-              "a small .bin for `ember-sim --timing-only`, which needs only their shapes")
+@click.option("--no-tables", is_flag=True,
+              help="leave out the data of float params (the embedding tables) and of the params a transform "
+              "derives from them (NAME#int8, #int4, #tt/..., #robe/...): a small .bin for "
+              "`ember-sim --timing-only`, which needs only their shapes")
 @guarded("ember-asm")
 def main(input: str, output: str, no_tables: bool) -> None:
     """Assemble INPUT (.dae, '-' for stdin) into a versioned, checksummed binary.

@@ -71,9 +71,11 @@ class _Queue(ctypes.Structure):
 
 
 def virtual_symbols(program: Program) -> frozenset[int]:
-    """Timing-only mode: float params (the tables) become address ranges with no data."""
+    """Timing-only mode: float params (the tables), and params a transform derives from them (`NAME#int8`,
+    `#tt/...`, `#robe/...`: quantized rows, cores, arrays), become address ranges with no data."""
     return frozenset(n for n, s in enumerate(program.symbols)
-                     if s.kind == "param" and s.dtype.startswith(("f", "bf")) and None not in s.shape)
+                     if s.kind == "param" and (s.dtype.startswith(("f", "bf")) or "#" in s.name)
+                     and None not in s.shape)
 
 
 def prepare(program: Program, timing_only: bool, simd_bits: int) -> ctypes.CDLL:
