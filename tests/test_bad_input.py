@@ -482,7 +482,7 @@ CASES = [
     text_case("dae-missing-end", "dae", "  ret\n.end\n", "  ret\n", "'.code' has no matching '.end'",
               at=".code"),
     text_case("dae-work-unknown-kind", "dae", ".work bag sum", ".work pool sum",
-              "unknown work kind 'pool' (expected gather, bag, qbag or scatter_rows)", at="pool"),
+              "unknown work kind 'pool' (expected gather, bag, qbag, ttbag, robe, dhe or scatter_rows)", at="pool"),
     text_case("dae-work-undeclared-symbol", "dae", "offsets=@7", "offsets=@70", "symbol @70 is not declared",
               at="@70"),
     text_case("dae-work-field-twice", "dae", "output=@9 empty", "output=@9 output=@9 empty",
