@@ -100,6 +100,10 @@ def compile_model(path: Path, level: str) -> Program:
     return disassemble(assemble(compile_file(str(path), level)), "m.bin")
 
 
+# Levels a test of one op runs at: -O1 and -O3 on every op ("full") only in `make bench`, to keep `make test` short.
+OP_LEVELS = ["O0", "O3", "core", *(pytest.param(v, marks=pytest.mark.slow) for v in ("O1", "full"))]
+
+
 def compile_text(source: str, params: dict[str, Any], level: str, name: str = "m.eir") -> Program:
     """Compile `.eir` text at `level` (a preset, or "full": -O3's passes on every op, without choose-plan), give
     each param its array by name, and round-trip the binary, as ember-opt | ember-asm would."""

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import compile_text, run_tool
+from conftest import OP_LEVELS, compile_text, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
@@ -22,7 +22,6 @@ from ember.ir.diagnostics import EmberError
 from ember.sim.machine import load_machine
 from ember.sim.work import chain_macs
 
-LEVELS = ["O0", "O1", "O3", "core", "full"]
 TRAINS = {  # p, q, interior ranks
     2: ([6, 7], [4, 3], [5]),
     3: ([3, 4, 5], [2, 3, 2], [3, 4]),
@@ -78,7 +77,7 @@ def compile_tt(source: str, cores: list[np.ndarray], level: str) -> Program:
     return compile_text(source, {f"g{k}": c for k, c in enumerate(cores)}, level, "tt.eir")
 
 
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", OP_LEVELS)
 @pytest.mark.parametrize("mode", ["sum", "mean", "weighted"])
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_tt_bag_matches_the_fbtt_definition_on_both_engines(n: int, mode: str, level: str) -> None:
