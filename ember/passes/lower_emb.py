@@ -8,7 +8,7 @@ nothing about embeddings: they see loads, stores, arithmetic and loops.  What ea
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
@@ -39,30 +39,18 @@ class LowerEmb(Pass):
                         a.type = to_memref(a.type)
             f.attrs["results"] = [to_memref(t) for t in f.attrs["results"]]
             for op in list(f.body.ops):
-                if op.name == "emb.gather":
-                    self.replace(op, lower_gather)
-                elif op.name == "emb.bag":
-                    self.replace(op, lower_bag)
-                elif op.name == "emb.scatter_rows":
-                    self.replace(op, lower_scatter_rows)
-                elif op.name == "emb.qbag":
-                    self.replace(op, lower_qbag)
-                elif op.name == "emb.ttbag":
-                    self.replace(op, lower_ttbag)
-                elif op.name == "emb.robe":
-                    self.replace(op, lower_robe)
-                elif op.name == "emb.dhe":
-                    self.replace(op, lower_dhe)
+                if op.name in LOWERINGS:
+                    self.replace(op, LOWERINGS[op.name])
 
     @staticmethod
-    def replace(op: Op, fn: object) -> None:
+    def replace(op: Op, fn: Callable[[Builder, Op], Value]) -> None:
         """Lower `op` in place, and record what it computed in a `work` op just before the function's
         return: after every nest and every tensor it names, where no pass looks for a nest's neighbours."""
         block = op.parent
         assert block is not None
         b = Builder(block, block.ops.index(op), op.loc)
         block.ops.remove(op)
-        new = fn(b, op)  # type: ignore[operator]
+        new = fn(b, op)
         old = op.result
         new.name = old.name
         if block.parent is not None:
@@ -218,6 +206,13 @@ def bags(b: Builder, offsets: Value, rt: Type, dim: Value) -> Iterator[tuple[Val
         yield out, bi, start, end, bag
 
 
+def inverse_length(b: Builder, start: Value, end: Value, c1: Value, one: Value) -> Value:
+    """1 / max(end - start, 1) in float32: what a mean multiplies each row by, as FBGEMM's means do (the constants
+    come from outside the loops, where decouple gives them to the access unit)."""
+    count = b.val("loop.maxi", [b.val("loop.subi", [end, start], INDEX), c1], INDEX)
+    return b.val("loop.divf", [one, b.val("loop.cast", [count], one.type)], one.type)
+
+
 def lower_qbag(b: Builder, op: Op) -> Value:
     """A bag over a quantized table, in FBGEMM's order of rounding (dialects/emb.py): each lookup reads its row's
     scale and bias (typed reads of the byte row), then every element does acc = fma(scale, q, acc + bias)."""
@@ -353,9 +348,7 @@ def lower_ttbag(b: Builder, op: Op) -> Value:
                     if left is None:  # the previous stage's product, which the core wrote
                         left = inner.val("loop.load", [scratch[k - 1], a, r], f32)
                     if last and mode == "mean":  # times 1 / length in float32, as FBGEMM's means
-                        count = inner.val("loop.maxi", [inner.val("loop.subi", [end, start], INDEX), c1], INDEX)
-                        left = inner.val("loop.mulf", [left, inner.val("loop.divf", [one, inner.val(
-                            "loop.cast", [count], f32)], f32)], f32)
+                        left = inner.val("loop.mulf", [left, inverse_length(inner, start, end, c1, one)], f32)
                     elif last and w is not None:
                         left = inner.val("loop.mulf", [left, w], f32)
                     g = inner.val("loop.load", [cores[k], digits[k], r, jk, r2], f32)
@@ -474,8 +467,7 @@ def lower_dhe(b: Builder, op: Op) -> Value:
                         continue
                     scale = w
                     if mode == "mean":  # times 1 / length in float32, as FBGEMM's means (a nest fewer)
-                        count = at_o.val("loop.maxi", [at_o.val("loop.subi", [end, start], INDEX), c1], INDEX)
-                        scale = at_o.val("loop.divf", [one, at_o.val("loop.cast", [count], f32)], f32)
+                        scale = inverse_length(at_o, start, end, c1, one)
                     if scale is not None:
                         v = at_o.val("loop.mulf", [v, scale], f32)
                     pooled = at_o.val("loop.addf", [at_o.val("loop.load", [out, bi, o], f32), v], f32)
@@ -504,3 +496,8 @@ def lower_scatter_rows(b: Builder, op: Op) -> Value:
             acc = inner.val("loop.load", [out, row, f], dt.elem)
             inner.op("loop.store", [inner.val(combine, [acc, v], dt.elem), out, row, f])
     return out
+
+
+LOWERINGS: dict[str, Callable[[Builder, Op], Value]] = {
+    "emb.gather": lower_gather, "emb.bag": lower_bag, "emb.qbag": lower_qbag, "emb.ttbag": lower_ttbag,
+    "emb.robe": lower_robe, "emb.dhe": lower_dhe, "emb.scatter_rows": lower_scatter_rows}
