@@ -25,21 +25,22 @@ from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
 from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.passes.derived import link_param
-from ember.passes.robe import PRIME, coefficients
+from ember.passes.robe import PRIME, coefficients, slot_coefficients
 
 
-def element(array: np.ndarray, x: int, e: int, block: int, seed: int) -> tuple[int, int]:
-    """The slot and sign of element e of row x."""
+def element(array: np.ndarray, x: int, e: int, block: int, seed: int, table: int = 0) -> tuple[int, int]:
+    """The slot and sign of element e of row x of table number `table` (Hetu's A e with e the table: A t + D)."""
     (b, c, d), (b2, c2, d2) = coefficients(seed)
-    slot = (b * x + c * (e // block) + d + e % block) % PRIME % len(array)
-    return slot, 2 * ((b2 * x + c2 * e + d2) % PRIME % 2) - 1
+    a, a2 = slot_coefficients(seed)
+    slot = (b * x + c * (e // block) + a * table + d + e % block) % PRIME % len(array)
+    return slot, 2 * ((b2 * x + c2 * e + a2 * table + d2) % PRIME % 2) - 1
 
 
-def row_of(array: np.ndarray, x: int, dim: int, block: int, seed: int) -> np.ndarray:
+def row_of(array: np.ndarray, x: int, dim: int, block: int, seed: int, table: int = 0) -> np.ndarray:
     """Row x as the array stands for it, element by element, in float64."""
     out = np.zeros(dim)
     for e in range(dim):
-        slot, sign = element(array, x, e, block, seed)
+        slot, sign = element(array, x, e, block, seed, table)
         out[e] = sign * float(array[slot])
     return out
 
@@ -268,3 +269,96 @@ def test_a_fitted_table_runs_through_every_tool_on_both_engines(tmp_path: Path, 
         assert r.returncode == 0, r.stderr
         [got] = np.load(tmp_path / f"{engine}.npz").values()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_a_shared_array_is_the_least_squares_fit_of_all_its_tables() -> None:
+    """`a|b#robe/...`: one array for two tables of different widths, table 1 read with its slot's coefficients;
+    lstsq on the stacked 0/+-1 rows of both tables gives the same array."""
+    size, block, seed = 60, 4, 2
+    rng = np.random.default_rng(12)
+    tables = [rng.standard_normal((30, 8)).astype(np.float32), rng.standard_normal((20, 4)).astype(np.float32)]
+    a = np.zeros((30 * 8 + 20 * 4, size))
+    r = 0
+    for t, table in enumerate(tables):
+        for x in range(table.shape[0]):
+            for e in range(table.shape[1]):
+                slot, sign = element(np.zeros(size), x, e, block, seed, t)
+                a[r, slot] = sign
+                r += 1
+    want = np.linalg.lstsq(a, np.concatenate([t.astype(np.float64).ravel() for t in tables]), rcond=None)[0]
+    got = link_param({"a": tables[0], "b": tables[1]}, f"a|b#robe/{size}/{block}/{seed}")
+    assert got is not None and got.shape == (size,)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    alone = link_param({"a": tables[0]}, f"a#robe/{size}/{block}/{seed}")  # slot 0 alone: the unshared array
+    assert alone is not None and not np.allclose(alone, got)
+    assert link_param({"a": tables[0]}, f"a|b#robe/{size}/{block}/{seed}") is None  # b is not in the weights
+
+
+SHARED = """module attributes {{weights = "w.onnx"}} {{
+  func @main(%i: tensor<?xi64>, %o: tensor<?xi64>, %j: tensor<?xi64>, %k: tensor<?xi64>) -> (OUT16, OUT8, OUT16) {{
+    %a = param {{name = "big"}} : tensor<300x16xf32>
+    %b = param {{name = "small"}} : tensor<100x8xf32>
+    %x = emb.bag %a, %i, %o {{mode = "sum", empty = "zero"}} : OUT16
+    %y = emb.bag %b, %j, %k {{mode = "mean", empty = "zero"}} : OUT8
+    %z = emb.bag %a, %j, %k {{mode = "mean", empty = "zero"}} : OUT16
+    return %x, %y, %z
+  }}
+}}
+""".replace("OUT16", "tensor<?x16xf32>").replace("OUT8", "tensor<?x8xf32>")
+
+
+def test_shared_puts_every_table_in_one_array_that_runs_on_both_engines(tmp_path: Path) -> None:
+    """robe{shared=true}: both tables read one array of (300 x 16 + 100 x 8) / 10 elements, `small` as slot 1;
+    the block is the largest divisor of both widths up to 32; each table's stats count its share of the array
+    and its error against the rows the shared array stands for; -O0 on both engines equals numpy on those rows."""
+    rng = np.random.default_rng(13)
+    big, small = rng.standard_normal((300, 16)).astype(np.float32), rng.standard_normal((100, 8)).astype(np.float32)
+    weights_file(tmp_path / "w.onnx", big=big, small=small)
+    (tmp_path / "m.eir").write_text(SHARED.format())
+    r = run_tool("opt", "--remarks", "--stats", "s.json", "-p", "robe{shared=true,size=10x,seed=5}", "m.eir", "-o",
+                 "t.eir", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = (tmp_path / "t.eir").read_text()
+    assert out.count(" = param ") == 1 and 'param {name = "big|small#robe/560/8/5"} : tensor<560xf32>' in out
+    (hx, hc, hd), (sx, se, sd) = coefficients(5)
+    a, a2 = slot_coefficients(5)
+    assert f"hash = [{hx}, {hc}, {hd}], sign = [{sx}, {se}, {sd}]" in out
+    assert f"hash = [{hx}, {hc}, {(hd + a) % PRIME}], sign = [{sx}, {se}, {(sd + a2) % PRIME}]" in out
+    array = link_param({"big": big, "small": small}, "big|small#robe/560/8/5")
+    assert array is not None
+    rows = [table_of(array, 300, 16, 8, 5), np.array([row_of(array, x, 8, 8, 5, 1) for x in range(100)])]
+    [stats] = json.loads((tmp_path / "s.json").read_text())["passes"]
+    for t, (name, table) in enumerate([("big", big), ("small", small)]):
+        entry = stats["tables"][t]
+        diff = rows[t] - table
+        assert entry["table"] == name and entry["representation"] == f"ROBE shared size=560 block=8 seed=5 slot={t}"
+        assert entry["error_rms"] == pytest.approx(math.sqrt(np.mean(diff ** 2)), rel=1e-6)
+    assert [e["bytes_after"] for e in stats["tables"]] == [1920, 320]  # 560 x 4 bytes in 4,800 : 800
+    r = run_tool("opt", "-O0", "t.eir", "-o", "t.dae", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert run_tool("asm", "t.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
+    i, j = rng.integers(0, 300, 30), rng.integers(0, 100, 25)
+    o, k = np.array([0, 10, 10, 30]), np.array([0, 7, 25])
+    np.savez(tmp_path / "in.npz", i=i, o=o, j=j, k=k)
+
+    def pooled(r: np.ndarray, idx: np.ndarray, off: np.ndarray, mean: bool) -> np.ndarray:
+        return np.array([r[idx[s:e]].sum(0) / (max(e - s, 1) if mean else 1) for s, e in zip(off, off[1:])])
+
+    wants = [pooled(rows[0], i, o, False), pooled(rows[1], j, k, True), pooled(rows[0], j, k, True)]
+    for engine in ("fast", "reference"):
+        r = run_tool("sim", "t.bin", "--inputs", "in.npz", "--outputs", f"{engine}.npz", "--engine", engine,
+                     cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        for got, want in zip(np.load(tmp_path / f"{engine}.npz").values(), wants):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_shared_with_a_block_one_table_cannot_take_keeps_every_table() -> None:
+    module = parse_module(SHARED.format(), "s.eir")
+    passes = parse_pipeline("robe{shared=true,block=16}")
+    run_passes(module, passes)
+    remarks = passes[0].remarks  # type: ignore[attr-defined]
+    assert "emb.robe" not in print_module(module) and len(remarks) == 3
+    assert "s.eir:5:10: remark: robe: table kept in float: block=16 does not divide the rows of every table the " \
+           "array would hold" in remarks
+    assert "s.eir:6:10: remark: robe: table kept in float: block=16 does not divide the rows' 8 elements" in remarks

@@ -1,10 +1,11 @@
-"""Derived params: params whose data the linker computes from a float param of the weights file.
+"""Derived params: params whose data the linker computes from float params of the weights file.
 
 The lossy table transforms (quantize-tables, tt-decompose, robe) replace a float table `NAME` by params named
 `NAME#KIND` or `NAME#KIND/ARGS` (`bag.weight#int8`, `bag.weight#tt/100x100x100/4x4x4/16x16/0`,
 `bag.weight#robe/64000/32/0`).  The weights file keeps only `NAME`; whoever links a program (ember-asm, the
 benchmark, the fuzzer) calls `link_param`, which finds the function registered for KIND and computes the data
-from `NAME`.  A pass registers its kinds with `derive` when its module is imported, and importing any module of
+from `NAME` (a ROBE array that several tables share is `NAME1|NAME2|...#robe/ARGS`, from all of them).  A pass
+registers its kinds with `derive` (or `derive_many`) when its module is imported, and importing any module of
 `ember.passes` imports every pass.
 
 Also here, what the transforms share: which bags they can take (`bag_table`), how they put the new op and its
@@ -28,13 +29,24 @@ from ..ir.types import ShapedType
 from .base import Decline
 
 Derive = Callable[[np.ndarray, str], np.ndarray]  # (the float array NAME, the name's ARGS) -> the param's data
+DeriveMany = Callable[[list[np.ndarray], str], np.ndarray]  # the same from several tables, NAME1|NAME2|...
 DERIVED: dict[str, Derive] = {}
+DERIVED_MANY: dict[str, DeriveMany] = {}
 
 
 def derive(kind: str) -> Callable[[Derive], Derive]:
     """Register a function computing the params `NAME#<kind>[/ARGS]`."""
     def register(fn: Derive) -> Derive:
         DERIVED[kind] = fn
+        return fn
+    return register
+
+
+def derive_many(kind: str) -> Callable[[DeriveMany], DeriveMany]:
+    """Register a function computing the params `NAME1|NAME2|...#<kind>[/ARGS]` from the arrays it names, in order
+    (a single NAME is a list of one): a param that several tables share."""
+    def register(fn: DeriveMany) -> DeriveMany:
+        DERIVED_MANY[kind] = fn
         return fn
     return register
 
@@ -46,11 +58,13 @@ def link_param(weights: dict[str, np.ndarray], name: str) -> np.ndarray | None:
         return weights[name]
     base, _, tail = name.rpartition("#")
     kind, _, args = tail.partition("/")
-    fn = DERIVED.get(kind)
-    if fn is None or base not in weights:
+    many = kind in DERIVED_MANY
+    names = base.split("|") if many and base not in weights else [base]  # a table may have | in its name
+    if not (many or kind in DERIVED) or not all(n in weights for n in names):
         return None
+    arrays = [np.asarray(weights[n]) for n in names]
     try:
-        return fn(np.asarray(weights[base]), args)
+        return DERIVED_MANY[kind](arrays, args) if many else DERIVED[kind](arrays[0], args)
     except EmberError as e:
         raise EmberError(f"param '{name}' is computed from '{base}': {e.message}") from None
 
