@@ -20,6 +20,7 @@ from ...dialects import builtin, emb  # noqa: F401  (registers the ops this fron
 from ...ir.core import Block, Op, Value, new_op, unique_name, verify
 from ...ir.diagnostics import EmberError
 from ...ir.types import ShapedType, tensor
+from .robe import raise_robe
 from .values import (
     C10_DTYPES,
     ELEM,
@@ -368,6 +369,7 @@ def build_module(lowering: Lowering, inputs: list[str], results: list[Value], we
                  path: str) -> Op:
     """Wrap the lowered block as a verified `module` carrying the attributes every frontend sets."""
     block = lowering.block
+    results = raise_robe(block, results, lowering.weights.get, lowering.const, lowering.host)
     _prune(block, results)
     block.add(new_op("return", results))
     func = Op("func", attrs={"sym_name": "main", "results": [r.type for r in results]}, regions=[block])

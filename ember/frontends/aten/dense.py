@@ -135,12 +135,14 @@ class DenseOps(LayoutOps):
         return self.elementwise("Sub", [a["other"], self.scaled(a["self"], a["alpha"], elem)], elem, hint="rsub")
 
     @aten("div", "self", "other", ("rounding_mode", None),
-          becomes="host `Div` (`floor`: then `Floor`; `trunc`: sign times the floor of the magnitude)")
+          becomes="host `Div` (`floor`: then `Floor`; `trunc`: sign times the floor of the magnitude; for "
+                  "integers (x - r) / y, exact, with r = `Mod` of fmod 0 (floor) or 1 (trunc))")
     def _div(self, a: Args) -> Value:
         elem = self.result_type([a["self"], a["other"]])
         mode = a["rounding_mode"]
         need(mode in (None, "floor", "trunc"), f"div with rounding_mode={mode!r}")
-        need(elem in FLOATS or mode is None, "integer division with rounding is not supported")
+        if elem not in FLOATS and mode is not None:
+            return self.integer_div(a["self"], a["other"], elem, mode == "trunc")
         if elem not in FLOATS:
             elem = "f32"  # true division of integers
         q = self.elementwise("Div", [a["self"], a["other"]], elem, hint="div")
@@ -150,6 +152,31 @@ class DenseOps(LayoutOps):
             return self.elementwise("Mul", [self.unary("Sign", q, "div"),
                                             self.unary("Floor", self.unary("Abs", q, "div"), "div")], elem, hint="div")
         return q
+
+    @aten("floor_divide", "self", "other", becomes="as `div` with rounding_mode='floor'")
+    def _floor_divide(self, a: Args) -> Value:
+        return self._div(Args("div", {"self": a["self"], "other": a["other"], "rounding_mode": "floor"}))
+
+    def integer_div(self, x: Any, y: Any, elem: str, trunc: bool) -> Value:
+        """Integer division rounded down (or toward zero): x less its remainder divides exactly, so ONNX's
+        integer Div, whose rounding executors need not agree on, only ever divides exactly."""
+        need(elem != "i1", "division of boolean tensors")
+        rem = self.elementwise("Mod", [x, y], elem, attrs={"fmod": int(trunc)}, hint="div")
+        return self.elementwise("Div", [self.elementwise("Sub", [x, rem], elem, hint="div"), y], elem, hint="div")
+
+    @aten("remainder", "self", "other",
+          becomes="host `Mod` for integers (Python's modulo: the sign of the divisor); for floats "
+                  "x - floor(x / y) y (`Div`, `Floor`, `Mul`, `Sub`)")
+    def _remainder(self, a: Args) -> Value:
+        x, y = a["self"], a["other"]
+        need(isinstance(x, Value | Weight) or isinstance(y, Value | Weight), "remainder of two numbers")
+        elem = self.result_type([x, y])
+        need(elem != "i1", "remainder of boolean tensors")
+        if elem not in FLOATS:
+            return self.elementwise("Mod", [x, y], elem, attrs={"fmod": 0}, hint="remainder")
+        whole = self.unary("Floor", self.elementwise("Div", [x, y], elem, hint="remainder"), "remainder")
+        return self.elementwise("Sub", [x, self.elementwise("Mul", [whole, y], elem, hint="remainder")], elem,
+                                hint="remainder")
 
     @aten("pow", "self", "exponent", becomes="host `Pow`")
     def _pow(self, a: Args) -> Value:
