@@ -105,12 +105,12 @@ OP_LEVELS = ["O0", "O3", "core", *(pytest.param(v, marks=pytest.mark.slow) for v
 
 
 def compile_text(source: str, params: dict[str, Any], level: str, name: str = "m.eir") -> Program:
-    """Compile `.eir` text at `level` (a preset, or "full": -O3's passes on every op, without choose-plan), give
-    each param its array by name, and round-trip the binary, as ember-opt | ember-asm would."""
+    """Compile `.eir` text at `level` (a preset, "full": -O3's passes on every op without choose-plan, or a
+    pipeline), give each param its array by name, and round-trip the binary, as ember-opt | ember-asm would."""
     from ember.ir.parser import parse_module
     from ember.passes import PRESETS, parse_pipeline, run_passes
 
-    passes = parse_pipeline(PRESETS["O3"].replace("choose-plan,", "") if level == "full" else PRESETS[level])
+    passes = parse_pipeline(PRESETS["O3"].replace("choose-plan,", "") if level == "full" else PRESETS.get(level, level))
     module = parse_module(source, name)
     run_passes(module, passes)
     program = passes[-1].program  # type: ignore[attr-defined]

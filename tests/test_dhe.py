@@ -80,7 +80,8 @@ def compile_dhe(source: str, params: dict[str, np.ndarray], level: str) -> Progr
 @pytest.mark.parametrize("mode", ["sum", "mean", "weighted"])
 @pytest.mark.parametrize("widths", [[16, 8], [24, 16, 8], [12, 10, 6, 4]])
 def test_dhe_bag_matches_hetus_encoding_and_an_mlp_on_both_engines(widths: list[int], mode: str, level: str) -> None:
-    """Three layers take 9 loops, more traversal units than the default machine's 8."""
+    """Three layers take 9 loops, more than the default machine's 8 traversal units: decouple keeps that nest on
+    the core, and decouple{tus=9} (test_three_layers_decoupled_on_a_machine_with_nine_units) does not."""
     params = make_params(widths, seed=len(widths))
     rng = np.random.default_rng(3)
     feeds = {"indices": rng.integers(0, 2**40, size=13).astype(np.int64), "offsets": np.array([0, 5, 5, 9, 13])}
@@ -88,7 +89,7 @@ def test_dhe_bag_matches_hetus_encoding_and_an_mlp_on_both_engines(widths: list[
     if weighted:
         feeds["w"] = rng.standard_normal(13).astype(np.float32)
     program = compile_dhe(text(widths, "sum" if weighted else mode, weighted), params, level)
-    ref_out, ref_st, out, st = both(program, feeds, WIDE if len(widths) == 4 else MACHINE)
+    ref_out, ref_st, out, st = both(program, feeds, MACHINE)
     (name,) = ref_out
     np.testing.assert_array_equal(out[name], ref_out[name])
     assert_same(ref_st, st)
@@ -97,6 +98,22 @@ def test_dhe_bag_matches_hetus_encoding_and_an_mlp_on_both_engines(widths: list[
                      feeds.get("w"))
     np.testing.assert_allclose(ref_out[name], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     assert not ref_out[name][1].any()
+
+
+def test_three_layers_decoupled_on_a_machine_with_nine_units() -> None:
+    widths = [12, 10, 6, 4]
+    params = make_params(widths, seed=3)
+    feeds = {"indices": np.array([5, 2**40, 7], np.int64), "offsets": np.array([0, 2, 3])}
+    program = compile_dhe(text(widths), params, "lower-emb,decouple{tus=9},to-dlc,codegen")
+    with pytest.raises(EmberError, match="uses 9 traversal units; the machine has 8"):
+        both(program, feeds)
+    ref_out, ref_st, out, st = both(program, feeds, WIDE)
+    assert_same(ref_st, st)
+    assert ref_st["callbacks"] > 0
+    (name,) = ref_out
+    np.testing.assert_array_equal(out[name], ref_out[name])
+    want = reference(params, feeds["indices"], feeds["offsets"], 3, "sum", None)
+    np.testing.assert_allclose(ref_out[name], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -19,6 +19,8 @@ import ember.dialects  # noqa: F401
 from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.diagnostics import EmberError
+from ember.ir.parser import parse_module
+from ember.passes import parse_pipeline, run_passes
 from ember.sim.machine import load_machine
 from ember.sim.work import chain_macs
 
@@ -81,7 +83,8 @@ def compile_tt(source: str, cores: list[np.ndarray], level: str) -> Program:
 @pytest.mark.parametrize("mode", ["sum", "mean", "weighted"])
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_tt_bag_matches_the_fbtt_definition_on_both_engines(n: int, mode: str, level: str) -> None:
-    """Four cores take 12 loops, more traversal units than the default machine's 8 (its error is tested below)."""
+    """Four cores take 12 loops, more than the default machine's 8 traversal units: decouple keeps that nest on the
+    core (below: the remark, and the nest decoupled for a machine with 12)."""
     p, q, ranks = TRAINS[n]
     rows = int(np.prod(p)) - 3  # fewer rows than the train could hold, as FBTT rounds the p up
     cores = make_cores(p, q, ranks, seed=n)
@@ -91,7 +94,7 @@ def test_tt_bag_matches_the_fbtt_definition_on_both_engines(n: int, mode: str, l
     if weighted:
         feeds["w"] = rng.standard_normal(19).astype(np.float32)
     program = compile_tt(text(p, q, ranks, rows, "sum" if weighted else mode, weighted), cores, level)
-    ref_out, ref_st, out, st = both(program, feeds, WIDE if n == 4 else MACHINE)
+    ref_out, ref_st, out, st = both(program, feeds, MACHINE)
     (name,) = ref_out
     np.testing.assert_array_equal(out[name], ref_out[name])  # one program: the engines agree bit for bit
     assert_same(ref_st, st)
@@ -101,11 +104,28 @@ def test_tt_bag_matches_the_fbtt_definition_on_both_engines(n: int, mode: str, l
     assert not ref_out[name][1].any()  # the empty bag
 
 
-def test_a_train_deeper_than_the_machine_is_a_clean_error() -> None:
+def test_a_train_deeper_than_the_machine_stays_on_the_core_unless_tuned_for_more_units() -> None:
+    """decouple{tus=8} (the default) keeps the 12-loop nest on the core with a remark; decouple{tus=12} decouples
+    it, which a machine with 12 traversal units runs and the default machine refuses with a clean error."""
     p, q, ranks = TRAINS[4]
-    program = compile_tt(text(p, q, ranks, 30), make_cores(p, q, ranks), "O0")
+    cores = make_cores(p, q, ranks)
+    feeds = {"indices": np.array([3, 4, 29]), "offsets": np.array([0, 2, 3])}
+    want = reference(cores, feeds["indices"], feeds["offsets"], "sum", None)
+    module = parse_module(text(p, q, ranks, 30), "tt.eir")
+    passes = parse_pipeline("lower-emb,decouple")
+    run_passes(module, passes)
+    [remark] = passes[1].remarks  # type: ignore[attr-defined]
+    assert remark.endswith("remark: decouple: nest kept on the core: it has 12 loops, more than the 8 traversal "
+                           "units it is tuned for (tus=N)"), remark
+    wide = compile_tt(text(p, q, ranks, 30), cores, "lower-emb,decouple{tus=12},to-dlc,codegen")
     with pytest.raises(EmberError, match="uses 12 traversal units; the machine has 8"):
-        both(program, {"indices": np.array([3, 4]), "offsets": np.array([0, 2])})
+        both(wide, feeds)
+    ref_out, ref_st, out, st = both(wide, feeds, WIDE)
+    assert_same(ref_st, st)
+    assert ref_st["callbacks"] > 0
+    (name,) = ref_out
+    np.testing.assert_array_equal(out[name], ref_out[name])
+    np.testing.assert_allclose(ref_out[name], want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 def test_an_index_past_the_train_is_a_clean_error(tmp_path) -> None:

@@ -6,7 +6,8 @@ of memory the nest writes) runs on the core in callbacks: ops before a loop's fi
 fire on each iteration of that loop (`on = "ite"`); ops after an inner loop fire at that inner
 loop's end (a callback `on = "end"` placed at the end of the inner loop's body).  A nest it
 cannot split this way (a loop bound computed by the core, a core value used by two different
-callbacks) stays on the core whole, with a remark saying why.  So does a nest choose-plan keeps on
+callbacks, more loops than the machine has traversal units: `tus`, each loop takes one) stays on the
+core whole, with a remark saying why.  So does a nest choose-plan keeps on
 the core (`plan = "core"`); its `plan = "decoupled"` mark moves to the access nest.
 """
 
@@ -25,6 +26,7 @@ from .base import Decline, Pass
 class Decouple(Pass):
     name = "decouple"
     summary = "split loop nests into access loops (streams) and core callbacks (loop -> slc)"
+    tus: int = 8  # traversal units of the machine tuned for (access.traversal_units of the default machine)
     remarks: list[str] = field(default_factory=list, repr=False)
 
     def run(self, module: Op) -> None:
@@ -36,6 +38,10 @@ class Decouple(Pass):
                 if not any(o.name == "loop.load" and o.operands[0] not in written for o in op.walk()):
                     continue
                 try:
+                    loops = sum(1 for o in op.walk() if o.name == "loop.for")
+                    if loops > self.tus:
+                        raise Decline(f"it has {loops} loops, more than the {self.tus} traversal units it is tuned "
+                                      f"for (tus=N)")
                     new = _Nest(op, written).convert(op, {})
                 except Decline as e:
                     self.remarks.append(f"{op.loc}: remark: decouple: nest kept on the core: {e}")

@@ -284,7 +284,8 @@ def lower_ttbag(b: Builder, op: Op) -> Value:
     are read in the loop around it.  A stage's product lives in a scratch buffer that the next stage sets back to
     0 as it finishes each element (the callback at the end of that element's loop), so no loop of its own clears
     it; one nest before the bags clears the buffers once.  A 3-core train takes 8 loops, which the default
-    machine's 8 traversal units hold (2 cores 5, 4 cores 12)."""
+    machine's 8 traversal units hold (2 cores 5; 4 cores 12, which decouple keeps on the core unless tuned for
+    more units)."""
     n, mode = op.attrs["cores"], op.attrs["mode"]
     cores, indices, offsets = op.operands[:n], op.operands[n], op.operands[n + 1]
     weights = op.operands[n + 2] if len(op.operands) == n + 3 else None

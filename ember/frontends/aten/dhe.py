@@ -1,0 +1,154 @@
+"""Deep hash embeddings written as plain PyTorch, raised to `emb.dhe`.
+
+DHE (Kang et al., KDD 2021) in the style of Hetu's `learn_hash_kernel` with the uniform encoding, written with
+tensor ops and nn.Linear layers:
+
+    h = (x[..., None] * slope + bias) % prime % m    # x: 2-D indices (one bag per row); slope, bias, prime: k
+    a = h.float() / (m - 1) * 2 - 1                   # uniform in [-1, 1]
+    a = relu(linear_1(a)); ...; a = linear_L(a)       # 1 to 3 layers, ReLU between them
+    out = a.sum(dim=1)  (or .mean(dim=1))
+
+imports op by op as host arithmetic, MatMul, Add and Relu.  This module finds that shape after the lowering and
+replaces it with one `emb.dhe`.  The hash is matched by meaning (matching.py): linear in the index by its form,
+slope and bias read off its values at probe indices.  The encoding must give, bit for bit in float32, what
+emb.dhe computes, 2 (h / (m - 1)) - 1, at a few hundred values of h (0, m - 1 and values between); the layers
+must be nn.Linear's (the input times the transpose of an out x in weight, plus an optional bias).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.core import Block, Op, Value
+from .matching import (
+    Const,
+    Consts,
+    Eval,
+    Host,
+    NoMatch,
+    constant,
+    host_op,
+    index_input,
+    need,
+    param_of,
+    pooled_over_lookups,
+    replace_with_bags,
+    scalar,
+    static_shape,
+    upstream,
+)
+
+_LAYERS = 3  # emb.dhe takes 1 to 3
+
+
+def raise_dhe(block: Block, results: list[Value], consts: Consts, const: Const, host: Host) -> list[Value]:
+    """Replace each DHE lookup in `block` by an `emb.dhe`; returns `results` with the replaced values mapped."""
+    for reduce in [op for op in block.ops if op.name == "host.onnx" and op.attrs["op"] in ("ReduceSum", "ReduceMean")]:
+        try:
+            results = _raise_one(block, reduce, results, consts, const, host)
+        except NoMatch:
+            continue
+    return results
+
+
+def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, const: Const,
+               host: Host) -> list[Value]:
+    rows = reduce.operands[0]
+    found, mode = pooled_over_lookups(block, rows, results, consts)
+    need(found is reduce)
+    layers, encoded = _layers(rows)
+    cast = next((op for op in upstream(encoded) if op.name == "host.onnx" and op.attrs["op"] == "Cast"
+                 and op.operands[0].type.elem.name == "i64"), None)  # type: ignore[union-attr]
+    need(cast is not None)
+    assert cast is not None
+    h = cast.operands[0]
+    outer = host_op(h, "Mod")
+    buckets = scalar(outer.operands[1], consts)
+    need(2 <= buckets < 1 << 31)
+    inner = host_op(outer.operands[0], "Mod")
+    x = index_input(block, inner.operands[0])
+    slope, bias = Eval(x, consts).affine(inner.operands[0])
+    k = len(slope)
+    prime = constant(inner.operands[1], consts)
+    need(prime.dtype.kind in "iu" and prime.size in (1, k))
+    prime = np.broadcast_to(prime.astype(np.int64).ravel(), (k,))
+    need((prime > 0).all() and static_shape(h) == (*static_shape(x), k))
+    _check_encoding(encoded, h, buckets, consts)
+    start = len(block.ops)
+    operands = [const(np.array(slope)), const(np.array(bias)), const(np.array(prime))]
+    for w, b in layers:
+        operands += [w, b if b is not None else const(np.zeros(static_shape(w)[0], np.float32))]
+    return replace_with_bags(block, start, reduce, x, results, "emb.dhe", operands,
+                             {"buckets": buckets, "layers": len(layers), "mode": mode}, const, host)
+
+
+def _layers(v: Value) -> tuple[list[tuple[Value, Value | None]], Value]:
+    """nn.Linear layers, ReLU between them, from the last back: their (weight out x in, bias) in order, and the
+    encoding they start from."""
+    layers: list[tuple[Value, Value | None]] = []
+    while True:
+        need(len(layers) < _LAYERS)
+        op = host_op(v, "Add", "MatMul")
+        bias = None
+        if op.attrs["op"] == "Add":
+            matmul = next((a for a in op.operands if _is_op(a, "MatMul")), None)
+            need(matmul is not None)
+            assert matmul is not None
+            bias = op.operands[1] if op.operands[0] is matmul else op.operands[0]
+            param_of(bias)
+            op = host_op(matmul, "MatMul")
+        transpose = host_op(op.operands[1], "Transpose")
+        weight = transpose.operands[0]
+        param_of(weight)
+        need(transpose.attrs.get("perm") == [1, 0] and weight.type.elem.name == "f32"  # type: ignore[union-attr]
+             and len(static_shape(weight)) == 2)
+        need(bias is None or (static_shape(bias) == static_shape(weight)[:1] and bias.type.elem.name == "f32"))  # type: ignore[union-attr]
+        layers.insert(0, (weight, bias))
+        below = op.operands[0]
+        if not _is_op(below, "Relu"):
+            return layers, below
+        v = host_op(below, "Relu").operands[0]
+
+
+def _is_op(v: Value, name: str) -> bool:
+    return isinstance(v.owner, Op) and v.owner.name == "host.onnx" and v.owner.attrs["op"] == name
+
+
+def _check_encoding(encoded: Value, h: Value, buckets: int, consts: Consts) -> None:
+    """The float32 arithmetic from h to the first layer's input equals 2 (h / (m - 1)) - 1, bit for bit."""
+    shape = static_shape(h)
+    rng = np.random.default_rng(0)
+    probe = rng.integers(0, buckets, size=shape, dtype=np.int64)
+    flat = probe.reshape(-1)
+    special = np.array([0, 1, buckets // 2, buckets - 2, buckets - 1], np.int64)
+    flat[:min(len(special), flat.size)] = special[:flat.size]
+    got = _float(encoded, h, probe, consts, {})
+    want = probe.astype(np.float32) / np.float32(buckets - 1) * np.float32(2) - np.float32(1)
+    need(got.dtype == np.float32 and got.shape == want.shape and (got.view(np.uint32) == want.view(np.uint32)).all())
+
+
+def _float(v: Value, h: Value, probe: np.ndarray, consts: Consts, memo: dict[Value, np.ndarray]) -> np.ndarray:
+    """v evaluated in float32 from h = probe: casts of h and elementwise float arithmetic with constants."""
+    if v is h:
+        return probe
+    if v in memo:
+        return memo[v]
+    op = v.owner
+    need(isinstance(op, Op))
+    assert isinstance(op, Op)
+    if op.name == "param":
+        data = constant(v, consts)
+        need(data.dtype == np.float32)
+        out = data
+    else:
+        kind = op.attrs.get("op")
+        need(op.name == "host.onnx" and kind in ("Cast", "Add", "Sub", "Mul", "Div", "Neg")
+             and v.type.elem.name == "f32")  # type: ignore[union-attr]
+        args = [_float(a, h, probe, consts, memo) for a in op.operands]
+        with np.errstate(all="ignore"):
+            out = {"Cast": lambda: args[0].astype(np.float32), "Neg": lambda: -args[0],
+                   "Add": lambda: args[0] + args[1], "Sub": lambda: args[0] - args[1],
+                   "Mul": lambda: args[0] * args[1], "Div": lambda: args[0] / args[1]}[kind]()
+        need(out.dtype == np.float32)
+    memo[v] = out
+    return out

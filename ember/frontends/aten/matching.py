@@ -1,0 +1,226 @@
+"""What the raisings of hashed embeddings (robe.py, dhe.py) share: reading the lowered block and evaluating its
+index arithmetic.
+
+A model that writes ROBE or DHE with tensor ops imports op by op as host arithmetic; a raising finds such
+arithmetic after the lowering and replaces it with one `emb` op.  It matches by meaning rather than by the
+exporter's exact operators: the arithmetic between the indices and a hash is evaluated in numpy on probe
+indices, with the constants and buffers the model file holds, and accepted only when its form also guarantees
+what the probes show (`Eval.linear`).  Anything that does not match stays as it was imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...ir.core import Block, Op, Value, new_op
+from ...ir.rewrite import insert_before
+from ...ir.types import ShapedType, tensor
+
+PROBES = (0, 1, 2, 3, 977, 65_537, 1_000_003, 123_456_789)  # the indices the arithmetic is evaluated at
+Consts = Callable[[str], np.ndarray | None]  # a param's data by name, None when it is not known at import
+Const = Callable[[np.ndarray], Value]  # the lowering's: a constant's param, appended to the block
+Host = Callable[..., Value]  # the lowering's: a host op, appended to the block
+
+
+class NoMatch(Exception):
+    pass
+
+
+def need(cond: object) -> None:
+    if not cond:
+        raise NoMatch
+
+
+def host_op(v: Value, *names: str) -> Op:
+    """The host op, one of `names`, that defines `v`."""
+    op = v.owner
+    need(isinstance(op, Op) and op.name == "host.onnx" and op.attrs["op"] in names)
+    assert isinstance(op, Op)
+    return op
+
+
+def param_of(v: Value) -> Op:
+    op = v.owner
+    need(isinstance(op, Op) and op.name == "param")
+    assert isinstance(op, Op)
+    return op
+
+
+def users(block: Block, v: Value) -> list[Op]:
+    return [op for op in block.ops if v in op.operands]
+
+
+def static_shape(v: Value) -> tuple[int, ...]:
+    t = v.type
+    need(isinstance(t, ShapedType) and t.shape is not None and all(isinstance(d, int) for d in t.shape))
+    assert isinstance(t, ShapedType) and t.shape is not None
+    return tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
+
+
+def constant(v: Value, consts: Consts) -> np.ndarray:
+    data = consts(param_of(v).attrs["name"])
+    need(data is not None)
+    assert data is not None
+    return data
+
+
+def scalar(v: Value, consts: Consts) -> int:
+    """The value of a one-element integer constant."""
+    data = constant(v, consts)
+    need(data.size == 1 and data.dtype.kind in "iu")
+    return int(data.ravel()[0])
+
+
+def upstream(v: Value) -> list[Op]:
+    """The ops `v` is computed from, nearest first."""
+    seen: list[Op] = []
+    todo = [v]
+    while todo:
+        op = todo.pop(0).owner
+        if isinstance(op, Op) and op not in seen:
+            seen.append(op)
+            todo.extend(op.operands)
+    return seen
+
+
+def index_input(block: Block, v: Value) -> Value:
+    """The one model input `v` is computed from: 2-D int64 indices, one bag per row."""
+    args = [a for op in upstream(v) for a in op.operands if a in block.args]
+    need(args and all(a is args[0] for a in args))
+    x = args[0]
+    need(x.type.elem.name == "i64" and len(static_shape(x)) == 2)  # type: ignore[union-attr]
+    return x
+
+
+class Eval:
+    """Integer tensor expressions over the indices x, evaluated in numpy in int64 (which wraps, as PyTorch does)."""
+
+    OPS = ("Add", "Sub", "Mul", "Neg", "Div", "Mod", "Unsqueeze", "Reshape", "Expand", "Cast")
+
+    def __init__(self, x: Value, consts: Consts):
+        self.x, self.consts = x, consts
+        self._depends: dict[Value, bool] = {}
+
+    def linear(self, v: Value) -> bool:
+        """Whether `v` depends on x at most linearly, by its form: x reaches it only through sums, negations,
+        products with one factor free of x, casts and reshapes (so a few probes find the coefficients exactly)."""
+        op = v.owner
+        if v is self.x or not isinstance(op, Op) or not self.depends(v):
+            return True
+        kind = op.attrs.get("op")
+        bound = [a for a in op.operands if self.depends(a)]
+        if kind in ("Mod", "Div") or (kind == "Mul" and len(bound) > 1):
+            return False
+        if kind not in ("Add", "Sub", "Mul") and bound != [op.operands[0]]:
+            return False  # a shape operand computed from x
+        return all(self.linear(a) for a in bound)
+
+    def depends(self, v: Value) -> bool:
+        if v not in self._depends:
+            op = v.owner
+            self._depends[v] = v is self.x or (isinstance(op, Op) and any(self.depends(a) for a in op.operands))
+        return self._depends[v]
+
+    def at(self, v: Value, probe: int) -> np.ndarray:
+        return self._eval(v, np.full(static_shape(self.x), probe, np.int64), {})
+
+    def affine(self, v: Value) -> tuple[np.ndarray, np.ndarray]:
+        """(slope, g), each indexed by v's last axis, with v = slope x + g at every position of x."""
+        need(self.linear(v))
+        zero = self.at(v, 0)
+        lanes = zero.shape[-1]
+        need(zero.shape == (*static_shape(self.x), lanes))
+        g = zero.reshape(-1, lanes)[0]
+        slope = self.at(v, 1).reshape(-1, lanes)[0] - g
+        with np.errstate(over="ignore"):
+            for p in PROBES:
+                need((self.at(v, p) == slope * np.int64(p) + g).all())
+        return slope, g
+
+    def _eval(self, v: Value, x: np.ndarray, memo: dict[Value, np.ndarray]) -> np.ndarray:
+        if v is self.x:
+            return x
+        if v in memo:
+            return memo[v]
+        op = v.owner
+        need(isinstance(op, Op) and v.type.elem.name == "i64")  # type: ignore[union-attr]
+        assert isinstance(op, Op)
+        if op.name == "param":
+            data = constant(v, self.consts)
+            need(data.dtype.kind in "iu")
+            out = data.astype(np.int64)
+        else:
+            need(op.name == "host.onnx" and op.attrs["op"] in self.OPS)
+            out = _apply(op, [self._eval(a, x, memo) for a in op.operands])
+        memo[v] = out
+        return out
+
+
+def _apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
+    kind = op.attrs["op"]
+    with np.errstate(over="ignore"):
+        if kind == "Add":
+            return args[0] + args[1]
+        if kind == "Sub":
+            return args[0] - args[1]
+        if kind == "Mul":
+            return args[0] * args[1]
+        if kind == "Neg":
+            return -args[0]
+        if kind in ("Mod", "Div"):
+            need(not (args[1] == 0).any())
+            if kind == "Div":  # only exact quotients: executors may round others either way
+                need(not np.remainder(args[0], args[1]).any())
+                return args[0] // args[1]
+            return np.fmod(args[0], args[1]) if op.attrs.get("fmod", 0) else np.remainder(args[0], args[1])
+    if kind == "Cast":
+        return args[0]  # from one i64 value to another (every value evaluated is i64)
+    if kind == "Unsqueeze":
+        out = args[0]
+        for axis in sorted(int(a) % (out.ndim + len(args[1])) for a in args[1].ravel()):
+            out = np.expand_dims(out, axis)
+        return out
+    if kind == "Reshape":
+        return args[0].reshape([int(d) for d in args[1].ravel()])
+    return np.broadcast_to(args[0], np.broadcast_shapes(args[0].shape, tuple(int(d) for d in args[1].ravel())))
+
+
+def pooled_over_lookups(block: Block, rows: Value, results: list[Value], consts: Consts) -> tuple[Op, str]:
+    """The ReduceSum or ReduceMean over axis 1 (the lookups of each bag) that alone reads `rows`, and its mode."""
+    found = users(block, rows)
+    need(len(found) == 1 and rows not in results)
+    reduce = host_op(found[0].results[0], "ReduceSum", "ReduceMean")
+    axes = (np.asarray(reduce.attrs.get("axes", [])) if len(reduce.operands) == 1  # ReduceMean's: an attribute
+            else constant(reduce.operands[1], consts))
+    need(reduce.attrs.get("keepdims", 1) == 0 and [int(a) % 3 for a in axes.ravel()] == [1])
+    return reduce, "sum" if reduce.attrs["op"] == "ReduceSum" else "mean"
+
+
+def replace_with_bags(block: Block, start: int, reduce: Op, x: Value, results: list[Value], name: str,
+                      operands: list[Value], attrs: dict[str, object], const: Const, host: Host) -> list[Value]:
+    """Put the bag op `name` over `operands`, then x flattened and one bag per row of x, in place of `reduce`;
+    returns `results` with the reduction's value replaced.  What the lowering's helpers appended to the block
+    since `start` moves before the reduction, with any param it reads that stands later (a constant is made
+    once and reused); the arithmetic left unused is pruned later."""
+    bags, length = static_shape(x)
+    flat = host("Reshape", [x, const(np.array([-1], np.int64))], (bags * length,), "i64",
+                hint=f"{name.split('.')[1]}_indices")
+    made = [*operands, flat, const(np.arange(bags + 1, dtype=np.int64) * length)]
+    moved = block.ops[start:]
+    del block.ops[start:]
+    here = block.ops.index(reduce)
+    later = [op for op in block.ops[here:] if op.name == "param" and any(op.result in m.operands for m in moved)]
+    later += [v.owner for v in made if isinstance(v.owner, Op) and v.owner.name == "param"
+              and v.owner in block.ops[here:] and v.owner not in later]
+    for op in later:
+        block.ops.remove(op)
+    for op in [*later, *moved]:
+        insert_before(reduce, op)
+    bag = insert_before(reduce, new_op(name, made, [tensor(static_shape(reduce.results[0]), "f32")], attrs))
+    bag.result.name = reduce.result.name
+    old = reduce.result
+    for op in block.ops:
+        op.operands = [bag.result if v is old else v for v in op.operands]
+    return [bag.result if v is old else v for v in results]
