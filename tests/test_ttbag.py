@@ -117,6 +117,8 @@ def test_a_train_deeper_than_the_machine_stays_on_the_core_unless_tuned_for_more
     [remark] = passes[1].remarks  # type: ignore[attr-defined]
     assert remark.endswith("remark: decouple: nest kept on the core: it has 12 loops, more than the 8 traversal "
                            "units it is tuned for (tus=N)"), remark
+    with pytest.raises(EmberError, match="pass 'decouple': tus=0 must be a positive number of traversal units"):
+        parse_pipeline("decouple{tus=0}")
     wide = compile_tt(text(p, q, ranks, 30), cores, "lower-emb,decouple{tus=12},to-dlc,codegen")
     with pytest.raises(EmberError, match="uses 12 traversal units; the machine has 8"):
         both(wide, feeds)

@@ -7,8 +7,8 @@ fire on each iteration of that loop (`on = "ite"`); ops after an inner loop fire
 loop's end (a callback `on = "end"` placed at the end of the inner loop's body).  A nest it
 cannot split this way (a loop bound computed by the core, a core value used by two different
 callbacks, more loops than the machine has traversal units: `tus`, each loop takes one) stays on the
-core whole, with a remark saying why.  So does a nest choose-plan keeps on
-the core (`plan = "core"`); its `plan = "decoupled"` mark moves to the access nest.
+core whole, with a remark saying why.  So does a nest choose-plan keeps on the core
+(`plan = "core"`); its `plan = "decoupled"` mark moves to the access nest.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..dialects.loop import INT_BINARY
 from ..ir.core import Block, Op, Value, new_op
+from ..ir.diagnostics import EmberError
 from ..ir.rewrite import clone, defined_in, replace_op
 from ..ir.types import INDEX, StreamType
 from .base import Decline, Pass
@@ -28,6 +29,10 @@ class Decouple(Pass):
     summary = "split loop nests into access loops (streams) and core callbacks (loop -> slc)"
     tus: int = 8  # traversal units of the machine tuned for (access.traversal_units of the default machine)
     remarks: list[str] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.tus < 1:
+            raise EmberError(f"pass 'decouple': tus={self.tus} must be a positive number of traversal units")
 
     def run(self, module: Op) -> None:
         for f in module.body.ops:
