@@ -23,7 +23,7 @@ BUCKETS = 1_000_000
 
 class DheBag(torch.nn.Module):
     def __init__(self, widths: tuple[int, ...], mode: str = "sum", bias: bool = True, one_prime: bool = False,
-                 scale: float = BUCKETS - 1, act: Any = torch.relu) -> None:
+                 scale: float = BUCKETS - 1, act: Any = torch.relu, other: str = "") -> None:
         super().__init__()
         rng = np.random.default_rng(len(widths))
         k = widths[0]
@@ -31,12 +31,20 @@ class DheBag(torch.nn.Module):
         self.register_buffer("shift", torch.from_numpy(rng.integers(0, 2**31 - 1, k)))
         self.register_buffer("prime", torch.tensor(2038074743) if one_prime else
                              torch.from_numpy(rng.choice(np.array([2038074743, 1000000007, 998244353]), k)))
+        if other == "per-position":  # a prime per lookup of the bag (shape L x 1), not per hash
+            self.prime = torch.tensor([[2038074743], [1000000007], [998244353], [7]][:k])
         self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b, bias=bias) for a, b in zip(widths, widths[1:]))
-        self.mode, self.scale, self.act = mode, scale, act
+        self.mode, self.scale, self.act, self.other = mode, scale, act, other
 
     def forward(self, indices: Any) -> Any:
-        h = (indices.unsqueeze(-1) * self.slope + self.shift) % self.prime % BUCKETS
+        x = indices.unsqueeze(-1)
+        if self.other == "mix":  # hash j of a lookup reads another lookup's index
+            bags, length = indices.shape
+            x = indices.reshape(1, -1).expand(len(self.slope), -1).reshape(bags, length, len(self.slope))
+        h = (x * self.slope + self.shift) % self.prime % BUCKETS
         a = h.float() / self.scale * 2 - 1
+        if self.other == "square":  # right at h = 0 and 1, which is all a 1 x 1 x 2 h would show at one probe
+            a = h.float() * h.float() / self.scale * 2 - 1
         for i, layer in enumerate(self.layers):
             a = layer(a)
             if i < len(self.layers) - 1:
@@ -67,7 +75,11 @@ def test_the_hashes_are_read_off_the_model(tmp_path: Path) -> None:
     assert [list(a) for a in arrays] == [list(module.slope.numpy()), list(module.shift.numpy()), [2038074743] * 6]
 
 
-@pytest.mark.parametrize("variant", [{"scale": float(BUCKETS)}, {"act": torch.tanh}])
-def test_other_models_stay_as_imported_and_still_equal_torch(tmp_path: Path, variant: dict[str, Any]) -> None:
-    ir = run(DheBag((8, 16, 4), **variant), tmp_path / "other.pt2", "O0")
+@pytest.mark.parametrize(("widths", "variant", "shape"), [
+    ((8, 16, 4), {"scale": float(BUCKETS)}, None), ((8, 16, 4), {"act": torch.tanh}, None),
+    ((4, 8), {"other": "per-position"}, (2, 4)), ((3, 8), {"other": "mix"}, None),
+    ((2, 4), {"other": "square"}, (1, 1))])
+def test_other_models_stay_as_imported_and_still_equal_torch(tmp_path: Path, widths: tuple[int, ...],
+                                                             variant: dict[str, Any], shape: Any) -> None:
+    ir = run(DheBag(widths, **variant), tmp_path / "other.pt2", "O0", shape)
     assert "emb.dhe" not in ir and "MatMul" in ir, ir

@@ -31,20 +31,23 @@ class RobeBag(torch.nn.Module):
     """Hetu-style ROBE: the block and offset of each element as buffers, or computed in forward with arange."""
 
     def __init__(self, block: int, mode: str = "sum", signed: bool = True, inline: bool = False,
-                 outer: int = SIZE, square: bool = False, wrap: bool = False) -> None:
+                 outer: int = SIZE, square: bool = False, wrap: bool = False, other: str = "") -> None:
         super().__init__()
         self.array = torch.nn.Parameter(torch.from_numpy(
             np.random.default_rng(block).standard_normal(SIZE).astype(np.float32)))
         e = torch.arange(DIM)
         self.register_buffer("c", e // block)
         self.register_buffer("o", e % block)
-        self.block, self.mode, self.signed, self.inline, self.outer, self.square, self.wrap = \
-            block, mode, signed, inline, outer, square, wrap
+        self.block, self.mode, self.signed, self.inline, self.outer, self.square, self.wrap, self.other = \
+            block, mode, signed, inline, outer, square, wrap, other
 
     def forward(self, indices: Any) -> Any:
         x = indices.unsqueeze(-1)
         if self.wrap:  # linear on every probe below 2^40, not beyond: refused by its form
             x = x % (1 << 40)
+        if self.other == "mix":  # element e of a lookup hashes another lookup's index: probes of one value hide it
+            bags, length = indices.shape
+            x = indices.reshape(1, -1).expand(DIM, -1).reshape(bags, length, DIM)
         if self.inline:
             e = torch.arange(DIM)
             pre = 1103515245 * x + 12345 * torch.div(e, self.block, rounding_mode="floor") + 616361018 + e % self.block
@@ -55,17 +58,19 @@ class RobeBag(torch.nn.Module):
         rows = self.array[pre % P % self.outer]
         if self.signed:
             sign = (214013 * x + 2531011 * torch.arange(DIM) + 69069) % P % 2 * 2 - 1
+            if self.other == "double":  # a second sign, +1 at every index the matcher probes but not in general
+                sign = sign * ((104252792 * x + 180421577) % P % 2 * 2 - 1)
             rows = rows * sign
         return rows.sum(dim=1) if self.mode == "sum" else rows.mean(dim=1)
 
 
-def indices() -> dict[str, np.ndarray]:
-    return {"indices": np.random.default_rng(4).integers(0, 10**7, size=(6, 5)).astype(np.int64)}
+def indices(shape: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+    return {"indices": np.random.default_rng(4).integers(0, 10**7, size=shape or (6, 5)).astype(np.int64)}
 
 
-def run(module: Any, path: Path, level: str) -> str:
+def run(module: Any, path: Path, level: str, shape: tuple[int, int] | None = None) -> str:
     """Import the saved module, simulate it on both engines and compare with torch; returns the imported IR."""
-    feeds = indices()
+    feeds = indices(shape)
     save(module, feeds, path)
     ir = print_module(import_model(str(path), path.name))
     want = module(torch.from_numpy(feeds["indices"])).detach().numpy()
@@ -89,7 +94,8 @@ def test_a_robe_module_imports_as_one_emb_robe(tmp_path: Path, suffix: str, leve
     assert (f'block = {z}, mode = "{mode}", prime = {P}, hash = [1103515245, {c}, 616361018], {sign}') in ir, ir
 
 
-@pytest.mark.parametrize("variant", [{"outer": SIZE - 1}, {"square": True}, {"wrap": True}])
+@pytest.mark.parametrize("variant", [{"outer": SIZE - 1}, {"square": True}, {"wrap": True}, {"other": "mix"},
+                                     {"other": "double"}])
 def test_other_arithmetic_stays_as_imported_and_still_equals_torch(tmp_path: Path, variant: dict[str, Any]) -> None:
     ir = run(RobeBag(4, **variant), tmp_path / "other.pt2", "O0")
     assert "emb.robe" not in ir and "emb.gather" in ir, ir

@@ -11,7 +11,7 @@ tensor ops and nn.Linear layers:
 imports op by op as host arithmetic, MatMul, Add and Relu.  This module finds that shape after the lowering and
 replaces it with one `emb.dhe`.  The hash is matched by meaning (matching.py): linear in the index by its form,
 slope and bias read off its values at probe indices.  The encoding must give, bit for bit in float32, what
-emb.dhe computes, 2 (h / (m - 1)) - 1, at a few hundred values of h (0, m - 1 and values between); the layers
+emb.dhe computes, 2 (h / (m - 1)) - 1, at every h or at 2^22 of them (`_check_encoding`); the layers
 must be nn.Linear's (the input times the transpose of an out x in weight, plus an optional bias).
 """
 
@@ -29,6 +29,7 @@ from .matching import (
     constant,
     host_op,
     index_input,
+    modulo,
     need,
     param_of,
     pooled_over_lookups,
@@ -62,17 +63,19 @@ def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, c
     need(cast is not None)
     assert cast is not None
     h = cast.operands[0]
-    outer = host_op(h, "Mod")
+    outer = modulo(h)
     buckets = scalar(outer.operands[1], consts)
     need(2 <= buckets < 1 << 31)
-    inner = host_op(outer.operands[0], "Mod")
+    inner = modulo(outer.operands[0])
     x = index_input(block, inner.operands[0])
     slope, bias = Eval(x, consts).affine(inner.operands[0])
     k = len(slope)
+    need(static_shape(h) == (*static_shape(x), k))
     prime = constant(inner.operands[1], consts)
-    need(prime.dtype.kind in "iu" and prime.size in (1, k))
-    prime = np.broadcast_to(prime.astype(np.int64).ravel(), (k,))
-    need((prime > 0).all() and static_shape(h) == (*static_shape(x), k))
+    need(prime.dtype.kind in "iu" and prime.ndim <= 3)
+    each = np.broadcast_to(prime.astype(np.int64), static_shape(h)).reshape(-1, k)  # one prime per hash, or none
+    need((each == each[0]).all() and (each[0] > 0).all())
+    prime = each[0]
     _check_encoding(encoded, h, buckets, consts)
     start = len(block.ops)
     operands = [const(np.array(slope)), const(np.array(bias)), const(np.array(prime))]
@@ -114,17 +117,27 @@ def _is_op(v: Value, name: str) -> bool:
     return isinstance(v.owner, Op) and v.owner.name == "host.onnx" and v.owner.attrs["op"] == name
 
 
+_EVERY = 1 << 22  # every h is tried when there are at most this many buckets; this many of them otherwise
+
+
 def _check_encoding(encoded: Value, h: Value, buckets: int, consts: Consts) -> None:
-    """The float32 arithmetic from h to the first layer's input equals 2 (h / (m - 1)) - 1, bit for bit."""
-    shape = static_shape(h)
-    rng = np.random.default_rng(0)
-    probe = rng.integers(0, buckets, size=shape, dtype=np.int64)
-    flat = probe.reshape(-1)
-    special = np.array([0, 1, buckets // 2, buckets - 2, buckets - 1], np.int64)
-    flat[:min(len(special), flat.size)] = special[:flat.size]
-    got = _float(encoded, h, probe, consts, {})
-    want = probe.astype(np.float32) / np.float32(buckets - 1) * np.float32(2) - np.float32(1)
-    need(got.dtype == np.float32 and got.shape == want.shape and (got.view(np.uint32) == want.view(np.uint32)).all())
+    """The float32 arithmetic from h to the first layer's input equals 2 (h / (m - 1)) - 1, bit for bit, at every
+    h in [0, m) or, for more buckets, at 2^22 of them (the ends, the middle and the rest at random).  The
+    arithmetic is elementwise with constants (`_float` takes nothing else), so it is evaluated on a probe of
+    (values, k), whatever h's own shape."""
+    k = static_shape(h)[-1]
+    if buckets <= _EVERY:
+        values = np.arange(buckets, dtype=np.int64)
+    else:
+        values = np.random.default_rng(0).integers(0, buckets, size=_EVERY, dtype=np.int64)
+        values[:5] = [0, 1, buckets // 2, buckets - 2, buckets - 1]
+    step = max(1, _EVERY // k)
+    for start in range(0, len(values), step):  # every value in every lane: per-lane constants are all tried
+        probe = np.repeat(values[start:start + step, None], k, axis=1)
+        got = _float(encoded, h, probe, consts, {})
+        want = probe.astype(np.float32) / np.float32(buckets - 1) * np.float32(2) - np.float32(1)
+        need(got.dtype == np.float32 and got.size == want.size
+             and (got.reshape(want.shape).view(np.uint32) == want.view(np.uint32)).all())
 
 
 def _float(v: Value, h: Value, probe: np.ndarray, consts: Consts, memo: dict[Value, np.ndarray]) -> np.ndarray:

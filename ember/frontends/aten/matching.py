@@ -41,6 +41,13 @@ def host_op(v: Value, *names: str) -> Op:
     return op
 
 
+def modulo(v: Value) -> Op:
+    """The Mod with Python's (floor) semantics, fmod = 0, that defines `v`."""
+    op = host_op(v, "Mod")
+    need(op.attrs.get("fmod", 0) == 0)
+    return op
+
+
 def param_of(v: Value) -> Op:
     op = v.owner
     need(isinstance(op, Op) and op.name == "param")
@@ -134,9 +141,13 @@ class Eval:
         need(zero.shape == (*static_shape(self.x), lanes))
         g = zero.reshape(-1, lanes)[0]
         slope = self.at(v, 1).reshape(-1, lanes)[0] - g
+        mixed = np.random.default_rng(0).integers(-(1 << 62), 1 << 62, size=static_shape(self.x), dtype=np.int64)
+        mixed.ravel()[:len(PROBES)] = PROBES[:mixed.size]
         with np.errstate(over="ignore"):
             for p in PROBES:
                 need((self.at(v, p) == slope * np.int64(p) + g).all())
+            # a different index at every position: lane j of position i must read the index at i, not another
+            need((self._eval(v, mixed, {}) == slope * mixed[..., None] + g).all())
         return slope, g
 
     def _eval(self, v: Value, x: np.ndarray, memo: dict[Value, np.ndarray]) -> np.ndarray:

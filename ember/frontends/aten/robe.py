@@ -25,7 +25,6 @@ import numpy as np
 from ...ir.core import Block, Op, Value
 from ...ir.types import ShapedType
 from .matching import (
-    PROBES,
     Const,
     Consts,
     Eval,
@@ -33,6 +32,7 @@ from .matching import (
     NoMatch,
     host_op,
     index_input,
+    modulo,
     need,
     param_of,
     pooled_over_lookups,
@@ -61,9 +61,9 @@ def _raise_one(block: Block, gather: Op, results: list[Value], consts: Consts, c
     array, where = gather.operands
     param_of(array)
     need(isinstance(array.type, ShapedType) and array.type.rank == 1 and array.type.elem.name == "f32")
-    outer = host_op(where, "Mod")
+    outer = modulo(where)
     need(scalar(outer.operands[1], consts) == static_shape(array)[0])
-    inner = host_op(outer.operands[0], "Mod")
+    inner = modulo(outer.operands[0])
     prime = scalar(inner.operands[1], consts)
     need(2 <= prime < _LIMIT)
     x = index_input(block, inner.operands[0])
@@ -107,16 +107,19 @@ def _sign(ev: Eval, rows: Value, block: Block, prime: int, consts: Consts) -> tu
     signed = host_op(other, "Cast").operands[0]
     parity = next((op for op in upstream(signed) if op.name == "host.onnx" and op.attrs["op"] == "Mod"
                    and _is(op.operands[1], 2, consts)), None)  # Mod(Mod(E', P), 2) under the sign's arithmetic
-    need(parity is not None)
+    need(parity is not None and parity.attrs.get("fmod", 0) == 0)
     assert parity is not None
-    inner = host_op(parity.operands[0], "Mod")
+    inner = modulo(parity.operands[0])
     need(scalar(inner.operands[1], consts) == prime)
     slope, g = ev.affine(inner.operands[0])
     need((slope == slope[0]).all())
     c = int(g[1] - g[0]) if len(g) > 1 else 0
     need((g == c * np.arange(len(g), dtype=np.int64) + g[0]).all())
-    for p in PROBES:  # the sign is 2 t - 1 of that parity t
-        need((ev.at(signed, p) == 2 * ev.at(parity.results[0], p) - 1).all())
+    # the sign is 2 t - 1 of that parity t: linear in t by its form (so nothing else of the index enters), and -1
+    # and +1 at t = 0 and 1
+    on_parity = Eval(parity.results[0], consts)
+    need(on_parity.linear(signed))
+    need((on_parity.at(signed, 0) == -1).all() and (on_parity.at(signed, 1) == 1).all())
     return mul, _coefficients(int(slope[0]), c, int(g[0]))
 
 
