@@ -272,6 +272,43 @@ def _gone(pid: int) -> bool:
     return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
+RACE_SCRIPT = """
+import os, signal, subprocess, sys
+import numpy as np
+from ember.backend.binary import disassemble
+from ember.sim.fast import engine as fast
+from ember.sim.machine import load_machine
+real = subprocess.Popen
+def popen(*args, **kwargs):
+    child = real(*args, **kwargs)
+    open(sys.argv[3], "w").write(str(child.pid))
+    os.kill(os.getpid(), signal.SIGTERM)  # the signal arrives before Popen has returned the child
+    sum(range(1000))
+    return child
+subprocess.Popen = popen
+program = disassemble(open(sys.argv[1], "rb").read(), "m.bin")
+fast.simulate(program, dict(np.load(sys.argv[2])), load_machine("default"), None, False)
+"""
+
+
+def test_sigterm_while_the_compiler_starts_still_kills_it(program: Program, tmp_path: Path) -> None:
+    """A signal that arrives while the compiler's process is being started, before the caller holds it, waits
+    until it does: cleanup then kills the compiler (it was left running, seen under load)."""
+    cc = fake_cc(tmp_path / "slow-cc", "exec sleep 60\n")
+    binary = tmp_path / "m.bin"
+    binary.write_bytes(assemble(program))
+    cache, child = tmp_path / "cache", tmp_path / "child"
+    env = dict(os.environ, CC=cc, EMBER_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", RACE_SCRIPT, str(binary), str(INPUTS), str(child)], env=env,
+                       capture_output=True, timeout=60)
+    assert r.returncode == -signal.SIGTERM, r.stderr.decode()
+    pid, deadline = int(child.read_text()), time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid)  # killed, not left running for a minute
+    assert listing(cache) == []
+
+
 @pytest.mark.parametrize("caller", ["default", "handler"])
 def test_sigterm_during_compilation_leaves_no_temporary_file(program: Program, tmp_path: Path, caller: str) -> None:
     """A slow compiler is interrupted: its partial output and every temporary name are removed, the compiler is

@@ -25,8 +25,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import FrameType
 
@@ -170,11 +170,12 @@ def build(cc: str, source: str, d: Path, key: str) -> bytes:
     _sweep(d)
     tmp_so, tmp_side = _temp_name(d, key, ".so"), _temp_name(d, key, ".sha256")
     proc: subprocess.Popen[bytes] | None = None
-    with _signals_unwind():
+    with _signals_unwind() as held:
         try:
             try:
-                proc = subprocess.Popen([cc, *CFLAGS, "-x", "c", "-", "-o", str(tmp_so)], stdin=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                with held():  # a signal now waits until `proc` names the compiler, so that cleanup can kill it
+                    proc = subprocess.Popen([cc, *CFLAGS, "-x", "c", "-", "-o", str(tmp_so)], stdin=subprocess.PIPE,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             except OSError as e:
                 raise Unsupported(f"a C compiler that cannot be run ({cc}: {e.strerror or e})") from None
             _, err = proc.communicate(source.encode())
@@ -309,23 +310,37 @@ class _Interrupted(BaseException):
 
 
 @contextmanager
-def _signals_unwind() -> Iterator[None]:
+def _signals_unwind() -> Iterator[Callable[[], AbstractContextManager[None]]]:
     """While the block runs, SIGTERM, SIGINT and SIGHUP unwind it (running its `finally`) instead of ending the
     process on the spot; afterwards the caller's own handlers are back and the signal is delivered to them as
     if it had just arrived: the default action ends the process by that signal, a Python handler is called.
 
+    It yields `held`: inside `with held():` a signal only waits, and unwinds at the end of that block, so that
+    a statement such as `proc = Popen(...)` either finishes (and cleanup knows the child) or never starts it.
     Signals the caller ignores stay ignored.  Outside the main thread handlers cannot be set, so there
     only `finally` cleans up (exceptions, not signals).
     """
     previous: dict[int, object] = {}
     pending: list[int] = []
     armed = [True]
+    holding = [False]
 
     def handler(signum: int, frame: FrameType | None) -> None:
         pending.append(signum)
-        if armed[0]:  # the first signal unwinds; another one must not cut the cleanup short
+        if armed[0] and not holding[0]:  # the first signal unwinds; another one must not cut the cleanup short
             armed[0] = False
             raise _Interrupted(signum)
+
+    @contextmanager
+    def held() -> Iterator[None]:
+        holding[0] = True
+        try:
+            yield
+        finally:
+            holding[0] = False
+        if pending and armed[0]:
+            armed[0] = False
+            raise _Interrupted(pending[0])
 
     interrupted = False
     try:  # from the first handler on: a signal arriving while the rest are set still restores them all
@@ -335,7 +350,7 @@ def _signals_unwind() -> Iterator[None]:
                 continue
             previous[s] = old
             signal.signal(s, handler)
-        yield
+        yield held
     except _Interrupted:
         interrupted = True
     finally:
