@@ -47,7 +47,7 @@ def raise_dhe(block: Block, results: list[Value], consts: Consts, const: Const, 
     for reduce in [op for op in block.ops if op.name == "host.onnx" and op.attrs["op"] in ("ReduceSum", "ReduceMean")]:
         try:
             results = _raise_one(block, reduce, results, consts, const, host)
-        except NoMatch:
+        except (NoMatch, ValueError, IndexError):  # numpy's, on shapes that do not fit: not this pattern either
             continue
     return results
 

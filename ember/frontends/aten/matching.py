@@ -10,6 +10,7 @@ what the probes show (`Eval.linear`).  Anything that does not match stays as it 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -19,6 +20,7 @@ from ...ir.rewrite import insert_before
 from ...ir.types import ShapedType, tensor
 
 PROBES = (0, 1, 2, 3, 977, 65_537, 1_000_003, 123_456_789)  # the indices the arithmetic is evaluated at
+MAX_ELEMENTS = 1 << 24  # a larger value (128 MB of int64) is not evaluated: the model is left as imported
 Consts = Callable[[str], np.ndarray | None]  # a param's data by name, None when it is not known at import
 Const = Callable[[np.ndarray], Value]  # the lowering's: a constant's param, appended to the block
 Host = Callable[..., Value]  # the lowering's: a host op, appended to the block
@@ -82,14 +84,14 @@ def scalar(v: Value, consts: Consts) -> int:
 
 def upstream(v: Value) -> list[Op]:
     """The ops `v` is computed from, nearest first."""
-    seen: list[Op] = []
-    todo = [v]
+    seen: dict[Op, None] = {}  # ordered, and a set for the membership test (a large model's graph is long)
+    todo = deque([v])
     while todo:
-        op = todo.pop(0).owner
+        op = todo.popleft().owner
         if isinstance(op, Op) and op not in seen:
-            seen.append(op)
+            seen[op] = None
             todo.extend(op.operands)
-    return seen
+    return list(seen)
 
 
 def index_input(block: Block, v: Value) -> Value:
@@ -164,7 +166,12 @@ class Eval:
             out = data.astype(np.int64)
         else:
             need(op.name == "host.onnx" and op.attrs["op"] in self.OPS)
-            out = _apply(op, [self._eval(a, x, memo) for a in op.operands])
+            args = [self._eval(a, x, memo) for a in op.operands]
+            try:
+                out = _apply(op, args)
+            except (ValueError, IndexError, TypeError):  # shapes that do not fit: not a hash this can read
+                raise NoMatch from None
+            need(out.size <= MAX_ELEMENTS)
         memo[v] = out
         return out
 

@@ -51,7 +51,7 @@ def raise_robe(block: Block, results: list[Value], consts: Consts, const: Const,
     for gather in [op for op in block.ops if op.name == "emb.gather"]:
         try:
             results = _raise_one(block, gather, results, consts, const, host)
-        except NoMatch:
+        except (NoMatch, ValueError, IndexError):  # numpy's, on shapes that do not fit: not this pattern either
             continue
     return results
 
