@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import OP_LEVELS, compile_text, run_tool
+from conftest import OP_MODES, compile_text, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
@@ -76,8 +76,7 @@ def compile_dhe(source: str, params: dict[str, np.ndarray], level: str) -> Progr
     return compile_text(source, params, level, "dhe.eir")
 
 
-@pytest.mark.parametrize("level", OP_LEVELS)
-@pytest.mark.parametrize("mode", ["sum", "mean", "weighted"])
+@pytest.mark.parametrize(("mode", "level"), OP_MODES)
 @pytest.mark.parametrize("widths", [[16, 8], [24, 16, 8], [12, 10, 6, 4]])
 def test_dhe_bag_matches_hetus_encoding_and_an_mlp_on_both_engines(widths: list[int], mode: str, level: str) -> None:
     """Three layers take 9 loops, more than the default machine's 8 traversal units: decouple keeps that nest on

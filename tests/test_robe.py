@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import OP_LEVELS, compile_text, run_tool
+from conftest import OP_MODES, compile_text, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
@@ -59,8 +59,7 @@ def compile_robe(source: str, array: np.ndarray, level: str) -> Program:
     return compile_text(source, {"m": array}, level, "robe.eir")
 
 
-@pytest.mark.parametrize("level", OP_LEVELS)
-@pytest.mark.parametrize("mode", ["sum", "mean", "weighted"])
+@pytest.mark.parametrize(("mode", "level"), OP_MODES)
 @pytest.mark.parametrize(("size", "dim", "block"), [(97, 16, 4), (10, 12, 12)])  # a block longer than the array
 def test_robe_bag_matches_hetus_kernels_on_both_engines(size: int, dim: int, block: int, mode: str,
                                                         level: str) -> None:

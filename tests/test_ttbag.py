@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import OP_LEVELS, compile_text, run_tool
+from conftest import OP_MODES, compile_text, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
@@ -79,8 +79,7 @@ def compile_tt(source: str, cores: list[np.ndarray], level: str) -> Program:
     return compile_text(source, {f"g{k}": c for k, c in enumerate(cores)}, level, "tt.eir")
 
 
-@pytest.mark.parametrize("level", OP_LEVELS)
-@pytest.mark.parametrize("mode", ["sum", "mean", "weighted"])
+@pytest.mark.parametrize(("mode", "level"), OP_MODES)
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_tt_bag_matches_the_fbtt_definition_on_both_engines(n: int, mode: str, level: str) -> None:
     """Four cores take 12 loops, more than the default machine's 8 traversal units: decouple keeps that nest on the
