@@ -26,7 +26,7 @@ alone get a remark saying why, among them tables an array of S elements would no
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import ClassVar
 
@@ -113,7 +113,7 @@ class Layout:
         total = np.zeros(self.size)
         count = np.zeros(self.size)
         for t, table in enumerate(tables):
-            layout = Layout(self.size, self.block, self.seed, self.table + t)
+            layout = replace(self, table=self.table + t)
             rows, dim = table.shape
             step = self.step(dim)
             for start in range(0, rows, step):
@@ -191,8 +191,8 @@ class RobeTables(PatternPass):
 
     def run(self, module: Op) -> None:
         self.weights = read_weights(self.weights_file or module.attrs.get("weights"))
+        self.together, self.arrays = {}, {}  # this module's tables and fits, not an earlier module's
         if self.shared:
-            self.together = {}
             for op in module.walk():
                 if op.name == "emb.bag" and not kept(op):
                     try:
@@ -228,8 +228,7 @@ class RobeTables(PatternPass):
         if array not in self.arrays:
             rows = [float_rows(self.weights, src) for src in srcs]
             bad = next((r for r in rows if isinstance(r, str)), None)
-            whole = Layout(layout.size, layout.block, layout.seed)
-            self.arrays[array] = bad if bad is not None else whole.fit(rows)  # type: ignore[arg-type]
+            self.arrays[array] = bad if bad is not None else replace(layout, table=0).fit(rows)  # type: ignore[arg-type]
         return self.arrays[array]
 
 
