@@ -6,13 +6,20 @@ aside) while hypothesis looks for a smaller case, within a time budget.  Then ge
 the next seed for the cases left, so one campaign reports every distinct failure it meets, each
 minimized once and counted every time.  `jobs` lanes run side by side in forked processes, each with
 its own seed and worker.
+
+Repeatable means the seed alone picks the cases.  Hypothesis (6.13x on) also draws, now and then, a
+literal it found in the source of the project modules imported so far, so the same seed gave other
+programs in a process that had imported more of Ember (a test run, against `ember-fuzz`).  The
+campaign turns that pool off while it draws (`_code_constants_off`); the edge values the generator
+needs are its own (programs.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -92,6 +99,26 @@ def cases(names: list[str]) -> st.SearchStrategy[Generated | Mutated]:
     return pick.flatmap(lambda k: kinds.get(k, kinds["gen"]))
 
 
+@contextlib.contextmanager
+def _code_constants_off() -> Iterator[None]:
+    """Hypothesis without the literals of the modules imported so far (see the module's docstring).  The hooks
+    are internal to hypothesis, which the `test` extra pins; were they gone, the draws would still be valid."""
+    from hypothesis.internal.conjecture import providers
+
+    saved = getattr(providers, "_get_local_constants", None)
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+    if saved is None or not isinstance(cache, dict):
+        yield
+        return
+    providers._get_local_constants = providers.Constants  # an empty pool: integers, floats, bytes, strings
+    cache.clear()  # the permitted constants of each kind of draw, worked out from the pool
+    try:
+        yield
+    finally:
+        providers._get_local_constants = saved
+        cache.clear()
+
+
 class _Found(Exception):
     """Raised in the hypothesis test to make it shrink the case at hand."""
 
@@ -114,17 +141,18 @@ class Lane:
         strategy = cases(list(samples()))
         round_ = 0
         try:
-            while self.summary.runs < self.runs:
-                self.target = None
-                test = self.hypothesis_test(strategy, self.runs - self.summary.runs, self.seed * 100_003 + round_)
-                try:
-                    test()
-                except Exception:  # _Found, or hypothesis giving up on a failure that did not replay (a hang)
-                    pass
-                if self.target is None:
-                    break  # every case was drawn
-                self.finish_shrinking()
-                round_ += 1
+            with _code_constants_off():
+                while self.summary.runs < self.runs:
+                    self.target = None
+                    test = self.hypothesis_test(strategy, self.runs - self.summary.runs, self.seed * 100_003 + round_)
+                    try:
+                        test()
+                    except Exception:  # _Found, or hypothesis giving up on a failure that did not replay (a hang)
+                        pass
+                    if self.target is None:
+                        break  # every case was drawn
+                    self.finish_shrinking()
+                    round_ += 1
         finally:
             self.worker.stop()
         self.summary.seconds = time.monotonic() - t0
