@@ -19,8 +19,14 @@ MACHINES = {"default": load_machine("default"),
             "dram1": load_machine("default").with_overrides(["dram.bytes_per_cycle=1"])}
 
 
+# One workload of each class in `make test`, the rest of the tiny suite in `make bench`: a case compiles six programs.
+IN_MAKE_TEST = ("RM1_L0", "RM3_L0", "MP_wiki-Talk", "GNN_arxiv", "KG_biokg", "SpAttn_2")
+SOL_WORKLOADS = [pytest.param(w.name, marks=[] if w.name in IN_MAKE_TEST else [pytest.mark.slow])
+                 for w in suite("tiny")]
+
+
 @pytest.mark.parametrize("machine", sorted(MACHINES))
-@pytest.mark.parametrize("workload", [w.name for w in suite("tiny")])
+@pytest.mark.parametrize("workload", SOL_WORKLOADS)
 def test_sol_is_the_same_for_every_variant_and_below_every_run(workload: str, machine: str) -> None:
     """sol.* depend on the operation and its data only: every variant (O0..O3, core-only, hand-written) gets the
     same DRAM and execute bounds, the decoupled ones the same access bound; and no run beats them."""
