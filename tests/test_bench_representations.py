@@ -32,7 +32,8 @@ def test_every_form_has_a_row_at_every_level_and_experts_where_they_exist(tiny_r
     _, rows = tiny_rm1
     got = {(r["workload"], r["variant"]) for r in rows}
     names = [f"RM1_{form}" for form, _ in FORMS.values()]
-    assert got == {(n, v) for n in names for v in LEVELS} | {("RM1_float32", "hand"), ("RM1_int8", "hand")}
+    experts = {("RM1_float32", "hand"), ("RM1_int8", "hand"), ("RM1_int4", "hand")}
+    assert got == {(n, v) for n in names for v in LEVELS} | experts
     for r in rows:
         assert r["cycles"] > 0 and 0 < r["sol_fraction"] <= 1, (r["workload"], r["variant"])
 
@@ -104,20 +105,27 @@ def test_paper_size_runs_timing_only_with_no_table_data(tmp_path: Path) -> None:
     assert res.returncode == 1 and "--timing-only" in res.stderr.decode()
 
 
-def test_the_int8_expert_equals_fbgemm_bit_for_bit_on_both_engines() -> None:
-    """The expert kernel keeps FBGEMM's rounding, acc = fma(scale, q, acc + bias), as the compiled qbag does."""
+@pytest.mark.parametrize(("bits", "dim"), [(8, 32), (4, 32), (4, 64), (4, 128)])
+def test_the_quantized_experts_equal_fbgemm_bit_for_bit_on_both_engines(bits: int, dim: int) -> None:
+    """The expert kernels keep FBGEMM's rounding, acc = fma(scale, q, acc + bias), as the compiled qbag does; the
+    int4 ones split each byte into its nibbles with float arithmetic, checked here on every byte value 0..255."""
     from test_fast_engine import both
     from test_quantized import fbgemm_bag
 
     from ember.bench.run import handwritten
 
     rng = np.random.default_rng(5)
-    q = prepack(rng.standard_normal((30, 32)).astype(np.float32), 8)
-    idx = rng.integers(0, 30, 23)
-    off = np.array([0, 5, 5, 12, 23])  # an empty bag among them
-    program = handwritten("qbag8", 32).program
+    rows = 40
+    q = prepack(rng.standard_normal((rows, dim)).astype(np.float32), bits)
+    codes = q[:, :dim * bits // 8].reshape(-1)
+    codes[:256] = np.arange(256, dtype=np.uint8)  # every byte, in the first rows
+    q[:, :dim * bits // 8] = codes.reshape(rows, -1)
+    first = -(-256 // (dim * bits // 8))  # the rows that hold them
+    idx = np.concatenate([np.arange(first), rng.integers(0, rows, 23)])
+    off = np.array([0, first, first + 5, first + 5, first + 12, len(idx)])  # an empty bag among them
+    program = handwritten(f"qbag{bits}", dim).program
     program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = q
     got, _, fast_got, _ = both(program, {"indices": idx, "offsets": off})
-    want = fbgemm_bag(q, idx, off, 8, "sum", None)
+    want = fbgemm_bag(q, idx, off, bits, "sum", None)
     np.testing.assert_array_equal(got["output"], want)
     np.testing.assert_array_equal(fast_got["output"], want)
