@@ -7,11 +7,11 @@ the next seed for the cases left, so one campaign reports every distinct failure
 minimized once and counted every time.  `jobs` lanes run side by side in forked processes, each with
 its own seed and worker.
 
-Repeatable means the seed alone picks the cases.  Hypothesis (6.13x on) also draws, now and then, a
-literal it found in the source of the project modules imported so far, so the same seed gave other
-programs in a process that had imported more of Ember (a test run, against `ember-fuzz`).  The
-campaign turns that pool off while it draws (`_code_constants_off`); the edge values the generator
-needs are its own (programs.py).
+Repeatable means the seed alone picks the cases.  Hypothesis (6.170, which the `test` extra pins) also
+draws, now and then, a literal it found in the source of the project modules imported so far, so the
+same seed gave other programs in a process that had imported more of Ember (a test run, against
+`ember-fuzz`).  The campaign turns that pool off while it draws (`_code_constants_off`); the edge values
+the generator needs are its own (programs.py).
 """
 
 from __future__ import annotations
