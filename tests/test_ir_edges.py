@@ -171,3 +171,37 @@ def test_apply_patterns_visits_the_root_and_skips_what_an_earlier_rewrite_remove
 def test_codegen_of_an_empty_module_points_at_the_module() -> None:
     with pytest.raises(EmberError, match=r"^s.eir:1:1: error: codegen: the module has no function$"):
         codegen(parse_module("module {\n}\n", "s.eir"))
+
+
+def test_new_ops_and_their_clones_keep_their_source_position() -> None:
+    """Remarks and errors point at the op's line: new_op must store `loc`, and clone (unroll, hoist) copy it into
+    every op it copies, nested ones included."""
+    from ember.ir.diagnostics import Loc
+    from ember.ir.rewrite import clone
+
+    inner = new_op("loop.const", [], [INDEX], {"value": 1}, loc=Loc("m.eir", 3, 5))
+    outer = new_op("loop.for", [], [], {}, [Block([], [inner])], loc=Loc("m.eir", 2, 1))
+    assert inner.loc == Loc("m.eir", 3, 5)
+    copy = clone(outer, {})
+    assert copy.loc == Loc("m.eir", 2, 1) and copy.regions[0].ops[0].loc == Loc("m.eir", 3, 5)
+
+
+def test_apply_patterns_counts_every_rewrite() -> None:
+    class Rename(RewritePattern):
+        def match_and_rewrite(self, op: Op) -> bool:
+            if op.name != "loop.const" or op.attrs.get("done"):
+                return False
+            op.attrs["done"] = True
+            return True
+
+    body = Block([])
+    for k in range(3):
+        body.add(new_op("loop.const", [], [INDEX], {"value": k}))
+    root = new_op("module", regions=[body])
+    assert apply_patterns(root, [Rename()], ValueError, lambda op, e: None) == 3
+    assert apply_patterns(root, [Rename()], ValueError, lambda op, e: None) == 0
+
+
+def test_a_module_parsed_without_a_file_name_is_called_input() -> None:
+    with pytest.raises(EmberError, match=r"^<input>:1:1: error: "):
+        parse_module("}")
