@@ -210,3 +210,18 @@ def test_compiled_o3_equals_the_expert_shape_on_a_gather() -> None:
     out = run(GATHER, "O3", M).stats
     assert out["tokens"] == GATHER.bags
     assert np.isfinite(out["sol_fraction"])
+
+
+def test_bench_hand_takes_a_users_kernel_for_every_form_of_the_representations_suite(tmp_path: Path) -> None:
+    """--hand accepts every kind a workload computes, the representation forms included (it listed only the kinds
+    that had built-in experts when it was written, so --hand qbag4=... was refused once int4 had one)."""
+    from ember.bench.forms import FORMS
+    from ember.bench.workloads import KINDS
+
+    assert set(FORMS) <= set(KINDS)
+    mine = tmp_path / "mine.dae"
+    mine.write_text((ROOT / "samples" / "handwritten" / "qbag4.d32.dae").read_text())
+    ok = bench("--suite", "representations-tiny", "--only", "RM1_int4", "--variants", "hand", "--hand",
+               f"qbag4={mine}")
+    assert ok.returncode == 0, ok.stderr
+    assert "RM1_int4 hand: mine.dae" in ok.stdout + ok.stderr

@@ -64,9 +64,9 @@ def to_csv(table: list[dict[str, Any]]) -> str:
                    "core = compiled for the core alone (no access unit)")
 @click.option("--hand", "hands", multiple=True, metavar="KIND=FILE.dae",
               help="your own DAE kernel as the hand-written baseline of every workload of KIND (bag_sum, "
-                   "bag_weighted, gather, or qbag8: the int8 tables of --suite representations), checked against "
-                   "numpy like the built-in ones; repeatable, and with several for one KIND the fastest is the "
-                   "baseline")
+                   "bag_weighted, gather, or a form of --suite representations: qbag8, qbag4, ttbag, robe, dhe), "
+                   "checked against numpy like the built-in ones; repeatable, and with several for one KIND the "
+                   "fastest is the baseline")
 @click.option("--machine", default="default", show_default=True, metavar="NAME|FILE.toml",
               help="machine preset name or .toml file")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
