@@ -22,8 +22,8 @@ from ember.sim.stats import Stats
 HOST_TIME = {"host_seconds", "sim_cycles_per_host_second", "lookups_per_host_second"}
 # -O1 and -O2 (passes that -O3 also runs, on fewer ops) are checked in `make bench`, to keep `make test` under ten
 # minutes: most of its time is the C compiler's, one program per case.
-LEVELS = [pytest.param(v, marks=[pytest.mark.slow] if v in ("O1", "O2") else [])
-          for v in ("O0", "O1", "O2", "O3", "core")]
+IN_BENCH = ("O1", "O2")
+LEVELS = [pytest.param(v, marks=[pytest.mark.slow] if v in IN_BENCH else []) for v in ("O0", "O1", "O2", "O3", "core")]
 MACHINE = load_machine("default")
 SAMPLES = sorted(p.name for p in MODELS.glob("*.onnx"))
 
@@ -57,7 +57,7 @@ def test_identical_on_every_sample_model(model: str, level: str) -> None:
 
 
 def workload_cases(scale: str) -> list[object]:
-    return [pytest.param(w.name, v, marks=[pytest.mark.slow] if v in ("O1", "O2") else []) for w in suite(scale)
+    return [pytest.param(w.name, v, marks=[pytest.mark.slow] if v in IN_BENCH else []) for w in suite(scale)
             for v in VARIANTS]
 
 
