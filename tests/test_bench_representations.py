@@ -12,7 +12,7 @@ import pytest
 from conftest import run_tool
 
 from ember.bench.forms import FORMS, FormWorkload, dhe_rows, dhe_weights, suite
-from ember.bench.run import compile_variant, run
+from ember.bench.run import compile_variant, handwritten, run
 from ember.passes.quantize_tables import prepack
 from ember.sim.machine import load_machine
 
@@ -112,8 +112,6 @@ def test_the_quantized_experts_equal_fbgemm_bit_for_bit_on_both_engines(bits: in
     from test_fast_engine import both
     from test_quantized import fbgemm_bag
 
-    from ember.bench.run import handwritten
-
     rng = np.random.default_rng(5)
     rows = 40
     q = prepack(rng.standard_normal((rows, dim)).astype(np.float32), bits)
@@ -138,8 +136,6 @@ def test_the_dhe_expert_equals_the_compiled_mlp_bit_for_bit_on_both_engines(name
     compiled code is scalar, so its outputs are the same bits, not only close to numpy's.  Two bags of two
     lookups: the reference engine takes 18,000-53,000 cycles a lookup of the compiled program."""
     from test_fast_engine import both
-
-    from ember.bench.run import handwritten
 
     tiny = next(x for x in suite("representations-tiny") if x.name == name)
     w = FormWorkload(name, "dhe", 1, tiny.rows, tiny.dim, 2, 2, 0.0)
