@@ -93,6 +93,20 @@ def test_an_op_defined_at_run_time_is_verified_by_its_definition() -> None:
         op.operands, op.results = [x], []
         with pytest.raises(EmberError, match=r"'test\.pair' expects 1 results, got 0"):
             verify(root)
+        op.results = [Value(INDEX)]
+        del op.attrs["k"]
+        with pytest.raises(EmberError, match=r"'test\.pair' requires attribute 'k'$"):
+            verify(root)
+        op.attrs["k"], op.regions = 1, [Block([])]
+        with pytest.raises(EmberError, match=r"'test\.pair' expects 0 regions, got 1$"):
+            verify(root)
+        op.regions = []
+        define("test.pair", operands=(1, None), results=1, attrs=("k",))(_pair)
+        op.operands = []
+        with pytest.raises(EmberError, match=r"'test\.pair' expects 1\.\. operands, got 0$"):
+            verify(root)
+        op.operands = [x] * 5
+        verify(root)
         define("test.pair", doc="Explicit.")(_pair)
         assert REGISTRY["test.pair"].doc == "Explicit." and REGISTRY["test.pair"].operands == (0, 0)
     finally:
@@ -205,3 +219,48 @@ def test_apply_patterns_counts_every_rewrite() -> None:
 def test_a_module_parsed_without_a_file_name_is_called_input() -> None:
     with pytest.raises(EmberError, match=r"^<input>:1:1: error: "):
         parse_module("}")
+
+
+def test_a_builder_places_ops_at_its_position_unless_they_carry_their_own() -> None:
+    """Passes build ops with a Builder placed at the op they replace: remarks on a new op point there, but an
+    op moved or cloned with its own position keeps it."""
+    from ember.ir.builder import Builder
+    from ember.ir.diagnostics import Loc
+
+    body = Block([])
+    b = Builder(body, loc=Loc("m.eir", 7, 3))
+    fresh = b.insert(new_op("loop.const", [], [INDEX], {"value": 1}))
+    moved = b.insert(new_op("loop.const", [], [INDEX], {"value": 2}, loc=Loc("m.eir", 2, 9)))
+    assert fresh.loc == Loc("m.eir", 7, 3) and moved.loc == Loc("m.eir", 2, 9)
+    assert body.ops == [fresh, moved] and fresh.parent is body
+
+
+def test_apply_patterns_hands_each_decline_to_the_remark() -> None:
+    class Decline(RewritePattern):
+        def match_and_rewrite(self, op: Op) -> bool:
+            if op.name == "loop.const":
+                raise ValueError(f"const {op.attrs['value']} declined")
+            return False
+
+    body = Block([])
+    for k in range(2):
+        body.add(new_op("loop.const", [], [INDEX], {"value": k}))
+    root = new_op("module", regions=[body])
+    said: list[tuple[Op, str]] = []
+    assert apply_patterns(root, [Decline()], ValueError, lambda op, e: said.append((op, str(e)))) == 0
+    assert said == [(body.ops[0], "const 0 declined"), (body.ops[1], "const 1 declined")]
+
+
+def test_a_syntax_error_lists_up_to_six_expected_tokens() -> None:
+    """Six alternatives still help the reader; past that the list is noise and is left out."""
+    six = error_of("module {\n  func @main(%x: memref<4xi64>:")
+    assert six.splitlines()[0] == ("s.eir:2:31: error: unexpected ':' (expected COMMA, LPAR, MORETHAN, RBRACE, "
+                                   "RPAR, RSQB)")
+    many = error_of(func("    %a = loop.const {value = }"))
+    assert many.splitlines()[0] == "s.eir:3:30: error: unexpected '}'"
+
+
+def test_a_dense_attribute_of_one_value_holds_a_list() -> None:
+    m = parse_module(func("    %a = loop.const {value = dense<5> : tensor<1xi64>} : index\n    return\n"), "s.eir")
+    d = m.body.ops[0].body.ops[0].attrs["value"]
+    assert d.values == [5] and d.array().tolist() == [5]

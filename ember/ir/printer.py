@@ -24,8 +24,7 @@ def format_float(x: float) -> str:
         return "nan"
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
-    s = repr(float(x))
-    return s if any(c in s for c in ".en") else s + ".0"
+    return repr(float(x))  # a finite float's repr always has a '.' or an exponent: it reads back as a float
 
 
 def format_attr(v: Any) -> str:
