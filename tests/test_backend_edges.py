@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,6 +37,8 @@ from ember.ir.printer import DenseAttr
 from ember.ir.types import ScalarType, ShapedType
 from ember.sim.engine import simulate
 from ember.sim.machine import load_machine
+
+EXAMPLE_TEXT = (Path(__file__).resolve().parent / "data" / "example.dae").read_text()
 
 # ----------------------------------------------------------------------------- .bin, built by hand
 
@@ -803,3 +806,98 @@ def test_a_host_attribute_outside_int64_is_refused_where_it_is_written(value: st
     with pytest.raises(EmberError, match="h.dae:5:") as e:
         parse_dae(text, "h.dae")
     assert "outside the 64-bit integers an ONNX attribute (and the binary) can hold" in str(e.value)
+
+
+def test_a_power_of_two_multiplier_or_divisor_is_an_immediate() -> None:
+    """The core times a multiply, divide or remainder by a power of two as the shift or mask a compiler emits
+    (execute.uops_of), so codegen passes such a constant as an immediate; any other constant stays a register."""
+    body = CONSTS + """
+    %c8 = loop.const {value = 8} : i64
+    %c6 = loop.const {value = 6} : i64
+    loop.for %c0, %n, %c1 (%i: index) {
+      %v = loop.load %x, %i : i64
+      %a = loop.muli %c8, %v : i64
+      %b = loop.muli %a, %c6 : i64
+      %d = loop.divi %b, %c8 : i64
+      %r = loop.remi %v, %c6 : i64
+      %s = loop.addi %d, %r : i64
+      loop.store %s, %out, %i
+    }"""
+    p = compile_loop(body)
+    ops = {i.op: i.args for i in p.code if isinstance(i, Instr) and i.op in ("div", "rem")}
+    muls = [i.args for i in p.code if isinstance(i, Instr) and i.op == "mul"]
+    assert [type(a[1]).__name__ for a in muls] == ["int", "Reg"] and muls[0][1] == 8
+    assert [type(a[2]).__name__ for a in muls] == ["Reg", "Reg"]
+    assert ops["div"][2] == 8 and isinstance(ops["rem"][2], Reg)
+    x = np.array([5, -3, 0, 7], dtype=np.int64)
+    np.testing.assert_array_equal(run(p, x=x)["output0"], x * 8 * 6 // 8 + x % 6)
+
+
+def test_a_vector_select_picks_lanes_by_its_mask() -> None:
+    body = """    %one = loop.const {value = 1.0} : f32
+    %two = loop.const {value = 2.0} : f32
+    %c0 = loop.const {value = 0} : index
+    %c3 = loop.const {value = 3} : index
+    %c4 = loop.const {value = 4} : index
+    %out = loop.alloc : memref<4xf32>
+    %m = loop.tailmask %c0, %c3 : vector<4xi1>
+    %all = loop.tailmask %c0, %c4 : vector<4xi1>
+    %a = loop.splat %one : vector<4xf32>
+    %b = loop.splat %two : vector<4xf32>
+    %y = loop.select %m, %a, %b : vector<4xf32>
+    loop.vstore %y, %out, %c0, %all"""
+    p = compile_loop(body, args="", results="memref<4xf32>")
+    assert any(isinstance(i, Instr) and i.op == "vsel" for i in p.code)
+    np.testing.assert_array_equal(run(p)["output0"], np.array([1, 1, 1, 2], np.float32))
+
+
+def test_work_records_of_robe_bags() -> None:
+    body = ('%a = param {name = "a"} : tensor<64xf32>\n    %out = emb.robe %a, %i, %o {block = 2, mode = "MODE", '
+            'prime = 2038074743, hash = [3, 5, 7], sign = [0, 0, 1]} : tensor<?x4xf32>')
+    for mode in ("sum", "mean"):
+        work, n = records("%i: tensor<?xi64>, %o: tensor<?xi64>", body.replace("MODE", mode))
+        assert work == [Work("robe", mode, table=n["a"], indices=n["i"], offsets=n["o"], output=n["output0"],
+                             block=2)]
+
+
+def test_the_binary_format_refuses_a_program_past_its_size_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The header holds the file's size in 32 bits: a larger program is one error, not a wrapped size."""
+    p = parse_dae(EXAMPLE_TEXT, "x.dae")
+    assert disassemble(assemble(p), "m.bin") == p
+    monkeypatch.setattr(binary, "_MAX_FILE", len(assemble(p)) - 1)
+    with pytest.raises(EmberError, match=r"^error: program too large for the binary format \(over 4 GiB\)$"):
+        assemble(p)
+
+
+def test_attributes_as_deep_as_validate_allows_round_trip() -> None:
+    """validate bounds an attribute's nesting (32 lists) well below what the decoder takes (64), so every valid
+    program encodes and decodes."""
+    deep = "[" * 32 + "1" + "]" * 32
+    p = parse_dae(EXAMPLE_TEXT.replace("transB = 1", f"t = {deep}"), "x.dae")
+    assert disassemble(assemble(p), "m.bin") == p
+    with pytest.raises(EmberError, match="attribute 't' is nested too deeply"):
+        parse_dae(EXAMPLE_TEXT.replace("transB = 1", f"t = [{deep}]"), "x.dae")
+
+
+def test_each_decoded_instruction_owns_its_attributes() -> None:
+    """The binary stores equal attribute dicts once; decoding gives each instruction its own copy, so a tool that
+    edits one instruction's attributes changes no other."""
+    line = '  host "Gemm", [@0, @1], [@4], {alpha = 1.0, transB = 1}\n'
+    text = EXAMPLE_TEXT.replace(line, line.replace("transB = 1", "transB = 1, p = [[1, 0]]") * 2)
+    first, second = (i for i in disassemble(assemble(parse_dae(text, "x.dae")), "m.bin").code
+                     if isinstance(i, Instr) and i.op == "host")
+    first.args[3]["p"][0].append(9)
+    assert second.args[3]["p"] == [[1, 0]]
+
+
+def test_built_programs_name_what_is_wrong_without_source() -> None:
+    p = parse_dae(EXAMPLE_TEXT, "x.dae")
+    host = next(i for i in p.code if isinstance(i, Instr) and i.op == "host")
+    n = p.code.index(host)
+    host.args[3] = {"bad key": 1}
+    with pytest.raises(EmberError, match=rf"^m.bin: error: code item {n} \('host'\): bad attribute name \"bad key\"$"):
+        validate(p, "m.bin")
+    p = parse_dae(EXAMPLE_TEXT, "x.dae")
+    p.access.append("junk")  # type: ignore[arg-type]
+    with pytest.raises(EmberError, match=r"^m.bin: error: access program \?: not an access program: str$"):
+        validate(p, "m.bin")

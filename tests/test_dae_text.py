@@ -140,7 +140,8 @@ def edit(old: str, new: str) -> str:
 
 MALFORMED = [
     (edit("fadd.f32 f3, f2, f1", "fadd f3, f2"), "x.dae:40:3: error: 'fadd' expects 3 operands, got 2"),
-    (edit("fadd.f32 f3, f2, f1", "fadx f3, f2, f1"), "x.dae:40:3: error: unknown opcode 'fadx'"),
+    (edit("fadd.f32 f3, f2, f1", "fsubb f3, f2, f1"),
+     "x.dae:40:3: error: unknown opcode 'fsubb' (did you mean 'fsub'?)"),
     (edit("fadd.f32", "fadd.f33"), "x.dae:40:3: error: unknown type suffix '.f33' on 'fadd'"),
     (edit("fadd.f32 f3, f2, f1", "fadd f3, r2, f1"),
      "x.dae:40:12: error: 'fadd' operand 2 must be an f register"),
@@ -532,3 +533,63 @@ def test_random_programs_round_trip_through_text_and_binary(p: Program) -> None:
     b = assemble(p)
     assert print_dae(disassemble(b, "r.bin")) == text
     assert assemble(q) == b
+
+
+REPR_TEXT = """\
+.dae 2
+.sym @0 input "indices" i64 [?]
+.sym @1 input "offsets" i64 [?]
+.sym @2 param "g0" f32 [6, 1, 4, 5]
+.sym @3 param "g1" f32 [7, 5, 3, 1]
+.sym @4 output "tt" f32 [?, 12]
+.sym @5 param "w0" f32 [5, 6]
+.sym @6 param "w1" f32 [4, 5]
+.sym @7 param "w2" f32 [3, 4]
+.sym @8 output "dhe" f32 [?, 3]
+.work ttbag sum table=@2 part1=@3 indices=@0 offsets=@1 output=@4 rows=42
+.work dhe sum table=@5 part1=@6 part2=@7 indices=@0 offsets=@1 output=@8
+.code
+  halt
+.end
+"""
+
+
+def redit(old: str, new: str) -> str:
+    assert REPR_TEXT.count(old) == 1, old
+    return REPR_TEXT.replace(old, new)
+
+
+@pytest.mark.parametrize("text", [
+    REPR_TEXT, redit("rows=42", "rows=1"),
+    redit("part1=@6 part2=@7 indices", "indices").replace('"dhe" f32 [?, 3]', '"dhe" f32 [?, 5]'),
+    redit("part2=@7 indices", "indices").replace('"dhe" f32 [?, 3]', '"dhe" f32 [?, 4]')])
+def test_tt_and_dhe_records_that_fit_are_accepted(text: str) -> None:
+    """One to three DHE layers, and a train of any row count from 1 up to the product of its p."""
+    p = parse(text)
+    assert parse_dae(print_dae(p), "x.dae").work == p.work
+
+
+@pytest.mark.parametrize("text, expected", [
+    (redit("rows=42", "rows=43"),
+     "x.dae:11:72: error: a ttbag record needs rows=N with 0 < N <= 42 (the product of the cores' p), got 43"),
+    (redit("rows=42", "rows=0"),
+     "x.dae:11:72: error: a ttbag record needs rows=N with 0 < N <= 42 (the product of the cores' p), got 0"),
+    (redit('"g1" f32 [7, 5, 3, 1]', '"g1" f32 [7, 4, 3, 1]'),
+     "x.dae:11:23: error: the cores of a ttbag record do not chain: core 1's rank R_1 = 4 differs from core 0's "
+     "R_1 = 5"),
+    (redit('"tt" f32 [?, 12]', '"tt" f32 [?, 13]'),
+     "x.dae:11:64: error: output=@4 has rows of 13, but the cores make rows of 12"),
+    (redit('"w1" f32 [4, 5]', '"w1" f64 [4, 5]'),
+     "x.dae:12:30: error: the layer weights of a dhe record must be f32 with static shapes, @6 is f64 [4, 5]"),
+    (redit('"w1" f32 [4, 5]', '"w1" f32 [4, ?]'),
+     "x.dae:12:30: error: the layer weights of a dhe record must be f32 with static shapes, @6 is f32 [4, ?]"),
+    (redit('"w1" f32 [4, 5]', '"w1" f32 [4, 6]'),
+     "x.dae:12:21: error: the layers of a dhe record do not chain: @6 takes 6 inputs, @5 makes 5"),
+    (redit('"dhe" f32 [?, 3]', '"dhe" f32 [?, 4]'),
+     "x.dae:12:71: error: output=@8 has rows of 4, but the last layer makes 3"),
+    (redit("part1=@6 part2=@7", "part2=@7"), "x.dae:12:30: error: a dhe record with part2 needs part1"),
+])
+def test_tt_and_dhe_records_that_do_not_fit_are_named(text: str, expected: str) -> None:
+    with pytest.raises(EmberError) as info:
+        parse(text)
+    assert str(info.value).startswith(expected)

@@ -54,6 +54,7 @@ _DTYPES = frozenset({"|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u
 _BF16 = "bf16"  # numpy spells bfloat16 as opaque void ("<V2"), so the file names it itself
 _DTYPES = _DTYPES | {_BF16}
 _MAX_DEPTH = 64  # nesting of lists in operands and attributes
+_MAX_FILE = 0xFFFFFFFF  # the header's 32-bit size field
 
 
 def _bf16() -> np.dtype:
@@ -115,9 +116,7 @@ class _Encoder:
         return self.strings[text]
 
     def value(self, w: _Writer, v: Any, depth: int = 0) -> None:
-        """One tagged operand or attribute value."""
-        if depth > _MAX_DEPTH:
-            raise EmberError("operand nested too deeply for the binary format")
+        """One tagged operand or attribute value (validate has bounded the nesting well below _MAX_DEPTH)."""
         if isinstance(v, Reg):
             w.u8(T_REG)
             w.u8(_REG_CLASSES.index(v.cls))
@@ -277,7 +276,7 @@ def assemble(p: Program) -> bytes:
     body["strs"] = enc.strs()  # last: the other sections add strings and attribute dicts
     offset = _HEAD.size + _ENTRY.size * len(SECTIONS)
     total = offset + sum(len(b) for b in body.values()) + _U32.size
-    if total > 0xFFFFFFFF:
+    if total > _MAX_FILE:
         raise EmberError("program too large for the binary format (over 4 GiB)")
     out = bytearray(_HEAD.pack(MAGIC, FORMAT_VERSION, len(SECTIONS), total))
     for name in SECTIONS:
