@@ -880,14 +880,24 @@ def test_attributes_as_deep_as_validate_allows_round_trip() -> None:
 
 
 def test_each_decoded_instruction_owns_its_attributes() -> None:
-    """The binary stores equal attribute dicts once; decoding gives each instruction its own copy, so a tool that
-    edits one instruction's attributes changes no other."""
-    line = '  host "Gemm", [@0, @1], [@4], {alpha = 1.0, transB = 1}\n'
-    text = EXAMPLE_TEXT.replace(line, line.replace("transB = 1", "transB = 1, p = [[1, 0]]") * 2)
-    first, second = (i for i in disassemble(assemble(parse_dae(text, "x.dae")), "m.bin").code
-                     if isinstance(i, Instr) and i.op == "host")
-    first.args[3]["p"][0].append(9)
-    assert second.args[3]["p"] == [[1, 0]]
+    """Two instructions may name the same attribute dict of the table; decoding gives each its own copy, lists
+    inside included, so a tool that edits one instruction's attributes changes no other."""
+    section = strs("", "host", "Op", "k", dicts=attr_dict((3, bytes([T_LIST]) + leb(1) + bytes([T_INT]) + zigzag(1))),
+                   ndicts=1)
+    one = b"\x01" + leb(1) + leb(4) + bytes([T_STR]) + leb(2) + bytes([T_LIST]) + leb(0) + bytes([T_LIST]) + \
+        leb(0) + bytes([T_DICT]) + leb(0)
+    first, second = disassemble(file_of(strs=section, code=leb(2) + one + one), "m.bin").code
+    assert first == second == Instr("host", ["Op", [], [], {"k": [1]}])
+    first.args[3]["k"].append(9)
+    assert second.args[3] == {"k": [1]}
+
+
+def test_a_typed_read_needs_an_axis_to_read_along() -> None:
+    text = '.dae 2\n.sym @0 param "b" u8 []\n.code\n  ld.f32 f0, @0[]\n  halt\n.end\n'
+    with pytest.raises(EmberError) as info:
+        parse_dae(text, "x.dae")
+    assert str(info.value) == ("x.dae:4:14: error: 'ld.f32' reads along the last axis, and @0 has rank 0\n"
+                               "  ld.f32 f0, @0[]\n             ^")
 
 
 def test_built_programs_name_what_is_wrong_without_source() -> None:
