@@ -22,6 +22,7 @@ from ...ir.diagnostics import EmberError
 from ...ir.types import ShapedType, tensor
 from .dhe import raise_dhe
 from .robe import raise_robe
+from .tt import raise_tt
 from .values import (
     C10_DTYPES,
     ELEM,
@@ -370,7 +371,7 @@ def build_module(lowering: Lowering, inputs: list[str], results: list[Value], we
                  path: str) -> Op:
     """Wrap the lowered block as a verified `module` carrying the attributes every frontend sets."""
     block = lowering.block
-    for raising in (raise_robe, raise_dhe):  # hashed embeddings written with tensor ops become their emb ops
+    for raising in (raise_robe, raise_dhe, raise_tt):  # compressed embeddings written with tensor ops: emb ops
         results = raising(block, results, lowering.weights.get, lowering.const, lowering.host)
     _prune(block, results)
     block.add(new_op("return", results))

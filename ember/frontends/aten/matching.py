@@ -135,6 +135,10 @@ class Eval:
     def at(self, v: Value, probe: int) -> np.ndarray:
         return self._eval(v, np.full(static_shape(self.x), probe, np.int64), {})
 
+    def on(self, v: Value, x: np.ndarray) -> np.ndarray:
+        """`v` at the indices `x` (of the indices' shape)."""
+        return self._eval(v, x, {})
+
     def affine(self, v: Value) -> tuple[np.ndarray, np.ndarray]:
         """(slope, g), each indexed by v's last axis, with v = slope x + g at every position of x."""
         need(self.linear(v))
