@@ -1,4 +1,4 @@
-"""DHE written as a plain PyTorch module, imported from `.pt2` and `.pt` as one emb.dhe (frontends/aten/dhe.py).
+"""DHE written as a plain PyTorch module, imported from `.pt2` and `.pt` as one emb.dhe (frontends/raising/dhe.py).
 
 The modules follow Hetu's learn_hash kernel with tensor ops: h = (x slope + bias) % prime % m, encoded as
 h.float() / (m - 1) * 2 - 1, then nn.Linear layers with ReLU between them, pooled over the second axis of 2-D

@@ -1,4 +1,4 @@
-"""ROBE written as a plain PyTorch module, imported from `.pt2` and `.pt` as one emb.robe (frontends/aten/robe.py).
+"""ROBE written as a plain PyTorch module, imported from `.pt2` and `.pt` as one emb.robe (frontends/raising/robe.py).
 
 The modules follow Hetu's kernels with tensor ops: where = (B x + C (e // Z) + D + e % Z) % P % S, an optional
 sign 2 ((B' x + C' e + D') % P % 2) - 1, rows = array[where] * sign, pooled over the second axis of 2-D indices.

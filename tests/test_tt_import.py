@@ -1,5 +1,5 @@
 """Tensor-train bags written as a plain PyTorch module, imported from `.pt2` and `.pt` as one emb.ttbag
-(frontends/aten/tt.py).
+(frontends/raising/tt.py).
 
 The modules keep FBTT-Embedding's cores ([p_k, R_k q_k R_k+1] parameters), take each index's digits with // and
 %, gather the cores' slices by them and contract the chain with bmm or matmul, in either order, pooled over the

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -27,13 +26,9 @@ from test_quantized_import import save  # noqa: E402
 from test_robe_import import RobeBag  # noqa: E402
 from test_tt_import import TTBag  # noqa: E402
 
-import ember.frontends.aten.base as base  # noqa: E402
+import ember.frontends.raising as raising  # noqa: E402
 
-RAISINGS = base.raise_robe, base.raise_dhe, base.raise_tt
-
-
-def unraised(block: Any, results: list[Any], *rest: Any) -> list[Any]:
-    return results
+RAISINGS = raising.RAISINGS
 
 
 def main() -> None:
@@ -46,14 +41,14 @@ def main() -> None:
             save(module, feeds, path)
             want = module(torch.from_numpy(feeds["indices"])).detach().numpy()
             for raised in (True, False):
-                base.raise_robe, base.raise_dhe, base.raise_tt = RAISINGS if raised else (unraised,) * 3
+                raising.RAISINGS = RAISINGS if raised else ()
                 ref, stats, out, fast_stats = both(compile_model(path, "O3"), feeds)
                 assert_same(stats, fast_stats)
                 (key,) = ref
                 print(f"{name} raised={raised}: cycles {stats['cycles']:,.0f}, host {stats['host.cycles']:,.0f}, "
                       f"sol_fraction {stats['sol_fraction']:.3g}, max |ember - torch| "
                       f"{float(np.abs(ref[key] - want).max()):.2g}")
-    base.raise_robe, base.raise_dhe, base.raise_tt = RAISINGS
+    raising.RAISINGS = RAISINGS
 
 
 if __name__ == "__main__":

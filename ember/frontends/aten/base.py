@@ -20,9 +20,7 @@ from ...dialects import builtin, emb  # noqa: F401  (registers the ops this fron
 from ...ir.core import Block, Op, Value, new_op, unique_name, verify
 from ...ir.diagnostics import EmberError
 from ...ir.types import ShapedType, tensor
-from .dhe import raise_dhe
-from .robe import raise_robe
-from .tt import raise_tt
+from ..raising import raise_all
 from .values import (
     C10_DTYPES,
     ELEM,
@@ -371,8 +369,7 @@ def build_module(lowering: Lowering, inputs: list[str], results: list[Value], we
                  path: str) -> Op:
     """Wrap the lowered block as a verified `module` carrying the attributes every frontend sets."""
     block = lowering.block
-    for raising in (raise_robe, raise_dhe, raise_tt):  # compressed embeddings written with tensor ops: emb ops
-        results = raising(block, results, lowering.weights.get, lowering.const, lowering.host)
+    results = raise_all(block, results, lowering.weights.get, lowering.const, lowering.host)  # ROBE, DHE, TT
     _prune(block, results)
     block.add(new_op("return", results))
     func = Op("func", attrs={"sym_name": "main", "results": [r.type for r in results]}, regions=[block])
