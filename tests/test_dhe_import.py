@@ -1,4 +1,5 @@
-"""DHE written as a plain PyTorch module, imported from `.pt2` and `.pt` as one emb.dhe (frontends/raising/dhe.py).
+"""DHE written as a plain PyTorch module, imported from `.pt2`, `.pt` and `.onnx` as one emb.dhe
+(frontends/raising/dhe.py).
 
 The modules follow Hetu's learn_hash kernel with tensor ops: h = (x slope + bias) % prime % m, encoded as
 h.float() / (m - 1) * 2 - 1, then nn.Linear layers with ReLU between them, pooled over the second axis of 2-D
@@ -52,14 +53,15 @@ class DheBag(torch.nn.Module):
         return a.sum(dim=1) if self.mode == "sum" else a.mean(dim=1)
 
 
-@pytest.mark.parametrize(("suffix", "level"), [(".pt2", "O0"), (".pt2", "O3"), (".pt", "O3")])
+@pytest.mark.parametrize(("suffix", "level"), [(".pt2", "O0"), (".pt2", "O3"), (".pt", "O3"), (".onnx", "O3"),
+                                               (".ts.onnx", "O3")])
 @pytest.mark.parametrize(("widths", "mode", "bias", "one_prime"), [
     ((8, 16, 4), "sum", True, False), ((6, 8), "mean", False, True), ((4, 8, 8, 4), "sum", True, False)])
 def test_a_dhe_module_imports_as_one_emb_dhe(tmp_path: Path, suffix: str, level: str, widths: tuple[int, ...],
                                              mode: str, bias: bool, one_prime: bool) -> None:
     module = DheBag(widths, mode, bias, one_prime)
     ir = run(module, tmp_path / f"dhe{suffix}", level)
-    assert ir.count("emb.dhe") == 1 and "MatMul" not in ir and '"Mod"' not in ir, ir
+    assert ir.count("emb.dhe") == 1 and 'op = "MatMul"' not in ir and '"Mod"' not in ir, ir
     assert f'{{buckets = {BUCKETS}, layers = {len(widths) - 1}, mode = "{mode}"}}' in ir, ir
 
 

@@ -65,7 +65,10 @@ def feeds(weighted: bool, last: bool, two_d: bool = False) -> dict[str, np.ndarr
 
 def save(module: Any, args: dict[str, np.ndarray], path: Path) -> Path:
     tensors = tuple(torch.from_numpy(v) for v in args.values())
-    if path.suffix == ".pt2":
+    if path.suffix == ".onnx":  # NAME.ts.onnx: TorchScript's exporter; any other NAME.onnx: torch.export's
+        torch.onnx.export(module, tensors, str(path), dynamo=not path.name.endswith(".ts.onnx"),
+                          input_names=list(args), external_data=False)
+    elif path.suffix == ".pt2":
         torch.export.save(torch.export.export(module, tensors), str(path))
     else:
         torch.jit.save(torch.jit.trace(module, tensors), str(path))

@@ -1,4 +1,5 @@
-"""ROBE written as a plain PyTorch module, imported from `.pt2` and `.pt` as one emb.robe (frontends/raising/robe.py).
+"""ROBE written as a plain PyTorch module, imported from `.pt2`, `.pt` and `.onnx` as one emb.robe
+(frontends/raising/robe.py).
 
 The modules follow Hetu's kernels with tensor ops: where = (B x + C (e // Z) + D + e % Z) % P % S, an optional
 sign 2 ((B' x + C' e + D') % P % 2) - 1, rows = array[where] * sign, pooled over the second axis of 2-D indices.
@@ -82,7 +83,7 @@ def run(module: Any, path: Path, level: str, shape: tuple[int, int] | None = Non
     return ir
 
 
-@pytest.mark.parametrize(("suffix", "level"), [(".pt2", "O0"), (".pt2", "O3"), (".pt", "O3")])
+@pytest.mark.parametrize(("suffix", "level"), [(".pt2", "O0"), (".pt2", "O3"), (".pt", "O3"), (".ts.onnx", "O3")])
 @pytest.mark.parametrize(("block", "mode", "signed", "inline"), [
     (4, "sum", True, False), (16, "mean", True, True), (1, "sum", False, False)])
 def test_a_robe_module_imports_as_one_emb_robe(tmp_path: Path, suffix: str, level: str, block: int, mode: str,
@@ -120,3 +121,10 @@ def test_remainder_and_rounded_division_are_pythons(tmp_path: Path, dtype: str) 
     np.testing.assert_array_equal(ref_out[name], out[name])
     np.testing.assert_allclose(ref_out[name], want, rtol=1e-6)
     assert (want < 0).any()  # the operands' signs matter here
+
+
+def test_robe_exported_by_torch_export_to_onnx_stays_as_imported(tmp_path: Path) -> None:
+    """torch.export's ONNX exporter writes the array read as a GatherND, which Ember imports as a host op, not as
+    a gather of rows: no raising, and still torch's result."""
+    ir = run(RobeBag(4), tmp_path / "robe.onnx", "O0")
+    assert "emb.robe" not in ir and "GatherND" in ir, ir

@@ -103,10 +103,12 @@ def test_a_negative_index_reads_the_row_pytorch_does(tmp_path: Path) -> None:
     assert "emb.ttbag" in ir
 
 
-@pytest.mark.parametrize("other", ["reversed", "scaled"])
-def test_other_arithmetic_stays_as_imported_and_still_equals_torch(tmp_path: Path, other: str) -> None:
+@pytest.mark.parametrize(("other", "name"), [("reversed", "other.pt2"), ("scaled", "other.pt2"),
+                                             ("", "tt.onnx"), ("", "tt.ts.onnx")])
+def test_other_arithmetic_stays_as_imported_and_still_equals_torch(tmp_path: Path, other: str, name: str) -> None:
+    """Other chains, and any TT from .onnx (its digits are ONNX integer Divs, which the matching does not read)."""
     p = [5, 4, 3]
-    ir = run(TTBag(p, [2, 2, 2], [3, 4], other=other), tmp_path / "other.pt2", "O0", indices(p))
+    ir = run(TTBag(p, [2, 2, 2], [3, 4], other=other), tmp_path / name, "O0", indices(p))
     assert "emb.ttbag" not in ir and ir.count("emb.gather") == 3, ir
 
 

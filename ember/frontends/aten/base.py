@@ -21,6 +21,7 @@ from ...ir.core import Block, Op, Value, new_op, unique_name, verify
 from ...ir.diagnostics import EmberError
 from ...ir.types import ShapedType, tensor
 from ..raising import raise_all
+from ..raising.matching import prune
 from .values import (
     C10_DTYPES,
     ELEM,
@@ -353,24 +354,12 @@ class Lowering:
         return v
 
 
-def _prune(block: Block, results: list[Value]) -> None:
-    """Drop ops whose results nothing uses (e.g. the Unsqueeze/Expand of an index a row scatter
-    replaced): every op the lowering emits is pure, and a dead host op would still be charged."""
-    live = set(results)
-    kept: list[Op] = []
-    for op in reversed(block.ops):
-        if any(r in live for r in op.results):
-            kept.append(op)
-            live.update(op.operands)
-    block.ops = kept[::-1]
-
-
 def build_module(lowering: Lowering, inputs: list[str], results: list[Value], weights_ref: str,
                  path: str) -> Op:
     """Wrap the lowered block as a verified `module` carrying the attributes every frontend sets."""
     block = lowering.block
     results = raise_all(block, results, lowering.weights.get, lowering.const, lowering.host)  # ROBE, DHE, TT
-    _prune(block, results)
+    prune(block, results)
     block.add(new_op("return", results))
     func = Op("func", attrs={"sym_name": "main", "results": [r.type for r in results]}, regions=[block])
     outputs = ["output"] if len(results) == 1 else [f"output{i}" for i in range(len(results))]

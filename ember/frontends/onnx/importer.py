@@ -19,6 +19,8 @@ from ...ir.core import Block, Op, Value, new_op, unique_name, verify
 from ...ir.diagnostics import EmberError
 from ...ir.printer import DenseAttr
 from ...ir.types import ShapedType, tensor
+from ..raising import raise_all
+from ..raising.matching import prune
 from .dynamo_bag import match_dynamo
 from .graph import Bag, Facts, Mismatch, label
 from .load import ELEM, is_constant_node, load_model, np_elem
@@ -232,6 +234,23 @@ class _Importer(Facts):
         kind = AttributeProto.AttributeType.Name(t)
         raise self.fail(node, f"attribute '{a.name}' of type {kind} is not supported")
 
+    def new_constant(self, a: np.ndarray, block: Block) -> Value:
+        """A constant a raising needs (a hash's coefficients, a shape): a host `Constant` holding it, since the
+        weights file (the .onnx) has no tensor of its own for it."""
+        arr = np.asarray(a)
+        elem = np_elem(arr)
+        assert elem is not None
+        op = block.add(new_op("host.onnx", [], [tensor(tuple(arr.shape), elem)],
+                              {"op": "Constant", "value": DenseAttr.from_array(arr, tensor(tuple(arr.shape), elem))}))
+        op.result.name = self.fresh("raised_constant")
+        return op.result
+
+    def new_host(self, block: Block, op_type: str, operands: list[Value], shape: tuple[int, ...], elem: str,
+                 attrs: dict[str, Any] | None = None, hint: str | None = None) -> Value:
+        op = block.add(new_op("host.onnx", operands, [tensor(shape, elem)], {"op": op_type, **(attrs or {})}))
+        op.result.name = self.fresh(hint or op_type.lower())
+        return op.result
+
     def dense(self, node: NodeProto, t: TensorProto) -> DenseAttr:
         if t.data_type not in ELEM:
             kind = TensorProto.DataType.Name(t.data_type)
@@ -253,7 +272,9 @@ class _Importer(Facts):
         for item in items:
             self.emit(item, block)
         outputs = [o.name for o in self.graph.output]
-        results = [self.use(o, block) for o in outputs]
+        results = raise_all(block, [self.use(o, block) for o in outputs], self.top.weight,
+                            lambda a: self.new_constant(a, block), lambda *a, **k: self.new_host(block, *a, **k))
+        prune(block, results)
         block.add(new_op("return", results))
         func = Op("func", attrs={"sym_name": "main", "results": [r.type for r in results]}, regions=[block])
         attrs = {"weights": weights_ref, "opset": opset, "inputs": inputs, "outputs": outputs}

@@ -29,6 +29,7 @@ from .matching import (
     constant,
     host_op,
     index_input,
+    known,
     modulo,
     need,
     param_of,
@@ -79,16 +80,18 @@ def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, c
     _check_encoding(encoded, h, buckets, consts)
     start = len(block.ops)
     operands = [const(np.array(slope)), const(np.array(bias)), const(np.array(prime))]
-    for w, b in layers:
+    for w, b, stored in layers:
+        if stored == "in x out":
+            w = host("Transpose", [w], static_shape(w)[::-1], "f32", attrs={"perm": [1, 0]}, hint="dhe_weight")
         operands += [w, b if b is not None else const(np.zeros(static_shape(w)[0], np.float32))]
     return replace_with_bags(block, start, reduce, x, results, "emb.dhe", operands,
                              {"buckets": buckets, "layers": len(layers), "mode": mode}, const, host)
 
 
-def _layers(v: Value) -> tuple[list[tuple[Value, Value | None]], Value]:
-    """nn.Linear layers, ReLU between them, from the last back: their (weight out x in, bias) in order, and the
-    encoding they start from."""
-    layers: list[tuple[Value, Value | None]] = []
+def _layers(v: Value) -> tuple[list[tuple[Value, Value | None, str]], Value]:
+    """nn.Linear layers, ReLU between them, from the last back: their (weight, bias, how the weight is stored) in
+    order, and the encoding they start from."""
+    layers: list[tuple[Value, Value | None, str]] = []
     while True:
         need(len(layers) < _LAYERS)
         op = host_op(v, "Add", "MatMul")
@@ -100,13 +103,16 @@ def _layers(v: Value) -> tuple[list[tuple[Value, Value | None]], Value]:
             bias = op.operands[1] if op.operands[0] is matmul else op.operands[0]
             param_of(bias)
             op = host_op(matmul, "MatMul")
-        transpose = host_op(op.operands[1], "Transpose")
-        weight = transpose.operands[0]
+        weight, stored = op.operands[1], "in x out"  # as ONNX exporters store nn.Linear's weight: transposed
+        if _is_op(weight, "Transpose"):  # as PyTorch's linear reads it: the out x in weight, transposed
+            transpose = host_op(weight, "Transpose")
+            need(transpose.attrs.get("perm") == [1, 0])
+            weight, stored = transpose.operands[0], "out x in"
         param_of(weight)
-        need(transpose.attrs.get("perm") == [1, 0] and weight.type.elem.name == "f32"  # type: ignore[union-attr]
-             and len(static_shape(weight)) == 2)
-        need(bias is None or (static_shape(bias) == static_shape(weight)[:1] and bias.type.elem.name == "f32"))  # type: ignore[union-attr]
-        layers.insert(0, (weight, bias))
+        need(weight.type.elem.name == "f32" and len(static_shape(weight)) == 2)  # type: ignore[union-attr]
+        out = static_shape(weight)[0 if stored == "out x in" else 1]
+        need(bias is None or (static_shape(bias) == (out,) and bias.type.elem.name == "f32"))  # type: ignore[union-attr]
+        layers.insert(0, (weight, bias, stored))
         below = op.operands[0]
         if not _is_op(below, "Relu"):
             return layers, below
@@ -149,8 +155,8 @@ def _float(v: Value, h: Value, probe: np.ndarray, consts: Consts, memo: dict[Val
     op = v.owner
     need(isinstance(op, Op))
     assert isinstance(op, Op)
-    if op.name == "param":
-        data = constant(v, consts)
+    data = known(v, consts)
+    if data is not None:
         need(data.dtype == np.float32)
         out = data
     else:

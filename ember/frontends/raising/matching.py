@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ir.core import Block, Op, Value, new_op
+from ...ir.printer import DenseAttr
 from ...ir.rewrite import insert_before
 from ...ir.types import ShapedType, tensor
 
@@ -68,8 +69,25 @@ def static_shape(v: Value) -> tuple[int, ...]:
     return tuple(int(d) for d in t.shape)  # type: ignore[arg-type]
 
 
+def known(v: Value, consts: Consts) -> np.ndarray | None:
+    """The data of a constant: a param the model file holds, or an ONNX `Constant` node's value; else None."""
+    op = v.owner
+    if not isinstance(op, Op):
+        return None
+    if op.name == "param":
+        return consts(op.attrs["name"])
+    if op.name == "host.onnx" and op.attrs["op"] == "Constant":
+        if isinstance(op.attrs.get("value"), DenseAttr):
+            return op.attrs["value"].array()  # type: ignore[no-any-return]
+        for key, dtype in (("value_int", np.int64), ("value_ints", np.int64), ("value_float", np.float32),
+                           ("value_floats", np.float32)):
+            if key in op.attrs:
+                return np.array(op.attrs[key], dtype)
+    return None
+
+
 def constant(v: Value, consts: Consts) -> np.ndarray:
-    data = consts(param_of(v).attrs["name"])
+    data = known(v, consts)
     need(data is not None)
     assert data is not None
     return data
@@ -164,8 +182,8 @@ class Eval:
         op = v.owner
         need(isinstance(op, Op) and v.type.elem.name == "i64")  # type: ignore[union-attr]
         assert isinstance(op, Op)
-        if op.name == "param":
-            data = constant(v, self.consts)
+        data = known(v, self.consts)
+        if data is not None:
             need(data.dtype.kind in "iu")
             out = data.astype(np.int64)
         else:
@@ -218,6 +236,18 @@ def pooled_over_lookups(block: Block, rows: Value, results: list[Value], consts:
             else constant(reduce.operands[1], consts))
     need(reduce.attrs.get("keepdims", 1) == 0 and [int(a) % 3 for a in axes.ravel()] == [1])
     return reduce, "sum" if reduce.attrs["op"] == "ReduceSum" else "mean"
+
+
+def prune(block: Block, results: list[Value]) -> None:
+    """Drop ops whose results nothing uses (what a raising replaced, or the Unsqueeze/Expand of an index a row
+    scatter consumed): every op a frontend emits is pure, and a dead host op would still be charged."""
+    live = set(results)
+    kept: list[Op] = []
+    for op in reversed(block.ops):
+        if any(r in live for r in op.results):
+            kept.append(op)
+            live.update(op.operands)
+    block.ops = kept[::-1]
 
 
 def replace_with_bags(block: Block, start: int, reduce: Op, x: Value, results: list[Value], name: str,
