@@ -33,7 +33,9 @@ the compiler lowers to the decoupled machine; everything else becomes a `host.on
 that the simulator runs on the host (with onnxruntime when installed, else `onnx.reference`) and charges
 a roofline cost.  An operator that is not listed here stops the import with an error naming it and
 where it is (the call and its line in the archive's code for `.pt`, the graph node for `.pt2` and
-`.onnx`).
+`.onnx`).  After the import, in every format, ROBE, DHE and tensor-train lookups written with these
+operators are raised to `emb.robe`, `emb.dhe` and `emb.ttbag` (`ember/frontends/raising/`;
+docs/representations.md says which forms and formats).
 
 ## PyTorch archives: `.pt` and `.pt2`
 
