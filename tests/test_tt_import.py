@@ -120,3 +120,29 @@ def test_the_cores_are_the_modules_parameters(tmp_path: Path) -> None:
     ir = print_module(import_model(str(tmp_path / "t.pt2"), "t.pt2"))
     for k in range(3):
         assert f'param {{name = "cores.{k}"}}' in ir, ir
+
+
+@pytest.mark.parametrize("flag", [[], ["--no-raise"]])
+def test_the_tools_take_a_raised_or_a_kept_model_through(tmp_path: Path, flag: list[str]) -> None:
+    """ember-import raises the train by default and keeps the ops with --no-raise; either .eir goes through
+    ember-opt, ember-asm (which links the cores, or the constants the raising made) and ember-sim to torch's
+    result."""
+    from conftest import run_tool
+
+    p = [5, 4, 3]
+    module, feeds = TTBag(p, [2, 2, 2], [3, 4]), indices(p)
+    save(module, feeds, tmp_path / "tt.pt2")
+    np.savez(tmp_path / "in.npz", **feeds)
+    steps = [("import", str(tmp_path / "tt.pt2"), *flag, "-o", str(tmp_path / "m.eir")),
+             ("opt", "-O3", str(tmp_path / "m.eir"), "-o", str(tmp_path / "m.dae")),
+             ("asm", str(tmp_path / "m.dae"), "-o", str(tmp_path / "m.bin")),
+             ("sim", str(tmp_path / "m.bin"), "--inputs", str(tmp_path / "in.npz"), "--outputs",
+              str(tmp_path / "out.npz"))]
+    for name, *args in steps:
+        r = run_tool(name, *args)
+        assert r.returncode == 0, (name, r.stderr.decode())
+    eir = (tmp_path / "m.eir").read_text()
+    assert ("emb.ttbag" in eir) == (not flag) and ("emb.gather" in eir) == bool(flag), eir
+    (got,) = np.load(tmp_path / "out.npz").values()
+    np.testing.assert_allclose(got, module(torch.from_numpy(feeds["indices"])).detach().numpy(), rtol=1e-5,
+                               atol=1e-5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,10 +28,13 @@ if TYPE_CHECKING:
               help="for a scripted .pt: where to write the torch.export archive the .eir takes its weights "
                    "from [default: OUTPUT with the suffix .scripted.pt2, or MODEL's name in the current "
                    "directory for stdout]")
+@click.option("--no-raise", "no_raise", is_flag=True,
+              help="keep ROBE, DHE and tensor-train lookups written with tensor ops as the ops they are written "
+                   "with, instead of raising them to emb.robe, emb.dhe and emb.ttbag")
 @host_runtime_option
 @guarded("ember-import")
-def main(model: str, output: str, example_inputs: str | None, export_to: str | None, host_runtime: str | None
-         ) -> None:
+def main(model: str, output: str, example_inputs: str | None, export_to: str | None, no_raise: bool,
+         host_runtime: str | None) -> None:
     """Import MODEL as Ember IR at level `emb`: an .onnx file from either PyTorch exporter, a traced
     TorchScript archive (.pt, from torch.jit.trace + torch.jit.save) or a torch.export archive (.pt2).
     None of these needs torch installed.
@@ -42,23 +46,27 @@ def main(model: str, output: str, example_inputs: str | None, export_to: str | N
 
     Embedding lookups become emb.gather, EmbeddingBags emb.bag, PyTorch's row-wise quantized bags
     (quantized::embedding_bag_byte/4bit_rowwise_offsets) emb.qbag, message-passing scatters
-    emb.scatter_rows; every other operator becomes a host.onnx op.  Weights stay in the model: the
+    emb.scatter_rows; every other operator becomes a host.onnx op.  Then ROBE, DHE and tensor-train
+    lookups written with tensor ops become emb.robe, emb.dhe and emb.ttbag (docs/representations.md),
+    unless --no-raise.  Weights stay in the model: the
     .eir names the model file (relative to the .eir) and the tools that need the data read it there.
 
     Every host op is checked against the host runtime (--host-runtime): a model with an operator
     that no executor can run is refused here, naming the node, and nothing is written.
     """
     from ..frontends import NeedsTorch, import_model
+    from ..frontends.raising import kept_as_written
     from ..host import set_runtime
     from ..host.check import check_module
 
     set_runtime(host_runtime)
 
     ref = os.path.relpath(os.path.abspath(model), base_dir(output))
-    try:
-        module = import_model(model, ref)
-    except NeedsTorch as need:
-        module = _import_scripted(model, output, need, example_inputs, export_to)
+    with kept_as_written() if no_raise else nullcontext():
+        try:
+            module = import_model(model, ref)
+        except NeedsTorch as need:
+            module = _import_scripted(model, output, need, example_inputs, export_to)
     check_module(module, model)
     for w in getattr(module, "warnings", []):
         click.echo(f"ember-import: {w}", err=True)

@@ -14,6 +14,9 @@ which they pass in.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from ...ir.core import Block, Value
 from .dhe import raise_dhe
 from .matching import Const, Consts, Host
@@ -28,3 +31,15 @@ def raise_all(block: Block, results: list[Value], consts: Consts, const: Const, 
     for raising in RAISINGS:
         results = raising(block, results, consts, const, host)
     return results
+
+
+@contextmanager
+def kept_as_written() -> Iterator[None]:
+    """No raising while the block runs: the lookups import op by op (`ember-import --no-raise`), to compare the
+    two forms or to keep batched host GEMMs where the raised op would run its MLP or chain on the core."""
+    global RAISINGS
+    saved, RAISINGS = RAISINGS, ()
+    try:
+        yield
+    finally:
+        RAISINGS = saved
