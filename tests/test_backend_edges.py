@@ -911,3 +911,75 @@ def test_built_programs_name_what_is_wrong_without_source() -> None:
     p.access.append("junk")  # type: ignore[arg-type]
     with pytest.raises(EmberError, match=r"^m.bin: error: access program \?: not an access program: str$"):
         validate(p, "m.bin")
+
+
+def test_a_section_may_not_reach_into_the_checksum() -> None:
+    data = bytearray(file_of())
+    entry = 16 + 16 * SECTION_ORDER.index("data")  # after the 16-byte header; name, offset, length
+    struct.pack_into("<I", data, entry + 12, struct.unpack_from("<I", data, entry + 12)[0] + 4)
+    struct.pack_into("<I", data, len(data) - 4, zlib.crc32(bytes(data[:-4])))
+    assert bin_error(bytes(data)) == "m.bin: error: bad section table (section 'data' lies outside the file)"
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("alloc @3, [r1, 8]", "alloc @3, [r1]"), "x.dae:24:14: error: @3 has rank 2 but 'alloc' gives 1 extents"),
+])
+def test_example_edits_are_named(edit: tuple[str, str], message: str) -> None:
+    with pytest.raises(EmberError) as info:
+        parse_dae(EXAMPLE_TEXT.replace(*edit), "x.dae")
+    assert str(info.value).splitlines()[0] == message
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("ld.f32 r0, @0[0]", "'ld.f32' reads a float, so it needs an f register, got r0"),
+    ("ld.i32 f0, @0[0]", "'ld.i32' reads an integer, so it needs an r register, got f0"),
+])
+def test_a_typed_read_goes_to_a_register_of_its_kind(line: str, message: str) -> None:
+    with pytest.raises(EmberError) as info:
+        parse_dae(f'.dae 2\n.sym @0 param "b" u8 [8]\n.code\n  {line}\n  halt\n.end\n', "x.dae")
+    assert str(info.value).splitlines()[0] == f"x.dae:4:10: error: {message}"
+
+
+def test_built_access_programs_and_instructions_are_checked() -> None:
+    p = parse_dae(EXAMPLE_TEXT, "x.dae")
+    p.access[0] = Access("9a", p.access[0].params, p.access[0].body)
+    with pytest.raises(EmberError, match=r'^m.bin: error: access program 9a: bad access program name "9a"$'):
+        validate(p, "m.bin")
+    p = parse_dae(EXAMPLE_TEXT, "x.dae")
+    n = next(k for k, item in enumerate(p.code) if isinstance(item, Instr) and item.op == "halt")
+    p.code[n] = Instr("halt", ("x",))  # type: ignore[arg-type]  (operands must be a list)
+    with pytest.raises(EmberError, match=rf"^m.bin: error: code item {n} \('halt'\): not an instruction$"):
+        validate(p, "m.bin")
+
+
+@pytest.mark.parametrize(("first", "last"), [("A1", "A0"), ("A0", "A1")])
+def test_a_register_only_a_later_programs_callback_writes_is_unwritten(first: str, last: str) -> None:
+    """r5 is written only by the callback of the program that runs second; the read between the two runs has no
+    path from the start that writes it, whichever program's callback comes last in the code (the flow graph's
+    nodes for returning from each program's dispatcher must not be taken for code items)."""
+    text = f""".dae 2
+.sym @0 input "x" i64 [4]
+.access A0 0
+  tu t0, 0, 2, 1
+  on t0, ite, [], 1
+.end
+.access A1 0
+  tu t0, 0, 2, 1
+  on t0, ite, [], 1
+.end
+.code
+  run {first}
+  add r6, r5, 1
+  run {last}
+  halt
+{first}.1:
+  ret
+{last}.1:
+  li r5, 7
+  ret
+.end
+"""
+    with pytest.raises(EmberError) as info:
+        parse_dae(text, "x.dae")
+    assert str(info.value).splitlines()[0] == (
+        "x.dae:13:11: error: r5 is read here but no path from the start of the program writes it")
