@@ -100,7 +100,8 @@ The ONNX reader works by pattern, not by a list of operators:
   - `max_norm`'s renormalisation (Unique, ReduceL2, ..., ScatterND) stays host ops, and the bag reads
     the renormalised table they compute;
 - `Gather(axis=0)` of a float initializer (an embedding table) or of 2-D float rows, and `GatherND` of
-  `Unsqueeze(idx)` rows, become `emb.gather`;
+  `Unsqueeze(idx)` rows (of such rows, or of an initializer by an index of any shape unsqueezed at a new
+  last axis), become `emb.gather`;
 - `ScatterElements` (indices `Expand(Unsqueeze(idx))`) and `ScatterND` (indices `Unsqueeze(idx)`) that
   update whole rows with an `add`, `mul`, `max` or `min` reduction become `emb.scatter_rows`.
   `reduction = "none"` gets a warning, since repeated indices make its result undefined, unless the

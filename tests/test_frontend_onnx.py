@@ -288,6 +288,34 @@ def test_gather_rules(tmp_path: Path) -> None:
     assert [op.attrs["name"] for op in module.walk() if op.name == "param"] == ["table", "ids"]
 
 
+def test_gathernd_of_a_weight_by_an_index_unsqueezed_last_is_a_gather(tmp_path: Path) -> None:
+    """torch.export's ONNX exporter writes `weight[idx]`, for an index of any shape, as GatherND(weight,
+    Unsqueeze(idx, -1)): the rows of the weight, so an emb.gather, negative indices counted from the end as
+    ONNX's GatherND does.  An integer weight stays a host op."""
+    table = numpy_helper.from_array(np.arange(15, dtype=np.float32).reshape(5, 3), "table")
+    flat = numpy_helper.from_array(np.arange(5, dtype=np.float32) * 10, "flat")
+    ids = numpy_helper.from_array(np.arange(5, dtype=np.int64), "ids")
+    last = numpy_helper.from_array(np.array([-1], np.int64), "last")
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, [2, 4])
+    nodes = [helper.make_node("Unsqueeze", ["idx", "last"], ["u"]),
+             helper.make_node("GatherND", ["table", "u"], ["rows"]),
+             helper.make_node("GatherND", ["flat", "u"], ["elems"]),
+             helper.make_node("GatherND", ["ids", "u"], ["ints"])]
+    outs = [_f("rows", [2, 4, 3]), _f("elems", [2, 4]),
+            helper.make_tensor_value_info("ints", TensorProto.INT64, [2, 4])]
+    model = _model(nodes, [idx], outs, [table, flat, ids, last])
+    path = _save(model, tmp_path)
+    module = import_onnx(path, "m")
+    gathers = [op for op in module.walk() if op.name == "emb.gather"]
+    assert [str(op.result.type) for op in gathers] == ["tensor<2x4x3xf32>", "tensor<2x4xf32>"]
+    assert sum(1 for op in module.walk() if op.name == "host.onnx" and op.attrs["op"] == "GatherND") == 1
+    x = {"idx": np.array([[0, 4, -1, 2], [-5, 1, 3, 3]], np.int64)}
+    got = run_module(module, x, load_weights(path))
+    want = ReferenceEvaluator(model).run(None, x)
+    for name, w in zip(["rows", "elems", "ints"], want):
+        np.testing.assert_array_equal(got[name], w)
+
+
 def test_unknown_loop_is_an_error_naming_the_node(tmp_path: Path) -> None:
     body = helper.make_graph(
         [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Relu", ["x"], ["row"])],

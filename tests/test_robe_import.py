@@ -83,7 +83,8 @@ def run(module: Any, path: Path, level: str, shape: tuple[int, int] | None = Non
     return ir
 
 
-@pytest.mark.parametrize(("suffix", "level"), [(".pt2", "O0"), (".pt2", "O3"), (".pt", "O3"), (".ts.onnx", "O3")])
+@pytest.mark.parametrize(("suffix", "level"), [(".pt2", "O0"), (".pt2", "O3"), (".pt", "O3"), (".onnx", "O3"),
+                                               (".ts.onnx", "O3")])
 @pytest.mark.parametrize(("block", "mode", "signed", "inline"), [
     (4, "sum", True, False), (16, "mean", True, True), (1, "sum", False, False)])
 def test_a_robe_module_imports_as_one_emb_robe(tmp_path: Path, suffix: str, level: str, block: int, mode: str,
@@ -122,9 +123,3 @@ def test_remainder_and_rounded_division_are_pythons(tmp_path: Path, dtype: str) 
     np.testing.assert_allclose(ref_out[name], want, rtol=1e-6)
     assert (want < 0).any()  # the operands' signs matter here
 
-
-def test_robe_exported_by_torch_export_to_onnx_stays_as_imported(tmp_path: Path) -> None:
-    """torch.export's ONNX exporter writes the array read as a GatherND, which Ember imports as a host op, not as
-    a gather of rows: no raising, and still torch's result."""
-    ir = run(RobeBag(4), tmp_path / "robe.onnx", "O0")
-    assert "emb.robe" not in ir and "GatherND" in ir, ir

@@ -19,6 +19,10 @@ def classify(g: Facts, node: NodeProto, path: str, warnings: list[str]) -> tuple
         idx = row_index(g, node.input[1])
         if idx is not None and is_row_gather(g, node, idx):
             return "gather", [node.input[0], idx]
+    if node.op_type == "GatherND" and attr(node, "batch_dims", 0) == 0:
+        idx = last_axis_index(g, node.input[1])  # one coordinate per lookup: a Gather of the weight's rows
+        if idx is not None and is_embedding(g, node, idx):
+            return "gather", [node.input[0], idx]
     if node.op_type in ("ScatterElements", "ScatterND"):
         reduction = reduction_of(node)
         idx = scatter_rows_index(g, node)
@@ -52,6 +56,19 @@ def row_index(g: Facts, name: str) -> str | None:
         return None
     idx = node.input[0]
     return idx if g.rank(idx) == 1 and g.elem(idx) in ("i32", "i64") else None
+
+
+def last_axis_index(g: Facts, name: str) -> str | None:
+    """`name` = Unsqueeze(idx) at a new last axis, of an integer index of any known shape (torch.export's ONNX
+    exporter writes `weight[idx]` this way): the index, else None."""
+    node = g.top.node(name)
+    if node is None or node.op_type != "Unsqueeze":
+        return None
+    idx = node.input[0]
+    rank = g.rank(idx)
+    if rank is None or g.axes(g.top, node) not in ([-1], [rank]):
+        return None
+    return idx if g.elem(idx) in ("i32", "i64") else None
 
 
 def scatter_rows_index(g: Facts, node: NodeProto) -> str | None:
@@ -95,10 +112,14 @@ def is_row_gather(g: Facts, node: NodeProto, idx: str | None = None) -> bool:
             and g.elem(index) in ("i32", "i64") and g.shape(index) is not None)
 
 
-def is_embedding(g: Facts, node: NodeProto) -> bool:
-    """Gather(axis 0) of a float weight by integer indices of known rank: nn.Embedding."""
-    if node.op_type != "Gather" or attr(node, "axis", 0) != 0 or not g.is_top(node.input[0]):
+def is_embedding(g: Facts, node: NodeProto, idx: str | None = None) -> bool:
+    """Gather(axis 0) of a float weight by integer indices of known rank: nn.Embedding (or a GatherND that reads
+    the same rows, by the index `idx` its indices unsqueeze)."""
+    if node.op_type == "Gather" and attr(node, "axis", 0) != 0:
+        return False
+    if node.op_type not in ("Gather", "GatherND") or not g.is_top(node.input[0]):
         return False
     w = g.top.weight(node.input[0])
+    index = idx or node.input[1]
     return (w is not None and (w.dtype.kind == "f" or w.dtype.name == "bfloat16") and w.ndim >= 1
-            and g.elem(node.input[1]) in ("i32", "i64") and g.shape(node.input[1]) is not None)
+            and g.elem(index) in ("i32", "i64") and g.shape(index) is not None)
