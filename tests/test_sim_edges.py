@@ -103,6 +103,26 @@ def test_a_vector_load_with_every_lane_off_gives_zeros_of_the_tensors_type() -> 
     np.testing.assert_array_equal(out["y"], np.full(4, x[0]))
 
 
+def test_a_vector_store_with_every_lane_off_writes_nothing_and_retires() -> None:
+    """A vst whose mask is all off leaves memory as it was and still takes its cycle on both engines; the
+    program goes on (here: a store of lane 0 afterwards, whose mask has the one lane k with 1 + k < 2)."""
+    out, st = agree(program("""
+.sym @0 output "y" f32 [4]
+.code
+  alloc @0, [4]
+  li f0, 7.0
+  vsplat.f32 v0, f0, 4
+  vmask v1, 0, 0, 4
+  vst v0, @0[0], v1
+  vmask v2, 1, 2, 4
+  vst v0, @0[0], v2
+  halt
+.end
+"""), {})
+    np.testing.assert_array_equal(out["y"], np.array([7, 0, 0, 0], np.float32))
+    assert st["cycles"] > 0
+
+
 @pytest.mark.parametrize(("shape", "index", "words"), [
     ("[4]", "5", "index 5 is out of range for dimension 0 of input 'x' (size 4) at [5]"),
     ("[4]", "-1", "index -1 is out of range for dimension 0 of input 'x' (size 4) at [-1]"),

@@ -154,6 +154,43 @@ def test_weighted_bag_counts_each_weight_once_and_a_fused_multiply_add_as_one_op
     assert (got.vector_fp_ops, got.lookups) == (plain.vector_fp_ops, plain.lookups)
 
 
+def test_a_tensor_train_bag_counts_each_distinct_slice_once_and_the_cheapest_chain() -> None:
+    """Cores 6x1x4x5 and 7x5x3x1 (p = 6, 7; q = 4, 3; ranks 1, 5, 1): slices of 20 and 15 floats, rows of 12.
+    Indices 0, 8, 8, 41 in two bags (offsets 0, 2, 4): digits (x // 7, x % 7) = (0, 0), (1, 1), (1, 1), (5, 6)."""
+    p = program([("param", "f32", (6, 1, 4, 5)), ("param", "f32", (7, 5, 3, 1)), ("input", "i64", (4,)),
+                 ("input", "i64", (3,)), ("output", "f32", (2, 12))],
+                Work("ttbag", "sum", table=0, part1=1, indices=2, offsets=3, output=4, rows=42))
+    got = counts(p, {2: np.array([0, 8, 8, 41]), 3: np.array([0, 2, 4])})
+    # 3 distinct digits of each core: 3 x 20 + 3 x 15 floats; 4 indices and 3 offsets of 8 bytes; 2 rows out
+    assert got.compulsory_bytes == (3 * 20 + 3 * 15) * 4 + 7 * 8 + 2 * 12 * 4
+    assert got.access_elements == 4 * (20 + 15) + 4 + 3  # every lookup streams both slices
+    # 3 distinct rows, each 1*4*5*3*1 = 60 multiply-adds (two cores: one order), 180 in 16-lane fmas; the
+    # repeated 8 adds its kept row (one chunk of 12 floats)
+    assert (got.lookups, got.distinct_rows, got.vector_fp_ops) == (4, 3, 12 + 1)
+    assert (got.row_chunks, got.output_chunks) == (3 * 3 + 1, 2)  # 35 floats are 3 chunks a row
+    narrow = counts(p, {2: np.array([0, 8, 8, 41]), 3: np.array([0, 2, 4])}, lanes=128)  # 4 lanes: rows of 3 chunks
+    assert (narrow.vector_fp_ops, narrow.row_chunks, narrow.output_chunks) == (180 // 4 + 3, 3 * 9 + 3, 2 * 3)
+
+
+def test_a_deep_hash_bag_counts_its_mlp_once_per_distinct_index() -> None:
+    """Layers 6 -> 5 -> 4 -> 3 (weights 5x6, 4x5, 3x4: 62 floats); indices 3, 3, 9 in bags (0, 1, 3)."""
+    p = program([("param", "f32", (5, 6)), ("param", "f32", (4, 5)), ("param", "f32", (3, 4)), ("input", "i64", (3,)),
+                 ("input", "i64", (3,)), ("output", "f32", (2, 3))],
+                Work("dhe", "sum", table=0, part1=1, part2=2, indices=3, offsets=4, output=5))
+    got = counts(p, {3: np.array([3, 3, 9]), 4: np.array([0, 1, 3])})
+    assert got.compulsory_bytes == 62 * 4 + 6 * 8 + 2 * 3 * 4  # the weights once, indices and offsets, output
+    assert got.access_elements == 3 + 3
+    # 2 distinct indices run the MLP: 62 multiply-adds in 4 fmas of 16 lanes each; the repeated 3 adds a chunk
+    assert (got.lookups, got.distinct_rows, got.vector_fp_ops) == (3, 2, 2 * 4 + 1)
+    assert (got.row_chunks, got.output_chunks) == (2 + 2 + 1, 2)  # 30, 20 and 12 floats
+    mean = counts(program([("param", "f32", (5, 6)), ("param", "f32", (4, 5)), ("param", "f32", (3, 4)),
+                           ("input", "i64", (3,)), ("input", "i64", (3,)), ("output", "f32", (2, 3))],
+                          Work("dhe", "mean", table=0, part1=1, part2=2, indices=3, offsets=4, output=5)),
+                  {3: np.array([3, 3, 9]), 4: np.array([0, 1, 3])})
+    assert mean.vector_fp_ops == got.vector_fp_ops + 2  # a multiply per output chunk
+    assert counts(p, {3: np.zeros(0, np.int64), 4: np.array([0, 0, 0])}).compulsory_bytes == 3 * 8 + 2 * 3 * 4
+
+
 def test_bags_read_only_the_indices_their_offsets_cover() -> None:
     got = counts(bag(), {1: IDX, 2: np.array([1, 3, 3, 4])})  # positions 1, 2 and 3: rows 0, 1, 0
     assert (got.lookups, got.distinct_rows, got.output_chunks) == (3, 2, 3)
