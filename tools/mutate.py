@@ -33,7 +33,7 @@ MUTMUT = Path(sys.executable).with_name("mutmut")
 LINKED = ("ember", "tests", "samples", "docs")  # docs: tests check that tables in docs/ are current
 
 # mutmut's exit codes (mutmut/stats.py, 3.8.1) folded into the four outcomes this report counts.
-KILLED = {1, 3, 36, -24, 24, 152, 255, -11, -9}  # a failing test, a timeout or a crash all detect the mutant
+KILLED = {1, 3, 36, -24, 24, 152, 255, -11, -9, -6}  # a failing test, a timeout or a crash (segfault, abort) detect it
 SURVIVED = {0}
 NO_TESTS = {5, 33}
 
