@@ -123,6 +123,27 @@ def test_a_vector_store_with_every_lane_off_writes_nothing_and_retires() -> None
     assert st["cycles"] > 0
 
 
+def test_a_timing_only_run_that_stops_on_an_error_says_how_to_see_it() -> None:
+    """Without the tables' data the fast engine cannot word an error (the reference engine would need the data
+    to run to it), so it says how to see it."""
+    p = program("""
+.sym @0 param "t" f32 [4, 2]
+.sym @1 input "k" i64 [2]
+.sym @2 output "y" f32 [2]
+.code
+  alloc @2, [2]
+  ld r0, @1[1]
+  ld f0, @0[r0, 0]
+  st f0, @2[0]
+  halt
+.end
+""")
+    with pytest.raises(EmberError) as info:
+        simulate(p, {"k": np.array([0, 9])}, MACHINE, engine="fast", timing_only=True)
+    assert str(info.value) == ("error: --timing-only: the simulation stopped on an error; run it with data (without "
+                               "--timing-only) to see which")
+
+
 @pytest.mark.parametrize(("shape", "index", "words"), [
     ("[4]", "5", "index 5 is out of range for dimension 0 of input 'x' (size 4) at [5]"),
     ("[4]", "-1", "index -1 is out of range for dimension 0 of input 'x' (size 4) at [-1]"),

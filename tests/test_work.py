@@ -191,6 +191,18 @@ def test_a_deep_hash_bag_counts_its_mlp_once_per_distinct_index() -> None:
     assert counts(p, {3: np.zeros(0, np.int64), 4: np.array([0, 0, 0])}).compulsory_bytes == 3 * 8 + 2 * 3 * 4
 
 
+def test_a_robe_bag_counts_one_sure_block_and_every_lookups_row() -> None:
+    """A 64-element array in blocks of 4, rows of 8; indices 3, 3, 9 in bags (0, 1, 3).  Blocks of different
+    rows may overlap, so only one block (4 floats) is sure to be read, and only when there is a lookup."""
+    p = program([("param", "f32", (64,)), ("input", "i64", (3,)), ("input", "i64", (3,)), ("output", "f32", (2, 8))],
+                Work("robe", "sum", table=0, indices=1, offsets=2, output=3, block=4))
+    got = counts(p, {1: np.array([3, 3, 9]), 2: np.array([0, 1, 3])})
+    assert got == WorkCounts(lookups=3, distinct_rows=2, compulsory_bytes=4 * 4 + 6 * 8 + 2 * 8 * 4,
+                             access_elements=3 * 8 + 6, vector_fp_ops=3, row_chunks=3, output_chunks=2)
+    none = counts(p, {1: np.zeros(0, np.int64), 2: np.array([0, 0, 0])})
+    assert none.compulsory_bytes == 3 * 8 + 2 * 8 * 4
+
+
 def test_bags_read_only_the_indices_their_offsets_cover() -> None:
     got = counts(bag(), {1: IDX, 2: np.array([1, 3, 3, 4])})  # positions 1, 2 and 3: rows 0, 1, 0
     assert (got.lookups, got.distinct_rows, got.output_chunks) == (3, 2, 3)
