@@ -87,6 +87,30 @@ def test_a_straight_line_program_costs_what_its_instructions_and_time_cost() -> 
     assert math.isclose(static, watts * st["cycles"] / (m.clock_ghz * 1e9), rel_tol=1e-12)
 
 
+LOOP = """.dae 2
+.sym @0 output "y" i64 [1]
+.code
+  alloc @0, [1]
+  li r0, 0
+L0:
+  add r0, r0, 1
+  blt r0, 3, L0
+  st r0, @0[0]
+  halt
+.end
+"""
+
+
+def test_a_branch_costs_an_integer_operation() -> None:
+    """Three trips round a loop: alloc, li and three adds on the integer ALUs, three branches, one store; each
+    branch is charged the integer-operation energy, as an ALU op is."""
+    m = SMALL.set("energy.uop_pj", "100").set("energy.int_op_pj", "7")
+    out, st = reference.simulate(parse_dae(LOOP, "loop.dae"), {}, m)
+    assert out["y"][0] == 3
+    assert (st["execute.uops"], st["execute.pipe.int_alu"], st["execute.pipe.branch"]) == (9, 5, 3)
+    assert math.isclose(st["energy.core_j"], (9 * 100 + (5 + 3) * 7) * 1e-12, rel_tol=1e-12)
+
+
 def test_twice_every_energy_number_is_twice_the_energy() -> None:
     program, inputs = dlrm()
     _, st = reference.simulate(program, inputs, SMALL)
