@@ -111,6 +111,15 @@ def test_a_branch_costs_an_integer_operation() -> None:
     assert math.isclose(st["energy.core_j"], (9 * 100 + (5 + 3) * 7) * 1e-12, rel_tol=1e-12)
 
 
+@pytest.mark.parametrize("engine", ["reference", "fast"])
+def test_a_program_that_takes_no_time_draws_no_power(engine: str) -> None:
+    """`halt` alone: no cycles, no energy, and an average power of 0 W rather than a division by zero."""
+    from ember.sim.engines import simulate
+
+    _, st = simulate(parse_dae(".dae 2\n.code\n  halt\n.end\n", "h.dae"), {}, SMALL, engine=engine)
+    assert (st["cycles"], st["energy_j"], st["power_w"]) == (0, 0, 0)
+
+
 def test_twice_every_energy_number_is_twice_the_energy() -> None:
     program, inputs = dlrm()
     _, st = reference.simulate(program, inputs, SMALL)
