@@ -118,6 +118,10 @@ def test_a_program_that_takes_no_time_draws_no_power(engine: str) -> None:
 
     _, st = simulate(parse_dae(".dae 2\n.code\n  halt\n.end\n", "h.dae"), {}, SMALL, engine=engine)
     assert (st["cycles"], st["energy_j"], st["power_w"]) == (0, 0, 0)
+    # the text statistics (ember-sim --stats F.txt) give each figure its unit
+    lines = {line.split()[0]: line for line in st.to_text().splitlines()[1:-1]}
+    assert lines["power_w"].endswith("(Watt)") and lines["energy_j"].endswith("(Joule)")
+    assert lines["energy.core_j"].endswith("(Joule)") and lines["energy.static.core_j"].endswith("(Joule)")
 
 
 def test_twice_every_energy_number_is_twice_the_energy() -> None:
