@@ -12,7 +12,8 @@ imports op by op as host arithmetic, MatMul, Add and Relu.  This module finds th
 replaces it with one `emb.dhe`.  The hash is matched by meaning (matching.py): linear in the index by its form,
 slope and bias read off its values at probe indices.  The encoding must give, bit for bit in float32, what
 emb.dhe computes, 2 (h / (m - 1)) - 1, at every h or at 2^22 of them (`_check_encoding`); the layers
-must be nn.Linear's (the input times the transpose of an out x in weight, plus an optional bias).
+must be nn.Linear's: the input times the transpose of an out x in weight (as PyTorch writes it) or times an
+in x out weight (as ONNX exporters store it), plus an optional bias.
 """
 
 from __future__ import annotations
