@@ -69,9 +69,11 @@ def indices(shape: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
     return {"indices": np.random.default_rng(4).integers(0, 10**7, size=shape or (6, 5)).astype(np.int64)}
 
 
-def run(module: Any, path: Path, level: str, shape: tuple[int, int] | None = None) -> str:
-    """Import the saved module, simulate it on both engines and compare with torch; returns the imported IR."""
-    feeds = indices(shape)
+def run(module: Any, path: Path, level: str, shape: tuple[int, int] | None = None,
+        feeds: dict[str, np.ndarray] | None = None) -> str:
+    """Import the saved module, simulate it on both engines and compare with torch, on `feeds` or on random
+    indices below 10^7; returns the imported IR."""
+    feeds = feeds or indices(shape)
     save(module, feeds, path)
     ir = print_module(import_model(str(path), path.name))
     want = module(torch.from_numpy(feeds["indices"])).detach().numpy()

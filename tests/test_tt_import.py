@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import compile_model
-from test_fast_engine import assert_same, both
 from test_quantized_import import save
+from test_robe_import import run
 
 from ember.frontends import import_model
 from ember.ir.printer import print_module
@@ -62,19 +61,6 @@ class TTBag(torch.nn.Module):
         return rows.sum(dim=1) if self.mode == "sum" else rows.mean(dim=1)
 
 
-def run(module: TTBag, path: Path, level: str, feeds: dict[str, np.ndarray]) -> str:
-    """Import the saved module, simulate it on both engines and compare with torch; returns the imported IR."""
-    save(module, feeds, path)
-    ir = print_module(import_model(str(path), path.name))
-    want = module(torch.from_numpy(feeds["indices"])).detach().numpy()
-    ref_out, ref_st, out, st = both(compile_model(path, level), feeds)
-    (name,) = ref_out
-    np.testing.assert_array_equal(out[name], ref_out[name])
-    assert_same(ref_st, st)
-    np.testing.assert_allclose(ref_out[name], want, rtol=1e-5, atol=1e-5)
-    return ir
-
-
 def indices(p: list[int], shape: tuple[int, int] = (5, 4), negative: bool = False) -> dict[str, np.ndarray]:
     n = math.prod(p)
     return {"indices": np.random.default_rng(3).integers(-n if negative else 0, n, size=shape).astype(np.int64)}
@@ -87,7 +73,7 @@ def indices(p: list[int], shape: tuple[int, int] = (5, 4), negative: bool = Fals
     ([3, 2, 4, 2], [2, 1, 2, 2], [2, 3, 2], "sum", True)])
 def test_a_tt_module_imports_as_one_emb_ttbag(tmp_path: Path, suffix: str, level: str, p: list[int], q: list[int],
                                              ranks: list[int], mode: str, right: bool) -> None:
-    ir = run(TTBag(p, q, ranks, mode, right), tmp_path / f"tt{suffix}", level, indices(p))
+    ir = run(TTBag(p, q, ranks, mode, right), tmp_path / f"tt{suffix}", level, feeds=indices(p))
     assert ir.count("emb.ttbag") == 1 and "emb.gather" not in ir and "MatMul" not in ir, ir
     assert f'{{cores = {len(p)}, mode = "{mode}", rows = {math.prod(p)}}}' in ir, ir
     for k, (pk, qk) in enumerate(zip(p, q)):
@@ -99,7 +85,7 @@ def test_a_negative_index_reads_the_row_pytorch_does(tmp_path: Path) -> None:
     p = [5, 4, 3]
     feeds = indices(p, negative=True)
     assert (feeds["indices"] < 0).any()
-    ir = run(TTBag(p, [2, 2, 2], [3, 4]), tmp_path / "neg.pt2", "O3", feeds)
+    ir = run(TTBag(p, [2, 2, 2], [3, 4]), tmp_path / "neg.pt2", "O3", feeds=feeds)
     assert "emb.ttbag" in ir
 
 
@@ -108,7 +94,7 @@ def test_a_negative_index_reads_the_row_pytorch_does(tmp_path: Path) -> None:
 def test_other_arithmetic_stays_as_imported_and_still_equals_torch(tmp_path: Path, other: str, name: str) -> None:
     """Other chains, and any TT from .onnx (its digits are ONNX integer Divs, which the matching does not read)."""
     p = [5, 4, 3]
-    ir = run(TTBag(p, [2, 2, 2], [3, 4], other=other), tmp_path / name, "O0", indices(p))
+    ir = run(TTBag(p, [2, 2, 2], [3, 4], other=other), tmp_path / name, "O0", feeds=indices(p))
     assert "emb.ttbag" not in ir and ir.count("emb.gather") == 3, ir
 
 

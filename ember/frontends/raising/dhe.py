@@ -26,15 +26,16 @@ from .matching import (
     Consts,
     Eval,
     Host,
-    NoMatch,
     constant,
     host_op,
     index_input,
+    is_pooling,
     known,
     modulo,
     need,
     param_of,
     pooled_over_lookups,
+    raise_each,
     replace_with_bags,
     scalar,
     static_shape,
@@ -46,12 +47,7 @@ _LAYERS = 3  # emb.dhe takes 1 to 3
 
 def raise_dhe(block: Block, results: list[Value], consts: Consts, const: Const, host: Host) -> list[Value]:
     """Replace each DHE lookup in `block` by an `emb.dhe`; returns `results` with the replaced values mapped."""
-    for reduce in [op for op in block.ops if op.name == "host.onnx" and op.attrs["op"] in ("ReduceSum", "ReduceMean")]:
-        try:
-            results = _raise_one(block, reduce, results, consts, const, host)
-        except (NoMatch, ValueError, IndexError):  # numpy's, on shapes that do not fit: not this pattern either
-            continue
-    return results
+    return raise_each(block, is_pooling, _raise_one, results, consts, const, host)
 
 
 def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, const: Const,

@@ -238,6 +238,26 @@ def pooled_over_lookups(block: Block, rows: Value, results: list[Value], consts:
     return reduce, "sum" if reduce.attrs["op"] == "ReduceSum" else "mean"
 
 
+RaiseOne = Callable[[Block, Op, list[Value], Consts, Const, Host], list[Value]]
+
+
+def raise_each(block: Block, start: Callable[[Op], bool], raise_one: RaiseOne, results: list[Value], consts: Consts,
+               const: Const, host: Host) -> list[Value]:
+    """`raise_one` from each op of `block` that `start` picks (as the block was before any of them); an op that
+    does not match, or whose shapes numpy cannot fit, is left as it is."""
+    for op in [op for op in block.ops if start(op)]:
+        try:
+            results = raise_one(block, op, results, consts, const, host)
+        except (NoMatch, ValueError, IndexError):
+            continue
+    return results
+
+
+def is_pooling(op: Op) -> bool:
+    """A ReduceSum or ReduceMean host op: where a bag's rows are pooled."""
+    return op.name == "host.onnx" and op.attrs["op"] in ("ReduceSum", "ReduceMean")
+
+
 def prune(block: Block, results: list[Value]) -> None:
     """Drop ops whose results nothing uses (what a raising replaced, or the Unsqueeze/Expand of an index a row
     scatter consumed): every op a frontend emits is pure, and a dead host op would still be charged."""

@@ -36,6 +36,7 @@ from .matching import (
     need,
     param_of,
     pooled_over_lookups,
+    raise_each,
     replace_with_bags,
     scalar,
     static_shape,
@@ -48,12 +49,7 @@ _LIMIT = 1 << 31  # emb.robe's coefficients and prime are below this
 
 def raise_robe(block: Block, results: list[Value], consts: Consts, const: Const, host: Host) -> list[Value]:
     """Replace each ROBE lookup in `block` by an `emb.robe`; returns `results` with the replaced values mapped."""
-    for gather in [op for op in block.ops if op.name == "emb.gather"]:
-        try:
-            results = _raise_one(block, gather, results, consts, const, host)
-        except (NoMatch, ValueError, IndexError):  # numpy's, on shapes that do not fit: not this pattern either
-            continue
-    return results
+    return raise_each(block, lambda op: op.name == "emb.gather", _raise_one, results, consts, const, host)
 
 
 def _raise_one(block: Block, gather: Op, results: list[Value], consts: Consts, const: Const,

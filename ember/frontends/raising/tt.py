@@ -35,11 +35,12 @@ from .matching import (
     Consts,
     Eval,
     Host,
-    NoMatch,
     index_input,
+    is_pooling,
     need,
     param_of,
     pooled_over_lookups,
+    raise_each,
     replace_with_bags,
     static_shape,
     upstream,
@@ -56,12 +57,7 @@ _SPREAD = 256  # random slices are integers in [-256, 256]: every product and su
 def raise_tt(block: Block, results: list[Value], consts: Consts, const: Const, host: Host) -> list[Value]:
     """Replace each tensor-train lookup in `block` by an `emb.ttbag`; returns `results` with the replaced values
     mapped."""
-    for reduce in [op for op in block.ops if op.name == "host.onnx" and op.attrs["op"] in ("ReduceSum", "ReduceMean")]:
-        try:
-            results = _raise_one(block, reduce, results, consts, const, host)
-        except (NoMatch, ValueError, IndexError):  # numpy's, on shapes that do not fit: not this pattern either
-            continue
-    return results
+    return raise_each(block, is_pooling, _raise_one, results, consts, const, host)
 
 
 def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, const: Const,
