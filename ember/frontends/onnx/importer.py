@@ -240,8 +240,8 @@ class _Importer(Facts):
         arr = np.asarray(a)
         elem = np_elem(arr)
         assert elem is not None
-        op = block.add(new_op("host.onnx", [], [tensor(tuple(arr.shape), elem)],
-                              {"op": "Constant", "value": DenseAttr.from_array(arr, tensor(tuple(arr.shape), elem))}))
+        ty = tensor(tuple(arr.shape), elem)
+        op = block.add(new_op("host.onnx", [], [ty], {"op": "Constant", "value": DenseAttr.from_array(arr, ty)}))
         op.result.name = self.fresh("raised_constant")
         return op.result
 

@@ -1,10 +1,10 @@
-"""What the raisings of hashed embeddings (robe.py, dhe.py) share: reading the lowered block and evaluating its
-index arithmetic.
+"""What the raisings (robe.py, dhe.py, tt.py) share: reading the imported block and evaluating its index
+arithmetic.
 
-A model that writes ROBE or DHE with tensor ops imports op by op as host arithmetic; a raising finds such
-arithmetic after the lowering and replaces it with one `emb` op.  It matches by meaning rather than by the
-exporter's exact operators: the arithmetic between the indices and a hash is evaluated in numpy on probe
-indices, with the constants and buffers the model file holds, and accepted only when its form also guarantees
+A model that writes ROBE, DHE or a tensor train with tensor ops imports op by op as host arithmetic and gathers;
+a raising finds such a lookup after the import and replaces it with one `emb` op.  It matches by meaning rather
+than by the exporter's exact operators: the arithmetic between the indices and a hash is evaluated in numpy on
+probe indices, with the constants and buffers the model file holds, and accepted only when its form also guarantees
 what the probes show (`Eval.linear`).  Anything that does not match stays as it was imported.
 """
 
@@ -23,8 +23,8 @@ from ...ir.types import ShapedType, tensor
 PROBES = (0, 1, 2, 3, 977, 65_537, 1_000_003, 123_456_789)  # the indices the arithmetic is evaluated at
 MAX_ELEMENTS = 1 << 24  # a larger value (128 MB of int64) is not evaluated: the model is left as imported
 Consts = Callable[[str], np.ndarray | None]  # a param's data by name, None when it is not known at import
-Const = Callable[[np.ndarray], Value]  # the lowering's: a constant's param, appended to the block
-Host = Callable[..., Value]  # the lowering's: a host op, appended to the block
+Const = Callable[[np.ndarray], Value]  # the frontend's: a constant, appended to the block
+Host = Callable[..., Value]  # the frontend's: a host op, appended to the block
 
 
 class NoMatch(Exception):
@@ -241,11 +241,11 @@ def pooled_over_lookups(block: Block, rows: Value, results: list[Value], consts:
 RaiseOne = Callable[[Block, Op, list[Value], Consts, Const, Host], list[Value]]
 
 
-def raise_each(block: Block, start: Callable[[Op], bool], raise_one: RaiseOne, results: list[Value], consts: Consts,
+def raise_each(block: Block, picks: Callable[[Op], bool], raise_one: RaiseOne, results: list[Value], consts: Consts,
                const: Const, host: Host) -> list[Value]:
-    """`raise_one` from each op of `block` that `start` picks (as the block was before any of them); an op that
+    """`raise_one` from each op of `block` that `picks` accepts (as the block was before any of them); an op that
     does not match, or whose shapes numpy cannot fit, is left as it is."""
-    for op in [op for op in block.ops if start(op)]:
+    for op in [op for op in block.ops if picks(op)]:
         try:
             results = raise_one(block, op, results, consts, const, host)
         except (NoMatch, ValueError, IndexError):

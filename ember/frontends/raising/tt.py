@@ -67,22 +67,22 @@ def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, c
     need(found is reduce)
     gathers = [op for op in upstream(rows) if op.name == "emb.gather"]
     need(len(gathers) in _CORES)
-    tables = [param_of(g.operands[0]) for g in gathers]
+    tables = [param_of(g.operands[0]).result for g in gathers]
     for t in tables:
-        need(t.result.type.elem.name == "f32" and len(static_shape(t.result)) == 2)  # type: ignore[union-attr]
+        need(t.type.elem.name == "f32" and len(static_shape(t)) == 2)  # type: ignore[union-attr]
+    sizes = [static_shape(t) for t in tables]  # core k: (p_k, R_k q_k R_k+1)
     x = index_input(block, gathers[0].operands[1])
     need(all(index_input(block, g.operands[1]) is x for g in gathers))
     bags, length = static_shape(x)
     need(len(static_shape(rows)) == 3 and static_shape(rows)[:2] == (bags, length))
     dim = static_shape(rows)[2]
-    need(bags * length * max(dim, *(static_shape(t.result)[1] for t in tables)) <= MAX_ELEMENTS)
-    order = _digit_order(gathers, x, consts)
-    gathers = [gathers[k] for k in order]
-    widths = [static_shape(param_of(g.operands[0]).result)[1] for g in gathers]
+    need(bags * length * max(dim, *(w for _, w in sizes)) <= MAX_ELEMENTS)
+    order = _digit_order(gathers, [pk for pk, _ in sizes], x, consts)
+    gathers, sizes = [gathers[k] for k in order], [sizes[k] for k in order]
+    p, widths = [pk for pk, _ in sizes], [w for _, w in sizes]
     shapes = next((s for s in _factorings(widths, dim) if _contracts(rows, gathers, s, bags * length)), None)
     need(shapes is not None)
     assert shapes is not None
-    p = [static_shape(param_of(g.operands[0]).result)[0] for g in gathers]
     total = math.prod(p)
     need(total < 1 << 62)
     start = len(block.ops)
@@ -97,11 +97,11 @@ def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, c
                              {"cores": len(cores), "mode": mode, "rows": total}, const, host)
 
 
-def _digit_order(gathers: list[Op], x: Value, consts: Consts) -> list[int]:
-    """The gathers from the most significant digit to the least: each must read, at every index in [-N, N) (or a
-    sample of them), digit k of x (of x + N for a negative x), as `emb.ttbag` reads row x's slice of core k."""
+def _digit_order(gathers: list[Op], p: list[int], x: Value, consts: Consts) -> list[int]:
+    """The gathers (of cores of p[k] rows) from the most significant digit to the least: each must read, at every
+    index in [-N, N) (or a sample of them), digit k of x (of x + N for a negative x), as `emb.ttbag` reads row x's
+    slice of core k."""
     ev = Eval(x, consts)
-    p = [static_shape(param_of(g.operands[0]).result)[0] for g in gathers]
     total = math.prod(p)
     positions = math.prod(static_shape(x))
     tried = min(_EVERY, positions * _EVALUATIONS)
