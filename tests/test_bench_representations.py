@@ -32,7 +32,8 @@ def test_every_form_has_a_row_at_every_level_and_experts_where_they_exist(tiny_r
     _, rows = tiny_rm1
     got = {(r["workload"], r["variant"]) for r in rows}
     names = [f"RM1_{form}" for form, _ in FORMS.values()]
-    experts = {("RM1_float32", "hand"), ("RM1_int8", "hand"), ("RM1_int4", "hand"), ("RM1_DHE", "hand")}
+    experts = {("RM1_float32", "hand"), ("RM1_int8", "hand"), ("RM1_int4", "hand"), ("RM1_ROBE", "hand"),
+               ("RM1_DHE", "hand")}
     assert got == {(n, v) for n in names for v in LEVELS} | experts
     for r in rows:
         assert r["cycles"] > 0 and 0 < r["sol_fraction"] <= 1, (r["workload"], r["variant"])
@@ -101,6 +102,13 @@ def test_paper_size_runs_timing_only_with_no_table_data(tmp_path: Path) -> None:
     assert o3.stats["cycles"] > 0 and hand.stats["cycles"] > 0
     dhe = FormWorkload("RM1_DHE", "dhe", 1, w.rows, w.dim, w.pooling, 2, 0.0, virtual=True)  # hashes, no table
     assert run(dhe, "O3", m, timing_only=True).stats["cycles"] > 0
+    # the ROBE expert names its array by ratio: the workload's 1,000,000 x 32 table gives it 32,000 elements
+    robe = FormWorkload("RM1_ROBE", "robe", 1, w.rows, w.dim, w.pooling, 2, 0.0, virtual=True)
+    hand = run(robe, "hand", m, timing_only=True)
+    assert hand.stats["cycles"] > 0 and not hand.notes  # the fast engine ran it (timing-only needs it)
+    program = handwritten("robe", 32).program
+    robe.bind(program, 0, None)
+    assert [s.shape for s in program.symbols if s.kind == "param"] == [(32_000,)]
     res = run_tool("bench", "--suite", "representations-paper", "--only", "RM1_int8")
     assert res.returncode == 1 and "--timing-only" in res.stderr.decode()
 
@@ -149,3 +157,33 @@ def test_the_dhe_expert_equals_the_compiled_mlp_bit_for_bit_on_both_engines(name
         outs.append(got["output"])
     np.testing.assert_array_equal(outs[1], outs[0])
     assert outs[0].shape == (2, w.dim) and np.abs(outs[0]).min() > 0
+
+
+@pytest.mark.parametrize(("dim", "size"), [(32, 7), (64, 1_000), (128, 2_560)])
+def test_the_robe_expert_reads_the_array_as_robe_defines_it_on_both_engines(dim: int, size: int) -> None:
+    """Against the layout's own definition (Layout.rows: Hetu's hash and sign), on lookups chosen to take every
+    path: a part of 16 elements whose hash passes P (so the slots restart at 0 mid-part), blocks that wrap around
+    an array smaller than a block, a negative index, an empty bag.  Both engines, the same bits and statistics."""
+    from test_fast_engine import assert_same, both
+
+    from ember.passes.robe import PRIME, Layout
+
+    layout = Layout(size, 32, 0)
+    (hx, hc, hd), _ = layout.hashes
+    # the index whose first part starts 8 before P, and one whose last part does (solved mod P, rare by chance)
+    last = hc * ((dim - 16) // 32) + (dim - 16) % 32 + hd
+    passing = [(PRIME - 8 - base) * pow(hx, -1, PRIME) % PRIME for base in (hd, last)]
+    assert all((hx * x + base) % PRIME == PRIME - 8 for x, base in zip(passing, (hd, last)))
+    rng = np.random.default_rng(dim)
+    idx = np.concatenate([passing, [-5], rng.integers(0, 10**6, 9)]).astype(np.int64)
+    off = np.array([0, 3, 3, 8, len(idx)], dtype=np.int64)
+    array = rng.standard_normal(size).astype(np.float32)
+    program = handwritten("robe", dim).program
+    program.data[next(n for n, s in enumerate(program.symbols) if s.kind == "param")] = array
+    ref_out, ref_st, out, st = both(program, {"indices": idx, "offsets": off})
+    np.testing.assert_array_equal(out["output"], ref_out["output"])
+    assert_same(ref_st, st)
+    rows = layout.rows(array, idx, dim).astype(np.float64)
+    want = np.stack([rows[a:b].sum(axis=0) for a, b in zip(off[:-1], off[1:])])
+    np.testing.assert_allclose(out["output"], want, rtol=1e-5, atol=1e-5)
+    assert not out["output"][1].any()

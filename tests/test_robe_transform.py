@@ -77,6 +77,15 @@ def test_the_array_is_the_least_squares_fit(size: int, block: int, seed: int) ->
         assert (~a.any(axis=0)).any() and not got[~a.any(axis=0)].any()
 
 
+def test_a_ratio_names_the_array_the_pass_would_make() -> None:
+    """`t#robe/7x/4/3` is the array of ceil(elements / 7) elements, the one `robe{size=7x}` fits (the name a
+    hand-written program uses, since the elements depend on the table)."""
+    table = np.random.default_rng(2).standard_normal((30, 8)).astype(np.float32)
+    got = link_param({"t": table}, "t#robe/7x/4/3")
+    assert got is not None and got.shape == (-(-240 // 7),)
+    np.testing.assert_array_equal(got, link_param({"t": table}, f"t#robe/{-(-240 // 7)}/4/3"))
+
+
 def test_a_table_made_from_an_array_is_recovered_exactly() -> None:
     rng = np.random.default_rng(8)
     array = rng.standard_normal(64).astype(np.float32)
@@ -213,8 +222,12 @@ def test_bad_options_are_one_line_errors(tmp_path: Path, options: str, message: 
 @pytest.mark.parametrize(("name", "message"), [
     ("t#robe/64/4", "a #robe param is named NAME#robe/<size>/<block>/<seed>"),
     ("t#robe/64/4/x", "a #robe param is named NAME#robe/<size>/<block>/<seed>"),
-    ("t#robe/0/4/0", "needs a size > 0 and a block that divides the rows' 8 elements"),
-    ("t#robe/64/3/0", "needs a size > 0 and a block that divides the rows' 8 elements")])
+    ("t#robe/0/4/0", "needs a size > 0 (a ratio > 1) and a block that divides the rows' 8 elements"),
+    ("t#robe/64/3/0", "needs a size > 0 (a ratio > 1) and a block that divides the rows' 8 elements"),
+    ("t#robe/1x/4/0", "needs a size > 0 (a ratio > 1)"),
+    ("t#robe/0x/4/0", "needs a size > 0 (a ratio > 1)"),
+    ("t#robe/x/4/0", "a #robe param is named NAME#robe/<size>/<block>/<seed> (or <ratio>x for the size)"),
+    ("t#robe/2.5x/4/0", "a #robe param is named NAME#robe/<size>/<block>/<seed> (or <ratio>x for the size)")])
 def test_a_derived_name_that_names_no_array_is_one_line(name: str, message: str) -> None:
     with pytest.raises(EmberError) as e:
         link_param({"t": np.zeros((30, 8), np.float32)}, name)

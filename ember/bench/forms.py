@@ -159,8 +159,10 @@ class FormWorkload(Workload):
         for n, s in enumerate(program.symbols):
             if s.kind != "param" or n in virtual:
                 continue
-            if table is None and self.kind != "dhe":  # a hand-written kernel's rows are `?`: the table's
-                s.shape = tuple(self.rows if d is None else d for d in s.shape)
+            if table is None and self.kind != "dhe":  # a hand-written kernel's rows are `?`: the table's, or for
+                # a ROBE array named by its ratio, the array's elements
+                size = robe_size(s.name, self.rows, self.dim) if self.kind == "robe" else self.rows
+                s.shape = tuple(size if d is None else d for d in s.shape)
                 program.data[n] = np.zeros(s.shape, dtype_of(s.dtype))
             else:
                 program.data[n] = linked(self, t, s.name)
@@ -220,6 +222,14 @@ def dhe_rows(p: dict[str, np.ndarray], rows: int) -> np.ndarray:
     enc = (h.astype(np.float32) / np.float32(DHE_BUCKETS - 1) * np.float32(2) - np.float32(1)).astype(np.float64)
     hidden = np.maximum(enc @ p["w0"].T.astype(np.float64) + p["b0"], 0.0)
     return (hidden @ p["w1"].T.astype(np.float64) + p["b1"]).astype(np.float32)
+
+
+def robe_size(name: str, rows: int, dim: int) -> int:
+    """The elements of the ROBE array param `name` (`...#robe/<size or ratio>/<block>/<seed>`) of a table of `rows`
+    rows of `dim` elements."""
+    from ..passes.robe import parse_name
+
+    return parse_name(name.partition("#robe/")[2], dim, rows * dim).size
 
 
 def dense_table(rows: int, dim: int, seed: int, t: int) -> np.ndarray:

@@ -132,14 +132,27 @@ class Layout:
         return np.where(plus, got, -got)
 
 
-def parse_name(args: str, dim: int) -> Layout:
-    """`64000/32/0` (a derived param's name after `#robe/`) for a table of rows of `dim` elements -> its Layout."""
+def parse_name(args: str, dim: int, elements: int | None = None) -> Layout:
+    """`64000/32/0` (a derived param's name after `#robe/`) for a table of rows of `dim` elements -> its Layout.
+
+    The size may also be a ratio, `1000x/32/0`: the array of ceil(elements / 1000) elements, as the pass's `size`
+    option computes it, given the `elements` of the tables it stands for.  A hand-written program names its array
+    this way, so that one program serves every table size."""
     parts = args.split("/")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
-        raise EmberError(f"a #robe param is named NAME#robe/<size>/<block>/<seed>, got '#robe/{args}'")
-    size, block, seed = map(int, parts)
+    ratio = parts[0][:-1] if len(parts) == 3 and parts[0].endswith("x") else None
+    if len(parts) != 3 or not all(p.isdigit() for p in [ratio if ratio is not None else parts[0], *parts[1:]]):
+        raise EmberError(f"a #robe param is named NAME#robe/<size>/<block>/<seed> (or <ratio>x for the size), got "
+                         f"'#robe/{args}'")
+    block, seed = int(parts[1]), int(parts[2])
+    if ratio is None:
+        size = int(parts[0])
+    elif elements is None:
+        raise EmberError(f"'#robe/{args}' gives a ratio, and the table it is computed from is not known here")
+    else:
+        size = -(-elements // int(ratio)) if int(ratio) > 1 else 0
     if not size or not block or dim % block:
-        raise EmberError(f"'#robe/{args}' needs a size > 0 and a block that divides the rows' {dim} elements")
+        raise EmberError(f"'#robe/{args}' needs a size > 0 (a ratio > 1) and a block that divides the rows' {dim} "
+                         "elements")
     return Layout(size, block, seed)
 
 
@@ -149,7 +162,8 @@ def _robe_array(tables: list[np.ndarray], args: str) -> np.ndarray:
         if table.ndim != 2 or table.dtype.kind != "f" or not table.size:
             raise EmberError(f"robe: a table to fit must be 2-D floats, not empty, got "
                              f"{table.dtype}{list(table.shape)}")
-    layouts = [parse_name(args, table.shape[1]) for table in tables]  # the block must divide every table's rows
+    elements = sum(table.size for table in tables)  # what a ratio divides, as the pass's size option
+    layouts = [parse_name(args, table.shape[1], elements) for table in tables]  # the block must divide every row
     return layouts[0].fit(tables)
 
 

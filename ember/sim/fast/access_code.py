@@ -66,10 +66,14 @@ class AccessCode:
         ac0, stall0 = self.var(f"ac0_{k}", "double"), self.var(f"stall0_{k}", "double")
         self(f"ac = {t}; {ac0} = ac; {stall0} = q->stall; wn = 0;")
         self.declare_streams(unit)
+        if unit.fifo:
+            self("q->oph = 0; q->opt = 0;")
         for s in unit.top_streams:
             self.issue(s)
         for r in unit.roots:
             self.walk(unit.tus[r])
+        if unit.fifo:  # engine._Run.run_access: operands left unpopped are an error
+            self(f"if (q->oph != q->opt) {self.fail()}")
         self("pipe_wait(P, ac, CAT_TOKEN);")
         self(f"fs_access_busy += ac - {ac0} - (q->stall - {stall0});")
         self.unit = None
@@ -263,9 +267,7 @@ class AccessCode:
         assert unit is not None
         for rule in tu.rules.get(event, ()):
             token = rule.args[3] if len(rule.args) > 3 else None
-            if token is None:
-                if rule.args[2]:
-                    raise Unsupported("operands pushed without a token")
+            if token is None and not rule.args[2]:
                 continue
             k = self.new_site()
             fr = self.var(f"fr{k}", "double")
@@ -280,7 +282,11 @@ class AccessCode:
                 self(f"{sq} = q->tail - 1; if ({pv} > {fr}) {fr} = {pv}; is_operands += 1; "
                      f"is_operand_bytes += {push.nbytes};")
                 push.ready, push.seq = pv, sq
+                if unit.fifo:
+                    self.enqueue(push)
                 pushes.append(push)
+            if token is None:  # its operands wait in the FIFO for the callbacks of later tokens
+                continue
             tq, tr = self.var(f"tq{k}", "int64_t"), self.var(f"tr{k}", "double")
             self("ac = q_push(q, 8, ac);")
             self(f"if (ac < 0.0) {self.fail()}")
@@ -290,7 +296,7 @@ class AccessCode:
             if label not in self.labels:
                 raise Unsupported(f"no case label {label}")
             saved = self.pushes
-            self.pushes = pushes
+            self.pushes = None if unit.fifo else pushes  # None: pops take from the FIFO (codegen.pop_fifo)
             self.region(self.labels[label], "ret", f"RET{k}")
             if self.pushes:
                 raise Unsupported(f"{label} pops fewer operands than its rule pushes")
@@ -298,6 +304,15 @@ class AccessCode:
             self(f"RET{k}:;")
             self("is_callbacks += 1;")
             self(f"if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')}")
+
+    def enqueue(self, push: Push) -> None:
+        """FIFO mode: the operand joins the runtime FIFO that pops read (an access program with a rule that pushes
+        without a token: how many operands wait for a callback is then known only at run time)."""
+        if push.kind not in ("int", "float"):
+            raise Unsupported("a vector operand of an access program that pushes operands without a token")
+        value = f"(int64_t)({push.value})" if push.kind == "int" else "0"
+        self(f"{{ int64_t o = q->opt++ & q->mask; q->ops[o] = {push.seq}; q->opr[o] = {push.ready}; "
+             f"q->opk[o] = {int(push.kind == 'float')}; q->opi[o] = {value}; q->opf[o] = (double)({push.value}); }}")
 
     def dispatch(self, program: str, token: int, ready: str, seq: str) -> None:
         """execute.Core.dispatch: read the token, test for the end, jump (predicted: the last case)."""
@@ -350,6 +365,8 @@ class Unit:
         self.watchers: dict[int, list[int]] = {}
         self.loaded: set[int] = set()  # scalar memory streams: their operands take the element's bytes
         self.inert: set[int] = set()  # TUs whose last iteration alone is run (access.inert_tus)
+        # FIFO mode: some rule pushes operands without a token, so every operand goes through a runtime FIFO
+        self.fifo = any(i.base == "on" and len(i.args) == 3 and i.args[2] for i in acc.body)
 
     def declare(self, ins: Instr, symbols: list[Any]) -> None:
         a = ins.args

@@ -589,6 +589,9 @@ class Generator(AccessCode, MemoryCode):
         self.done(ins, f"{t} + xp_queue_latency", "pop")
 
     def pop(self, ins: Instr, dst: Reg) -> None:
+        if self.pushes is None and self.unit is not None and self.unit.fifo:
+            self.pop_fifo(ins, dst)
+            return
         push = self.next_push()
         if dst.cls == "v":
             vt = self.vtypes.get(dst.n)
@@ -616,6 +619,20 @@ class Generator(AccessCode, MemoryCode):
             self(f"F{dst.n} = (double)({push.value});")
         else:
             raise Unsupported(f"pop into {dst}")
+
+    def pop_fifo(self, ins: Instr, dst: Reg) -> None:
+        """A pop in FIFO mode (access_code.enqueue): the oldest waiting operand, which must be a scalar of a kind the
+        register takes (execute._popped; a mismatch, or none waiting, stops the run for the reference to word)."""
+        if dst.cls not in ("r", "f"):
+            raise Unsupported(f"a pop into {dst} in an access program that pushes operands without a token")
+        k = self.new_site()
+        o = self.var(f"fo{k}", "int64_t")
+        self(f"if (q->oph == q->opt) {self.fail()}")
+        self(f"{o} = q->oph++ & q->mask;")
+        if dst.cls == "r":
+            self(f"if (q->opk[{o}] != 0) {self.fail()}")
+        self.take(ins, Push(f"q->opi[{o}]", f"q->opr[{o}]", "int", "8", seq=f"q->ops[{o}]"))
+        self(f"R{dst.n} = q->opi[{o}];" if dst.cls == "r" else f"F{dst.n} = q->opf[{o}];")
 
     def popb(self, ins: Instr, n: int) -> None:
         """Tensors.set_scratch: the buffer keeps its base address while it is no larger than the last one."""

@@ -67,7 +67,9 @@ class SharedArrays:
 class _Queue(ctypes.Structure):
     _fields_ = [("head", ctypes.c_int64), ("tail", ctypes.c_int64), ("held", ctypes.c_int64),
                 ("max_bytes", ctypes.c_int64), ("max_entries", ctypes.c_int64), ("cap", ctypes.c_int64),
-                ("mask", ctypes.c_int64), ("bytes", _P), ("hist", _P), ("pop", _P), ("stall", ctypes.c_double)]
+                ("mask", ctypes.c_int64), ("bytes", _P), ("hist", _P), ("pop", _P), ("stall", ctypes.c_double),
+                ("oph", ctypes.c_int64), ("opt", ctypes.c_int64), ("ops", _P), ("opk", _P), ("opi", _P), ("opf", _P),
+                ("opr", _P)]
 
 
 def virtual_symbols(program: Program) -> frozenset[int]:
@@ -207,8 +209,9 @@ class _State:
         ring = 1 << max(10, (cap + 2).bit_length())
         self.qb, self.qp = np.zeros(ring, dtype=np.int64), np.zeros(ring)
         self.qh = np.zeros(cap + 1, dtype=np.int64)
+        self.fifo = [np.zeros(ring, dtype=np.int64) for _ in range(3)] + [np.zeros(ring) for _ in range(2)]
         self.queue = _Queue(0, 0, 0, 0, 0, cap, ring - 1, self.qb.ctypes.data, self.qh.ctypes.data,
-                            self.qp.ctypes.data, 0.0)
+                            self.qp.ctypes.data, 0.0, 0, 0, *(a.ctypes.data for a in self.fifo))
 
         ex = machine.execute
         xp = {"issue_slot": 1.0 / ex.issue_width, "rob_entries": ex.rob_entries, "store_buffer": ex.store_buffer,

@@ -195,6 +195,9 @@ static int mem_place(Mem *m, int64_t addr, int64_t nbytes, int64_t k, double rea
 typedef struct {
     int64_t head, tail, held, max_bytes, max_entries, cap, mask;
     int64_t *bytes, *hist; double *pop, stall;
+    /* An access program that pushes operands without a token (access_code.py, "FIFO mode") keeps every operand
+     * here, from its push to the pop that takes it: sequence number, kind (0 integer, 1 float), value, ready. */
+    int64_t oph, opt, *ops, *opk, *opi; double *opf, *opr;
 } Queue;
 
 /* queue.OutputQueue.push: the push time at or after t; the entry's sequence number is q->tail - 1. */
