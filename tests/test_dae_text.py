@@ -510,8 +510,13 @@ def work_records(draw: st.DrawFn, symbols: list[Symbol]) -> list[Work]:
             if kind == "bag":
                 fields["empty"] = draw(st.sampled_from(WORK_EMPTY))
                 fields["padding_idx"] = draw(st.one_of(st.none(), st.integers(-2, 2**40)))
-            if kind == "qbag":
-                fields["bits"] = draw(st.sampled_from((4, 8)))
+            if kind == "qbag":  # the bits must fit the table's row bytes and the output's width (Work.check)
+                width, dim = symbols[fields["table"]].shape[1], symbols[fields["output"]].shape[1]  # type: ignore[index]
+                fit = [b for b in (4, 8) if width is None or width > (tail := 8 if b == 8 else 4)
+                       and dim in (None, (width - tail) * (8 // b))]
+                if not fit:
+                    continue
+                fields["bits"] = draw(st.sampled_from(fit))
             if kind == "robe":
                 width = symbols[fields["output"]].shape[1]  # type: ignore[index]
                 fields["block"] = draw(st.sampled_from([z for z in range(1, width + 1) if width % z == 0])
