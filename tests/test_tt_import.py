@@ -66,7 +66,7 @@ def indices(p: list[int], shape: tuple[int, int] = (5, 4), negative: bool = Fals
     return {"indices": np.random.default_rng(3).integers(-n if negative else 0, n, size=shape).astype(np.int64)}
 
 
-@pytest.mark.parametrize(("suffix", "level"), [(".pt2", "O0"), (".pt2", "O3"), (".pt", "O3")])
+@pytest.mark.parametrize(("suffix", "level"), [(".pt2", "O0"), (".pt2", "O3"), (".pt", "O3"), (".onnx", "O3")])
 @pytest.mark.parametrize(("p", "q", "ranks", "mode", "right"), [
     ([5, 4, 3], [2, 2, 2], [3, 4], "sum", False),
     ([7, 6], [4, 2], [3], "mean", True),
@@ -80,19 +80,22 @@ def test_a_tt_module_imports_as_one_emb_ttbag(tmp_path: Path, suffix: str, level
         assert f"tensor<{pk}x{([1, *ranks])[k]}x{qk}x{([*ranks, 1])[k]}xf32>" in ir, ir
 
 
-def test_a_negative_index_reads_the_row_pytorch_does(tmp_path: Path) -> None:
-    """x // s of a negative x is negative, and PyTorch counts it from the end of the first core: the row x + N."""
+@pytest.mark.parametrize("name", ["neg.pt2", "neg.onnx"])
+def test_a_negative_index_reads_the_row_pytorch_does(tmp_path: Path, name: str) -> None:
+    """x // s of a negative x is negative, and PyTorch counts it from the end of the first core: the row x + N.
+    torch.export's ONNX exporter writes the floor as ONNX's truncating Div corrected where the signs differ."""
     p = [5, 4, 3]
     feeds = indices(p, negative=True)
     assert (feeds["indices"] < 0).any()
-    ir = run(TTBag(p, [2, 2, 2], [3, 4]), tmp_path / "neg.pt2", "O3", feeds=feeds)
+    ir = run(TTBag(p, [2, 2, 2], [3, 4]), tmp_path / name, "O3", feeds=feeds)
     assert "emb.ttbag" in ir
 
 
 @pytest.mark.parametrize(("other", "name"), [("reversed", "other.pt2"), ("scaled", "other.pt2"),
-                                             ("", "tt.onnx"), ("", "tt.ts.onnx")])
+                                             ("reversed", "other.onnx"), ("", "tt.ts.onnx")])
 def test_other_arithmetic_stays_as_imported_and_still_equals_torch(tmp_path: Path, other: str, name: str) -> None:
-    """Other chains, and any TT from .onnx (its digits are ONNX integer Divs, which the matching does not read)."""
+    """Other chains, and TT from TorchScript's ONNX exporter: it writes x // s as ONNX's Div alone, which truncates,
+    so a negative index reads another row than PyTorch's x + N, and emb.ttbag has no such row order."""
     p = [5, 4, 3]
     ir = run(TTBag(p, [2, 2, 2], [3, 4], other=other), tmp_path / name, "O0", feeds=indices(p))
     assert "emb.ttbag" not in ir and ir.count("emb.gather") == 3, ir

@@ -122,9 +122,12 @@ def index_input(block: Block, v: Value) -> Value:
 
 
 class Eval:
-    """Integer tensor expressions over the indices x, evaluated in numpy in int64 (which wraps, as PyTorch does)."""
+    """Integer tensor expressions over the indices x, evaluated in numpy in int64 (which wraps, as PyTorch does),
+    with the comparisons and logic of booleans among them (how torch.onnx.export writes `//` as ONNX's truncating
+    Div corrected to a floor)."""
 
-    OPS = ("Add", "Sub", "Mul", "Neg", "Div", "Mod", "Unsqueeze", "Reshape", "Expand", "Cast")
+    OPS = ("Add", "Sub", "Mul", "Neg", "Div", "Mod", "Unsqueeze", "Reshape", "Expand", "Cast",
+           "Less", "Greater", "Equal", "And", "Or", "Xor", "Not", "Where")
 
     def __init__(self, x: Value, consts: Consts):
         self.x, self.consts = x, consts
@@ -138,7 +141,8 @@ class Eval:
             return True
         kind = op.attrs.get("op")
         bound = [a for a in op.operands if self.depends(a)]
-        if kind in ("Mod", "Div") or (kind == "Mul" and len(bound) > 1):
+        if kind in ("Mod", "Div", "Not", "Where", *_LOGIC) or (kind == "Mul" and len(bound) > 1) or \
+                (kind == "Cast" and op.attrs.get("to") != _INT64):
             return False
         if kind not in ("Add", "Sub", "Mul") and bound != [op.operands[0]]:
             return False  # a shape operand computed from x
@@ -180,12 +184,13 @@ class Eval:
         if v in memo:
             return memo[v]
         op = v.owner
-        need(isinstance(op, Op) and v.type.elem.name == "i64")  # type: ignore[union-attr]
+        elem = getattr(v.type, "elem", None)
+        need(isinstance(op, Op) and elem is not None and elem.name in ("i64", "i1"))
         assert isinstance(op, Op)
         data = known(v, self.consts)
         if data is not None:
-            need(data.dtype.kind in "iu")
-            out = data.astype(np.int64)
+            need(data.dtype.kind in ("b" if elem.name == "i1" else "iu"))
+            out = data.astype(bool if elem.name == "i1" else np.int64)
         else:
             need(op.name == "host.onnx" and op.attrs["op"] in self.OPS)
             args = [self._eval(a, x, memo) for a in op.operands]
@@ -198,8 +203,16 @@ class Eval:
         return out
 
 
+_LOGIC = {"Less": np.less, "Greater": np.greater, "Equal": np.equal, "And": np.logical_and, "Or": np.logical_or,
+          "Xor": np.logical_xor}
+_ARITHMETIC = ("Add", "Sub", "Mul", "Neg", "Div", "Mod")
+_BOOL, _INT64 = 9, 7  # ONNX's TensorProto data types
+
+
 def _apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
     kind = op.attrs["op"]
+    if kind in _ARITHMETIC:
+        need(all(a.dtype == np.int64 for a in args))  # booleans take part only through Cast and Where
     with np.errstate(over="ignore"):
         if kind == "Add":
             return args[0] + args[1]
@@ -211,12 +224,23 @@ def _apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
             return -args[0]
         if kind in ("Mod", "Div"):
             need(not (args[1] == 0).any())
-            if kind == "Div":  # only exact quotients: executors may round others either way
-                need(not np.remainder(args[0], args[1]).any())
-                return args[0] // args[1]
+            if kind == "Div":  # ONNX's integer Div truncates toward zero (its spec, onnxruntime, onnx.reference)
+                q = args[0] // args[1]
+                return q + ((np.remainder(args[0], args[1]) != 0) & ((args[0] < 0) != (args[1] < 0)))
             return np.fmod(args[0], args[1]) if op.attrs.get("fmod", 0) else np.remainder(args[0], args[1])
-    if kind == "Cast":
-        return args[0]  # from one i64 value to another (every value evaluated is i64)
+    if kind in _LOGIC:
+        need(args[0].dtype == args[1].dtype and (kind in ("Less", "Greater", "Equal") or args[0].dtype == bool))
+        return _LOGIC[kind](args[0], args[1])  # type: ignore[no-any-return]
+    if kind == "Not":
+        need(args[0].dtype == bool)
+        return ~args[0]
+    if kind == "Where":
+        need(args[0].dtype == bool and args[1].dtype == args[2].dtype)
+        return np.where(args[0], args[1], args[2])
+    if kind == "Cast":  # between int64 and bool, the only element types evaluated
+        to = op.attrs.get("to")
+        need(to in (_BOOL, _INT64))
+        return args[0] != 0 if to == _BOOL else args[0].astype(np.int64)
     if kind == "Unsqueeze":
         out = args[0]
         for axis in sorted(int(a) % (out.ndim + len(args[1])) for a in args[1].ravel()):
