@@ -32,9 +32,7 @@ def test_every_form_has_a_row_at_every_level_and_experts_where_they_exist(tiny_r
     _, rows = tiny_rm1
     got = {(r["workload"], r["variant"]) for r in rows}
     names = [f"RM1_{form}" for form, _ in FORMS.values()]
-    experts = {("RM1_float32", "hand"), ("RM1_int8", "hand"), ("RM1_int4", "hand"), ("RM1_ROBE", "hand"),
-               ("RM1_DHE", "hand")}
-    assert got == {(n, v) for n in names for v in LEVELS} | experts
+    assert got == {(n, v) for n in names for v in (*LEVELS, "hand")}  # every form has an expert's kernel
     for r in rows:
         assert r["cycles"] > 0 and 0 < r["sol_fraction"] <= 1, (r["workload"], r["variant"])
 
@@ -109,6 +107,13 @@ def test_paper_size_runs_timing_only_with_no_table_data(tmp_path: Path) -> None:
     program = handwritten("robe", 32).program
     robe.bind(program, 0, None)
     assert [s.shape for s in program.symbols if s.kind == "param"] == [(32_000,)]
+    # and the TT expert's cores, named `auto`: tt-decompose's p for 1,000,000 rows
+    tt = FormWorkload("RM1_TT", "ttbag", 1, w.rows, w.dim, w.pooling, 2, 0.0, virtual=True)
+    hand = run(tt, "hand", m, timing_only=True)
+    assert hand.stats["cycles"] > 0 and not hand.notes
+    program = handwritten("ttbag", 32).program
+    tt.bind(program, 0, None)
+    assert [s.shape[0] for s in program.symbols if s.kind == "param"] == [100, 100, 100]
     res = run_tool("bench", "--suite", "representations-paper", "--only", "RM1_int8")
     assert res.returncode == 1 and "--timing-only" in res.stderr.decode()
 
@@ -186,4 +191,31 @@ def test_the_robe_expert_reads_the_array_as_robe_defines_it_on_both_engines(dim:
     rows = layout.rows(array, idx, dim).astype(np.float64)
     want = np.stack([rows[a:b].sum(axis=0) for a, b in zip(off[:-1], off[1:])])
     np.testing.assert_allclose(out["output"], want, rtol=1e-5, atol=1e-5)
+    assert not out["output"][1].any()
+
+
+@pytest.mark.parametrize("dim", [32, 64, 128])
+def test_the_tt_expert_computes_the_train_on_both_engines(dim: int) -> None:
+    """Against tt_rows, the train's definition in float64, on random cores of p = (3, 5, 4) (the kernel reads p
+    from the cores): every row from the last one back, an empty bag, and repeated rows.  Both engines, the same
+    bits and statistics."""
+    from test_fast_engine import assert_same, both
+
+    from ember.passes.tt_decompose import tt_rows
+
+    program = handwritten("ttbag", dim).program
+    params = [n for n, s in enumerate(program.symbols) if s.kind == "param"]
+    rng = np.random.default_rng(dim)
+    cores = [rng.standard_normal((p, *program.symbols[n].shape[1:])).astype(np.float32)
+             for p, n in zip((3, 5, 4), params)]
+    for n, core in zip(params, cores):
+        program.data[n] = core
+    idx = np.concatenate([np.arange(59, -1, -1), [7, 7, 59]]).astype(np.int64)
+    off = np.array([0, 20, 20, 45, len(idx)], dtype=np.int64)
+    ref_out, ref_st, out, st = both(program, {"indices": idx, "offsets": off})
+    np.testing.assert_array_equal(out["output"], ref_out["output"])
+    assert_same(ref_st, st)
+    rows = tt_rows(cores, 0, 60)[idx]
+    want = np.stack([rows[a:b].sum(axis=0) for a, b in zip(off[:-1], off[1:])])
+    np.testing.assert_allclose(out["output"], want, rtol=1e-5, atol=1e-4)
     assert not out["output"][1].any()

@@ -311,3 +311,16 @@ def test_stats_that_cannot_be_written_leave_no_output(tmp_path: Path, stats: str
     err = r.stderr.decode()
     assert r.returncode == 1 and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "t.eir").exists()
+
+
+def test_auto_names_the_cores_of_the_factoring_the_pass_picks() -> None:
+    """`t#tt/auto/<q>/<ranks>/k`: core k of the train whose p tt-decompose picks for the table when given none (the
+    name a hand-written kernel uses to serve every table size)."""
+    from ember.passes.tt_decompose import factor_at_least
+
+    table = np.random.default_rng(4).standard_normal((1_000, 8)).astype(np.float32)
+    p = "x".join(map(str, factor_at_least(1_000, 3)))
+    for k in range(3):
+        got = link_param({"t": table}, f"t#tt/auto/2x2x2/4x4/{k}")
+        assert got is not None
+        np.testing.assert_array_equal(got, link_param({"t": table}, f"t#tt/{p}/2x2x2/4x4/{k}"))

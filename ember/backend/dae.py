@@ -278,13 +278,16 @@ class Work:
             if symbols[c].dtype != "f32":
                 return f"the cores of a ttbag record must hold f32, @{c} is {symbols[c].dtype}", "table"
         shapes = [symbols[c].shape for c in cores]
-        why = tt_shapes(shapes)
+        known = all(s[:1] != (None,) for s in shapes)  # a hand-written program may leave each core's p as ?
+        why = tt_shapes([s if s[:1] != (None,) else (1, *s[1:]) for s in shapes])
         if why is not None:
             return f"the cores of a ttbag record do not chain: {why}", "table"
-        total = math.prod(s[0] for s in shapes)
-        if not isinstance(self.rows, int) or isinstance(self.rows, bool) or not 0 < self.rows <= total:
-            return f"a ttbag record needs rows=N with 0 < N <= {total} (the product of the cores' p), got " \
-                   f"{self.rows!r}", "rows"
+        total = math.prod(s[0] for s in shapes) if known else None
+        rows = self.rows
+        if (rows is not None or known) and (not isinstance(rows, int) or isinstance(rows, bool) or rows < 1
+                                            or (total is not None and rows > total)):
+            bound = f"0 < N <= {total} (the product of the cores' p)" if known else "N > 0"
+            return f"a ttbag record needs rows=N with {bound}, got {rows!r}", "rows"
         dim, width = math.prod(s[2] for s in shapes), symbols[self.output].shape[1]  # type: ignore[index]
         if width not in (None, dim):
             return f"output=@{self.output} has rows of {width}, but the cores make rows of {dim}", "output"

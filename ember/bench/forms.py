@@ -159,9 +159,9 @@ class FormWorkload(Workload):
         for n, s in enumerate(program.symbols):
             if s.kind != "param" or n in virtual:
                 continue
-            if table is None and self.kind != "dhe":  # a hand-written kernel's rows are `?`: the table's, or for
-                # a ROBE array named by its ratio, the array's elements
-                size = robe_size(s.name, self.rows, self.dim) if self.kind == "robe" else self.rows
+            if table is None and self.kind != "dhe":  # a hand-written kernel's rows are `?`: the table's, or the
+                # elements of a ROBE array named by its ratio, or the p of a TT core named `auto`
+                size = hand_rows(s.name, self.rows, self.dim)
                 s.shape = tuple(size if d is None else d for d in s.shape)
                 program.data[n] = np.zeros(s.shape, dtype_of(s.dtype))
             else:
@@ -224,12 +224,19 @@ def dhe_rows(p: dict[str, np.ndarray], rows: int) -> np.ndarray:
     return (hidden @ p["w1"].T.astype(np.float64) + p["b1"]).astype(np.float32)
 
 
-def robe_size(name: str, rows: int, dim: int) -> int:
-    """The elements of the ROBE array param `name` (`...#robe/<size or ratio>/<block>/<seed>`) of a table of `rows`
-    rows of `dim` elements."""
+def hand_rows(name: str, rows: int, dim: int) -> int:
+    """The first extent of a hand-written kernel's param `name`, linked from a table of `rows` rows of `dim`
+    elements: a ROBE array's elements (`...#robe/<size or ratio>/...`), a TT core's p (`...#tt/auto/<q>/.../k`:
+    the factoring tt-decompose picks), or else the table's rows."""
     from ..passes.robe import parse_name
+    from ..passes.tt_decompose import factor_at_least
 
-    return parse_name(name.partition("#robe/")[2], dim, rows * dim).size
+    if "#robe/" in name:
+        return parse_name(name.partition("#robe/")[2], dim, rows * dim).size
+    if "#tt/auto/" in name:
+        q, _, k = name.partition("#tt/auto/")[2].split("/")
+        return factor_at_least(rows, len(q.split("x")))[int(k)]
+    return rows
 
 
 def dense_table(rows: int, dim: int, seed: int, t: int) -> np.ndarray:
