@@ -354,7 +354,7 @@ def test_handwritten_copies_are_identical_and_declare_their_work() -> None:
     names = sorted(p.stem for p in (root / "ember" / "bench" / "handwritten").glob("*.dae"))
     assert len(names) >= 8
     for name in names:
-        kind = next((k for k in ("gather", "qbag", "dhe") if name.startswith(k)), "bag")
+        kind = next((k for k in ("gather", "qbag", "dhe", "robe", "ttbag") if name.startswith(k)), "bag")
         text = (root / "ember" / "bench" / "handwritten" / f"{name}.dae").read_text()
         assert text == (root / "samples" / "handwritten" / f"{name}.dae").read_text(), name
         assert [line.split()[1] for line in text.splitlines() if line.startswith(".work")] == [kind], name
