@@ -23,14 +23,6 @@ from ember.bench.run import compile_file
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "samples" / "models"
 
-if "MUTANT_UNDER_TEST" in os.environ:
-    # Under mutmut, every mutant's tests run in one directory, and Hypothesis replays the failing examples it saved
-    # there: an example saved under one mutant would then decide the result of every later one.  Each mutant's run
-    # draws afresh instead (docs/testing.md: a failing example saved once made unrelated mutants count as killed).
-    from hypothesis import settings
-
-    settings.register_profile("mutmut", database=None)
-    settings.load_profile("mutmut")
 TOOLS = ("import", "opt", "asm", "disasm", "sim")
 
 
@@ -61,6 +53,16 @@ def torch_unless_mutating() -> Any:
 def tools_in_process() -> bool:
     """Under mutmut (which sets MUTANT_UNDER_TEST) tools run in this process, one at a time."""
     return "MUTANT_UNDER_TEST" in os.environ
+
+
+if tools_in_process():
+    # Under mutmut, every mutant's tests run in one directory, and Hypothesis replays the failing examples it saved
+    # there: an example saved under one mutant would then decide the result of every later one.  Each mutant's run
+    # draws afresh instead (docs/testing.md: a failing example saved once made unrelated mutants count as killed).
+    from hypothesis import settings
+
+    settings.register_profile("mutmut", database=None)
+    settings.load_profile("mutmut")
 
 
 def run_in_process(name: str, args: list[str], stdin: bytes | None,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import run_tool
 
-from ember.bench.forms import FORMS, FormWorkload, dhe_rows, dhe_weights, suite
+from ember.bench.forms import FORMS, FormWorkload, dhe_rows, dhe_weights, hand_rows, suite
 from ember.bench.run import compile_variant, handwritten, run
 from ember.passes.quantize_tables import prepack
 from ember.sim.machine import load_machine
@@ -219,3 +219,16 @@ def test_the_tt_expert_computes_the_train_on_both_engines(dim: int) -> None:
     want = np.stack([rows[a:b].sum(axis=0) for a, b in zip(off[:-1], off[1:])])
     np.testing.assert_allclose(out["output"], want, rtol=1e-5, atol=1e-4)
     assert not out["output"][1].any()
+
+
+def test_a_hand_kernels_param_extent_comes_from_its_name() -> None:
+    """What timing-only runs give a hand-written kernel's `?` extents: a ROBE array's elements by ratio, a TT core's
+    p (`auto`: tt-decompose's factoring, or as written), else the table's rows; a malformed name is one line."""
+    from ember.ir.diagnostics import EmberError
+
+    assert hand_rows("t#robe/1000x/32/0", 1_000_000, 32) == 32_000
+    assert [hand_rows(f"t#tt/auto/4x4x2/16x16/{k}", 1_000_000, 32) for k in range(3)] == [100, 100, 100]
+    assert hand_rows("t#tt/10x20x30/4x4x2/16x16/1", 6_000, 32) == 20
+    assert hand_rows("t", 77, 32) == 77
+    with pytest.raises(EmberError, match="does not name a core"):
+        hand_rows("t#tt/auto/4x4x2/16x16/3", 1_000, 32)

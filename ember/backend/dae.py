@@ -155,7 +155,8 @@ class Work:
     qbag:         a bag over a row-wise quantized table of bytes in FBGEMM's layout, with `bits` 8 or 4 (emb.qbag
                   in ember/dialects/emb.py); modes sum and mean.
     ttbag:        a bag over a table of `rows` rows stored as a tensor train: `table` is core 0, then `part1`,
-                  and `part2`, `part3` when there are that many (emb.ttbag); modes sum and mean.
+                  and `part2`, `part3` when there are that many (emb.ttbag); modes sum and mean.  A core's p may
+                  be `?` (a hand-written program for any table size), and then `rows` may be left out.
     robe:         a bag over ROBE's shared array `table`, read in blocks of `block` elements (emb.robe); modes sum
                   and mean.
     dhe:          a bag over deep hash embeddings (emb.dhe): `table` is the first layer's weight (out x k hashes),
@@ -279,6 +280,11 @@ class Work:
                 return f"the cores of a ttbag record must hold f32, @{c} is {symbols[c].dtype}", "table"
         shapes = [symbols[c].shape for c in cores]
         known = all(s[:1] != (None,) for s in shapes)  # a hand-written program may leave each core's p as ?
+        for k, s in enumerate(shapes):
+            if len(s) != 4 or None in s[1:]:
+                return (f"the cores of a ttbag record do not chain: core {k} must be a p x R x q x R' shape with "
+                        f"static R, q and R' (p may be ?), got [{', '.join('?' if d is None else str(d) for d in s)}]",
+                        "table")
         why = tt_shapes([s if s[:1] != (None,) else (1, *s[1:]) for s in shapes])
         if why is not None:
             return f"the cores of a ttbag record do not chain: {why}", "table"

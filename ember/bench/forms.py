@@ -160,7 +160,7 @@ class FormWorkload(Workload):
             if s.kind != "param" or n in virtual:
                 continue
             if table is None and self.kind != "dhe":  # a hand-written kernel's rows are `?`: the table's, or the
-                # elements of a ROBE array named by its ratio, or the p of a TT core named `auto`
+                # elements of a ROBE array named by its ratio, or a TT core's p
                 size = hand_rows(s.name, self.rows, self.dim)
                 s.shape = tuple(size if d is None else d for d in s.shape)
                 program.data[n] = np.zeros(s.shape, dtype_of(s.dtype))
@@ -229,13 +229,13 @@ def hand_rows(name: str, rows: int, dim: int) -> int:
     elements: a ROBE array's elements (`...#robe/<size or ratio>/...`), a TT core's p (`...#tt/auto/<q>/.../k`:
     the factoring tt-decompose picks), or else the table's rows."""
     from ..passes.robe import parse_name
-    from ..passes.tt_decompose import factor_at_least
+    from ..passes.tt_decompose import parse_name_for
 
     if "#robe/" in name:
         return parse_name(name.partition("#robe/")[2], dim, rows * dim).size
-    if "#tt/auto/" in name:
-        q, _, k = name.partition("#tt/auto/")[2].split("/")
-        return factor_at_least(rows, len(q.split("x")))[int(k)]
+    if "#tt/" in name:
+        p, _, _, k = parse_name_for(name.partition("#tt/")[2], rows)
+        return p[k]
     return rows
 
 

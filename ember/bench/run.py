@@ -17,7 +17,7 @@ from ..sim.engines import DEFAULT_ENGINE, simulate
 from ..sim.machine import Machine
 from ..sim.multicore import simulate_cores, split_bags, split_rows
 from ..sim.stats import Stats
-from .workloads import NO_EXPERT, Workload
+from .workloads import Workload
 
 VARIANTS = ("O0", "O1", "O2", "O3", "paper-O3", "hand", "core")
 SUMMED = ("cycles", "tokens", "operands", "callbacks", "access.elements", "execute.busy_cycles",
@@ -72,11 +72,10 @@ def handwritten(kind: str, dim: int) -> Baseline:
 
 
 def baselines(w: Workload, hands: Hands | None = None) -> list[Baseline]:
-    """What `w` is compared with: the kernels given for its kind, else the built-in one for its row width; none
-    for a kind no expert has written a kernel for yet (`NO_EXPERT`)."""
+    """What `w` is compared with: the kernels given for its kind, else the built-in one for its row width."""
     if hands and w.kind in hands:
         return list(hands[w.kind])
-    return [] if w.kind in NO_EXPERT else [handwritten(w.kind, w.dim)]
+    return [handwritten(w.kind, w.dim)]
 
 
 def compile_variant(w: Workload, variant: str) -> Program:

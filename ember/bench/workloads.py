@@ -42,7 +42,6 @@ SUITES = (*SCALES, "huge", "representations-tiny", "representations", "represent
 # What a workload computes; a hand-written baseline (built in, or --hand KIND=FILE) serves one.  The last five are
 # the representations suite's forms (bench/forms.py FORMS).
 KINDS = ("bag_sum", "bag_weighted", "gather", "qbag8", "qbag4", "ttbag", "robe", "dhe")
-NO_EXPERT: tuple[str, ...] = ()  # the representations suite's kinds no expert has written a kernel for (none left)
 # The huge suite: one RM3-like table of 100 million rows, D = 128 (51.2 GB as f32), pooling 80, uniform
 # rows, a batch of 4,096 bags.  Timing-only: the table is an address range, and the indices are drawn
 # with `integers`, so nothing of the table's size is ever allocated.

@@ -135,9 +135,9 @@ class Layout:
 def parse_name(args: str, dim: int, elements: int | None = None) -> Layout:
     """`64000/32/0` (a derived param's name after `#robe/`) for a table of rows of `dim` elements -> its Layout.
 
-    The size may also be a ratio, `1000x/32/0`: the array of ceil(elements / 1000) elements, as the pass's `size`
-    option computes it, given the `elements` of the tables it stands for.  A hand-written program names its array
-    this way, so that one program serves every table size."""
+    The size may also be an integer ratio, `1000x/32/0`: the array of ceil(elements / 1000) elements, as the pass's
+    `size` option computes it, given the `elements` of the tables it stands for.  A hand-written program names its
+    array this way, so that one program serves every table size."""
     parts = args.split("/")
     ratio = parts[0][:-1] if len(parts) == 3 and parts[0].endswith("x") else None
     if len(parts) != 3 or not all(p.isdigit() for p in [ratio if ratio is not None else parts[0], *parts[1:]]):

@@ -219,15 +219,19 @@ def _truncate(c: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
     return left, rest
 
 
-@derive("tt")
-def _tt_core(table: np.ndarray, args: str) -> np.ndarray:
-    """Core k; `auto` for p (`auto/4x4x4/16x16/0`) is the factoring the pass picks for the table's rows when it is
-    not given one, which a hand-written program names so that it serves every table size."""
+def parse_name_for(args: str, rows: int) -> tuple[Shape, Shape, Shape, int]:
+    """`parse_name` for a table of `rows` rows, where p may be `auto` (`auto/4x4x4/16x16/0`): the factoring the pass
+    picks when it is given none, which a hand-written program names so that it serves every table size."""
     head, _, rest = args.partition("/")
     if head == "auto":
         q = split(rest.partition("/")[0], "q")
-        head = "x".join(map(str, factor_at_least(table.shape[0], len(q)))) if table.ndim == 2 else head
-    p, q, ranks, k = parse_name(f"{head}/{rest}")
+        head = "x".join(map(str, factor_at_least(rows, len(q))))
+    return parse_name(f"{head}/{rest}")
+
+
+@derive("tt")
+def _tt_core(table: np.ndarray, args: str) -> np.ndarray:
+    p, q, ranks, k = parse_name_for(args, table.shape[0])
     return tt_cores(table, p, q, ranks)[k]
 
 

@@ -159,7 +159,7 @@ class DenseOps(LayoutOps):
 
     def integer_div(self, x: Any, y: Any, elem: str, trunc: bool) -> Value:
         """Integer division rounded down (or toward zero): x less its remainder divides exactly, so ONNX's
-        integer Div, whose rounding executors need not agree on, only ever divides exactly."""
+        integer Div (which truncates) only ever divides exactly and the result holds whatever the rounding."""
         need(elem != "i1", "division of boolean tensors")
         rem = self.elementwise("Mod", [x, y], elem, attrs={"fmod": int(trunc)}, hint="div")
         return self.elementwise("Div", [self.elementwise("Sub", [x, rem], elem, hint="div"), y], elem, hint="div")

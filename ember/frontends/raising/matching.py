@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 
 import numpy as np
+from onnx import TensorProto
 
 from ...ir.core import Block, Op, Value, new_op
 from ...ir.printer import DenseAttr
@@ -206,7 +207,7 @@ class Eval:
 _LOGIC = {"Less": np.less, "Greater": np.greater, "Equal": np.equal, "And": np.logical_and, "Or": np.logical_or,
           "Xor": np.logical_xor}
 _ARITHMETIC = ("Add", "Sub", "Mul", "Neg", "Div", "Mod")
-_BOOL, _INT64 = 9, 7  # ONNX's TensorProto data types
+_BOOL, _INT64 = TensorProto.BOOL, TensorProto.INT64
 
 
 def _apply(op: Op, args: list[np.ndarray]) -> np.ndarray:

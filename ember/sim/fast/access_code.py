@@ -309,7 +309,8 @@ class AccessCode:
         """FIFO mode: the operand joins the runtime FIFO that pops read (an access program with a rule that pushes
         without a token: how many operands wait for a callback is then known only at run time)."""
         if push.kind not in ("int", "float"):
-            raise Unsupported("a vector operand of an access program that pushes operands without a token")
+            what = "a buffer" if push.kind == "buf" else "a vector"
+            raise Unsupported(f"{what} operand of an access program that pushes operands without a token")
         value = f"(int64_t)({push.value})" if push.kind == "int" else "0"
         self(f"{{ int64_t o = q->opt++ & q->mask; q->ops[o] = {push.seq}; q->opr[o] = {push.ready}; "
              f"q->opk[o] = {int(push.kind == 'float')}; q->opi[o] = {value}; q->opf[o] = (double)({push.value}); }}")
