@@ -34,7 +34,7 @@ from .matching import (
     modulo,
     need,
     param_of,
-    pooled_over_lookups,
+    pooled_rows,
     raise_each,
     replace_with_bags,
     scalar,
@@ -52,9 +52,7 @@ def raise_dhe(block: Block, results: list[Value], consts: Consts, const: Const, 
 
 def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, const: Const,
                host: Host) -> list[Value]:
-    rows = reduce.operands[0]
-    found, mode = pooled_over_lookups(block, rows, results, consts)
-    need(found is reduce)
+    rows, mode = pooled_rows(block, reduce, results, consts)
     layers, encoded = _layers(rows)
     cast = next((op for op in upstream(encoded) if op.name == "host.onnx" and op.attrs["op"] == "Cast"
                  and op.operands[0].type.elem.name == "i64"), None)  # type: ignore[union-attr]

@@ -263,6 +263,15 @@ def pooled_over_lookups(block: Block, rows: Value, results: list[Value], consts:
     return reduce, "sum" if reduce.attrs["op"] == "ReduceSum" else "mean"
 
 
+def pooled_rows(block: Block, reduce: Op, results: list[Value], consts: Consts) -> tuple[Value, str]:
+    """The rows that `reduce` pools over the lookups, and the mode, when it is such a pooling (`pooled_over_lookups`
+    from its side: what a raising that starts at the pooling reads)."""
+    rows = reduce.operands[0]
+    found, mode = pooled_over_lookups(block, rows, results, consts)
+    need(found is reduce)
+    return rows, mode
+
+
 RaiseOne = Callable[[Block, Op, list[Value], Consts, Const, Host], list[Value]]
 
 

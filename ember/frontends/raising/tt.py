@@ -39,7 +39,7 @@ from .matching import (
     is_pooling,
     need,
     param_of,
-    pooled_over_lookups,
+    pooled_rows,
     raise_each,
     replace_with_bags,
     static_shape,
@@ -62,9 +62,7 @@ def raise_tt(block: Block, results: list[Value], consts: Consts, const: Const, h
 
 def _raise_one(block: Block, reduce: Op, results: list[Value], consts: Consts, const: Const,
                host: Host) -> list[Value]:
-    rows = reduce.operands[0]
-    found, mode = pooled_over_lookups(block, rows, results, consts)
-    need(found is reduce)
+    rows, mode = pooled_rows(block, reduce, results, consts)
     gathers = [op for op in upstream(rows) if op.name == "emb.gather"]
     need(len(gathers) in _CORES)
     tables = [param_of(g.operands[0]).result for g in gathers]
