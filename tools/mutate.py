@@ -34,6 +34,7 @@ LINKED = ("ember", "tests", "samples", "docs")  # docs: tests check that tables 
 
 # mutmut's exit codes (mutmut/stats.py, 3.8.1) folded into the four outcomes this report counts.
 KILLED = {1, 3, 36, -24, 24, 152, 255, -11, -9, -6}  # a failing test, a timeout or a crash (segfault, abort) detect it
+TIMED_OUT = {36, -24, 24, 152, 255}  # the kills that were timeouts, reported apart: a busy machine can cause them
 SURVIVED = {0}
 NO_TESTS = {5, 33}
 
@@ -155,6 +156,8 @@ def mutate(package: str, sample: int | None, seed: int, jobs: int, pattern: str 
 def describe(code: int | None) -> str:
     if code is None:
         return "not checked"
+    if code in TIMED_OUT:
+        return "killed (timeout)"
     if code in KILLED:
         return "killed"
     if code in SURVIVED:
@@ -176,12 +179,12 @@ def main() -> None:
     os.environ.setdefault("EMBER_CACHE_DIR", str(ROOT / "mutants" / "cache"))
     start = time.monotonic()
     tallies = [mutate(p, sample, args.seed, args.jobs, args.mutants or None) for p in args.packages]
-    print(f"{'package':10} {'mutants':>8} {'tried':>6} {'killed':>7} {'survived':>9} {'no tests':>9} "
+    print(f"{'package':10} {'mutants':>8} {'tried':>6} {'killed':>7} {'timeouts':>9} {'survived':>9} {'no tests':>9} "
           f"{'score':>7}  95% interval")
     for t in tallies:
         lo, hi = wilson(t.killed, t.checked)
         score = t.killed / t.checked if t.checked else 0.0
-        print(f"{t.package:10} {t.total:8} {t.checked:6} {t.killed:7} {t.count(SURVIVED):9} "
+        print(f"{t.package:10} {t.total:8} {t.checked:6} {t.killed:7} {t.count(TIMED_OUT):9} {t.count(SURVIVED):9} "
               f"{t.count(NO_TESTS):9} {score:7.1%}  {lo:.1%}-{hi:.1%}")
     if len(tallies) > 1:
         # Each package's score weighted by its share of all mutants: the estimate of the score a full
@@ -194,7 +197,7 @@ def main() -> None:
                 est += w * p
                 var += w * w * p * (1 - p) / t.checked * (1 - t.checked / t.total)
         half = 1.96 * math.sqrt(var)
-        print(f"{'all':10} {total:8} {sum(t.checked for t in tallies):6} {'':7} {'':9} {'':9} "
+        print(f"{'all':10} {total:8} {sum(t.checked for t in tallies):6} {'':7} {'':9} {'':9} {'':9} "
               f"{est:7.1%}  {max(0, est - half):.1%}-{min(1, est + half):.1%}")
     print(f"in {time.monotonic() - start:.0f} s; survivors: mutants/<package>/results.txt")
 
