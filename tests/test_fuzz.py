@@ -181,3 +181,23 @@ def test_the_cli_names_the_extra_when_hypothesis_is_missing(monkeypatch: pytest.
     assert r.exit_code == 1
     want = "ember-fuzz: error: the fuzzer needs hypothesis: pip install 'ember[test]'"
     assert r.output.strip().splitlines() == [want]
+
+
+def test_a_program_whose_inputs_are_too_large_to_make_is_not_run(tmp_path: Path) -> None:
+    """Found by a long run: a mutated extent declared a 745 GiB param, and making its data raised
+    MemoryError inside the fuzzer, reported as a crash of Ember.  Ember refuses the file cleanly; the fuzzer
+    now skips the engines for a program it cannot feed."""
+    from ember.fuzz.cases import run_case
+    from ember.fuzz.inputs import MAX_BYTES, TooLarge, synthesize
+    from ember.fuzz.mutate import samples
+
+    case = Mutated("dae", "levels/bag_mean.dynamo.O3.dae", (Mutation("number", 524287, 65535),), False, "", 0)
+    text = apply(samples()[case.base].read_bytes(), case).decode()
+    assert '"neg_1" i64 [100000000000]' in text
+    stages: list[str] = []
+    verdict = run_case(case, 1e5, stages.append, tmp_path)
+    assert verdict.status == "ok" and "not run on the engines" in verdict.detail, verdict
+    assert stages == ["ember-asm"]  # the assembler ran (and refused the shape against the model's), no engine
+    program = parse_dae(text.replace('.weights "../models/bag_mean.dynamo.onnx"\n', ""), "m.dae")
+    with pytest.raises(TooLarge, match=f"{MAX_BYTES:,}"):
+        synthesize(program, 0)

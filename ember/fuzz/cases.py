@@ -20,7 +20,7 @@ from ..backend.binary import assemble, disassemble
 from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
 from ..ir.diagnostics import EmberError
-from .inputs import synthesize
+from .inputs import TooLarge, synthesize
 from .mutate import Mutated, apply, model_inputs, samples, samples_dir
 from .oracle import Stage, Verdict, error_problem, judge_tool, run_tool, simulate_both
 from .programs import Generated
@@ -31,9 +31,12 @@ BIN_OPTIONS = ("reference", "fast")
 
 
 def run_case(case: Generated | Mutated, max_cycles: float, stage: Stage, workdir: Path) -> Verdict:
-    if isinstance(case, Generated):
-        return _generated(case, max_cycles, stage)
-    return _mutated(case, max_cycles, stage, workdir)
+    try:
+        if isinstance(case, Generated):
+            return _generated(case, max_cycles, stage)
+        return _mutated(case, max_cycles, stage, workdir)
+    except TooLarge as e:  # a valid program the fuzzer cannot feed: neither a finding nor a refusal
+        return Verdict("ok", f"not run on the engines: {e}")
 
 
 def case_files(case: Generated | Mutated, max_cycles: float) -> tuple[dict[str, bytes], str]:
@@ -42,7 +45,7 @@ def case_files(case: Generated | Mutated, max_cycles: float) -> tuple[dict[str, 
         files = {"case.dae": case.text.encode()}
         try:
             files["case.in.npz"] = npz(synthesize(parse_dae(case.text, "case.dae"), case.input_seed))
-        except EmberError:
+        except (EmberError, TooLarge):
             pass
         return files, _repro("case", max_cycles, case.machine, "case.in.npz")
     source = samples()[case.base]
@@ -119,9 +122,9 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
         inputs_path = levels / f"{stem}.in.npz"
         try:
             program = disassemble(data, str(path))
-        except EmberError:
-            program = None
-        inputs = synthesize(program, case.input_seed, given) if program is not None else dict(given)
+            inputs = synthesize(program, case.input_seed, given)
+        except (EmberError, TooLarge):  # ember-sim still gets the file, with the model's own inputs
+            program, inputs = None, dict(given)
         inputs_path.write_bytes(npz(inputs))
         args = [str(path), "--inputs", str(inputs_path), "--engine", case.option, "--max-cycles",
                 f"{max_cycles:g}", "-q", "--outputs", str(levels / "out.npz"), "--stats", str(levels / "stats.txt")]

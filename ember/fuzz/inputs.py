@@ -8,12 +8,21 @@ largest float of the type).  The same seed gives the same arrays, so a saved fai
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..backend.dae import Program, Symbol
 from ..sim.tensors import dtype_of
 
 FLOAT_SPECIALS = (np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 1e-40, 3.0e38, 1e308)
+MAX_BYTES = 256 << 20  # the arrays made for one program; both engines copy them, within a worker's 8 GiB
+
+
+class TooLarge(Exception):
+    """The program declares inputs (or params without data) larger than MAX_BYTES: a mutated extent such as
+    [100000000000].  Such a program is valid, and Ember's own limits are checked on the data a user gives it;
+    the fuzzer cannot make that data, so it does not run the program."""
 
 
 def _float_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -34,6 +43,7 @@ def synthesize(program: Program, seed: int, given: dict[str, np.ndarray] | None 
     rng = np.random.default_rng(seed)
     given = given or {}
     shapes: dict[int, tuple[int, ...]] = {}
+    size = 0  # bytes of the arrays to make
     for n, s in enumerate(program.symbols):
         if s.kind == "input" and s.name in given and _fits(given[s.name], s):
             shapes[n] = given[s.name].shape
@@ -41,6 +51,9 @@ def synthesize(program: Program, seed: int, given: dict[str, np.ndarray] | None 
             shapes[n] = tuple(program.data[n].shape)
         elif s.kind in ("input", "param"):
             shapes[n] = tuple(_extent(rng, d) for d in s.shape)
+            size += math.prod(shapes[n]) * dtype_of(s.dtype).itemsize
+    if size > MAX_BYTES:
+        raise TooLarge(f"its inputs would take {size:,} bytes, more than the fuzzer makes ({MAX_BYTES:,})")
     values: dict[int, np.ndarray] = {}
     for w in program.work:  # index-like inputs of an embedding record get values that fit its table
         rows = shapes.get(w.table, (0,))[0] if w.table is not None and shapes.get(w.table) else 0
