@@ -8,6 +8,7 @@ multi-core run.  Programs are small hand-written DAE texts run on both engines, 
 from __future__ import annotations
 
 import os
+import re
 import struct
 import threading
 from pathlib import Path
@@ -598,3 +599,22 @@ def test_a_half_negative_zero_converts_to_false() -> None:
 """
     out, _ = agree(program(text), {"x": np.array([-0.0, 0.0, 1.0, np.nan], np.float16)})
     np.testing.assert_array_equal(out["y"], [False, False, True, True])
+
+
+# gem5's unit names (base/stats/units.hh), alone or as a quotient: what a statistic's value counts.
+UNIT = re.compile(r"(Count|Cycle|Byte|Bit|Second|Joule|Watt|Ratio)(/(Count|Cycle|Byte|Second))?")
+
+
+def test_every_statistic_of_a_run_says_what_it_counts_and_in_what_unit() -> None:
+    """A reader of stats.txt, or a script reading the JSON, cannot tell cycles from bytes without the unit:
+    every statistic of a run on either engine, one core or two, has a description and one of gem5's units."""
+    programs, slices, m = two_cores()
+    _, one = agree(programs[0], slices[0])
+    _, two = simulate_cores(programs, slices, m, engine="reference")
+    for st in (one, two):
+        for name in st:
+            s = st.get(name)
+            assert s is not None and s.description, name
+            assert isinstance(s.unit, str) and UNIT.fullmatch(s.unit), (name, s.unit)
+    # the histogram's mean is a value it sampled (bytes held), its buckets count pushes
+    assert (one.get("queue_occupancy::mean").unit, one.get("queue_occupancy::samples").unit) == ("Byte", "Count")

@@ -164,7 +164,7 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     st.set("queue_max_occupancy", q.max_bytes, "largest output-queue occupancy at a push", "Byte")
     st.set("queue_max_entries", q.max_entries, "largest number of queue entries held at a push", "Count")
     st.set("queue_capacity", q.capacity, "output-queue capacity", "Byte")
-    q.hist.report(st, "queue_occupancy", "output-queue bytes held at each push", "Count")
+    q.hist.report(st, "queue_occupancy", "output-queue bytes held at each push", "Count", "Byte")
     r.mem.report(st)
     dram_bytes = r.mem.dram_bytes
     peak = m.dram.bytes_per_cycle

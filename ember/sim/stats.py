@@ -206,12 +206,15 @@ class Histogram:
         """(lo, hi, weight) per bucket, in order."""
         return [(self.edges[i], self.edges[i + 1], c) for i, c in enumerate(self.counts)]
 
-    def report(self, stats: Stats, name: str, description: str, unit: str = "Count") -> None:
-        """Add gem5-style distribution lines: samples, mean, min, max, underflows, buckets, overflows."""
+    def report(self, stats: Stats, name: str, description: str, unit: str = "Count", value_unit: str = "") -> None:
+        """Add gem5-style distribution lines: samples, mean, min, max, underflows, buckets, overflows.  The
+        counts are in `unit`; the mean, min and max are values sampled, in `value_unit`."""
         stats.set(f"{name}::samples", self.total, f"{description}: total weight", unit)
-        stats.set(f"{name}::mean", self.mean, f"{description}: weighted mean", "")
-        stats.set(f"{name}::min", self.min if self.min is not None else 0, f"{description}: smallest value")
-        stats.set(f"{name}::max", self.max if self.max is not None else 0, f"{description}: largest value")
+        stats.set(f"{name}::mean", self.mean, f"{description}: weighted mean", value_unit)
+        stats.set(f"{name}::min", self.min if self.min is not None else 0, f"{description}: smallest value",
+                  value_unit)
+        stats.set(f"{name}::max", self.max if self.max is not None else 0, f"{description}: largest value",
+                  value_unit)
         stats.set(f"{name}::underflows", self.underflows, f"{description}: below {self.edges[0]}", unit)
         for lo, hi, c in self.buckets():
             stats.set(f"{name}::{lo}-{hi}", c, f"{description}: in [{lo}, {hi})", unit)
