@@ -127,3 +127,10 @@ def test_histogram_float_edges_and_errors() -> None:
         Histogram([1, 1])
     with pytest.raises(ValueError):
         Histogram([0, 1]).add(0, -1)
+
+
+def test_the_statistics_reference_is_what_runs_report() -> None:
+    """docs/statistics.md lists every statistic with its unit and meaning, as a run reports them."""
+    from gen_statistics_doc import DOC, render
+
+    assert DOC.read_text() == render(), "docs/statistics.md is stale: run python tests/gen_statistics_doc.py"
