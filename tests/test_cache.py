@@ -220,9 +220,13 @@ def test_report_names_and_values() -> None:
     assert s["core0.dram.bytes"] == LINE and s["core0.dram.busy_cycles"] == 8.0
 
 
-def test_bad_geometry_is_an_error() -> None:
-    with pytest.raises(EmberError, match="multiple of ways"):
-        CacheLevel("x", 1000, 2, 64, 1.0)
+@pytest.mark.parametrize(("size", "ways", "line"), [(1000, 2, 64), (4096, 0, 64), (4096, -1, 64), (4096, 4, 0),
+                                                    (4096, -4, -16), (0, 4, 64)])
+def test_bad_geometry_is_an_error(size: int, ways: int, line: int) -> None:
+    """Built directly (the library's API, past the machine file's checks), a level with no ways, no line or
+    no size is refused by name, each on its own: not a division by zero, nor a level of -64 sets."""
+    with pytest.raises(EmberError, match="cache level 'x'.*multiple of ways"):
+        CacheLevel("x", size, ways, line, 1.0)
 
 
 _ops = st.lists(
