@@ -432,7 +432,7 @@ def test_attribute_values_must_print(value: object, problem: str | None) -> None
 
 
 @pytest.mark.parametrize("base, bounds, got, message", [
-    # From the OPCODES signatures (docs/isa.md): halt "", pop "G", li "D V", tu "T P P P T?" (one optional
+    # From the instruction table's signatures (docs/isa.md): halt "", pop "G", li "D V", tu "T P P P T?" (one optional
     # parent), on "T E *P I?" (one optional token), run "A I..." (any number of parameters).
     ("halt", (0, 0), 1, "'halt' expects no operands, got 1"),
     ("pop", (1, 1), 0, "'pop' expects 1 operand, got 0"),
@@ -810,7 +810,7 @@ def test_a_host_attribute_outside_int64_is_refused_where_it_is_written(value: st
 
 def test_a_power_of_two_multiplier_or_divisor_is_an_immediate() -> None:
     """The core times a multiply, divide or remainder by a power of two as the shift or mask a compiler emits
-    (execute.uops_of), so codegen passes such a constant as an immediate; any other constant stays a register."""
+    (isa.uops_of), so codegen passes such a constant as an immediate; any other constant stays a register."""
     body = CONSTS + """
     %c8 = loop.const {value = 8} : i64
     %c6 = loop.const {value = 6} : i64

@@ -14,8 +14,6 @@ from hypothesis import strategies as st
 
 from ember.backend.binary import assemble, disassemble
 from ember.backend.dae import (
-    ALU_OPS,
-    EVENTS,
     WORK_EMPTY,
     WORK_KINDS,
     Access,
@@ -32,6 +30,7 @@ from ember.backend.dae_text import SYMBOL_KINDS, parse_dae, print_dae, validate
 from ember.ir.diagnostics import EmberError
 from ember.ir.printer import DenseAttr
 from ember.ir.types import SCALARS, ScalarType, ShapedType
+from ember.isa import ALU_OPS, EVENTS
 
 EXAMPLE_PATH = Path(__file__).resolve().parent.parent / "tests" / "data" / "example.dae"
 EXAMPLE = EXAMPLE_PATH.read_text()

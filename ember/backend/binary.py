@@ -428,7 +428,7 @@ class _Decoder:
         return DenseAttr(values, ty)
 
     def instr(self, r: _Reader) -> Instr:
-        """An instruction; validate() later checks the opcode and operands against OPCODES."""
+        """An instruction; validate() later checks the opcode and operands against the instruction table."""
         op = self.s(r)
         return Instr(op, [self.value(r) for _ in range(r.count())])
 

@@ -15,7 +15,8 @@ from typing import Any
 from ..ir.core import Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.types import ScalarType, ShapedType, StreamType
-from .dae import Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef, Work, power_of_two
+from ..isa import power_of_two
+from .dae import Access, Instr, Label, Mem, Program, Reg, Symbol, SymRef, Work
 
 INT_OPS = {"addi": "add", "subi": "sub", "muli": "mul", "divi": "div", "remi": "rem", "mini": "min", "maxi": "max"}
 FLOAT_OPS = {"addf": "fadd", "subf": "fsub", "mulf": "fmul", "divf": "fdiv", "maxf": "fmax", "minf": "fmin"}
@@ -297,7 +298,7 @@ class _Gen:
         raise op.error("has no code generation")
 
     def shift_amount(self, v: Value, reg: Reg) -> Reg | int:
-        """A multiplier or divisor that is a positive power-of-two constant, as an immediate (execute.uops_of
+        """A multiplier or divisor that is a positive power-of-two constant, as an immediate (isa.uops_of
         times it as the shift a compiler emits), else its register."""
         c = self.consts.get(v)
         return int(c) if isinstance(c, int) and power_of_two(c) else reg

@@ -6,7 +6,7 @@ program (scalar instructions with labels; `run` starts an access program and dis
 tokens until the access unit is done: token k of access program `A0` runs the code at label
 `A0.k` up to its `ret`).  Every instruction is an `Instr`
 (opcode and arguments), so the text parser, printer, assembler and simulator work from one
-opcode table, `OPCODES`, below.
+opcode table, `ember.isa.OPS`.
 
 A program also carries *work records* (`Work`, `.work` in the text): what embedding operation it
 computes, on which of its symbols.  The compiler copies them from the `emb` ops it lowered, and a
@@ -24,6 +24,7 @@ from typing import Any
 
 from ..dialects.emb import tt_shapes
 from ..ir.types import SCALARS
+from ..isa import ALU_OPS, EVENTS, OPS
 
 FORMAT_VERSION = 2  # 2: work records (`.work`, the binary's `work` section)
 
@@ -335,87 +336,13 @@ class Program:
     work: list[Work] = field(default_factory=list)  # the embedding operations it computes
 
 
-# Argument kinds used in OPCODES signatures:
-#   R int register, F float register, D r or f register, W vector register (v), G r, f or v register,
-#   Y r or v register, V value (register or number),
-#   I integer or register, P access value (stream s, TU t, parameter p, or integer),
-#   S symbol, M memory reference, L label, A access-program name, T TU, N stream, E event,
-#   U alu opcode, Q string, X attribute dict, *K a list of kind K (printed [a, b]), K... trailing variadic.
-OPCODES: dict[str, tuple[str, str]] = {
-    # --- execute unit ---
-    "li": ("D V", "load an immediate"),
-    "mov": ("D D", "copy a register"),
-    "add": ("R I I", "integer add"), "sub": ("R I I", "integer subtract"), "mul": ("R I I", "integer multiply"),
-    "div": ("R I I", "integer divide (floor)"), "rem": ("R I I", "integer remainder"),
-    "min": ("R I I", "integer minimum"), "max": ("R I I", "integer maximum"),
-    "slt": ("R I I", "set if less"), "sle": ("R I I", "set if less or equal"),
-    "seq": ("R I I", "set if equal"), "sne": ("R I I", "set if not equal"),
-    "sel": ("D R D D", "select: d = c ? a : b"),
-    "fadd": ("F F F", "float add"), "fsub": ("F F F", "float subtract"), "fmul": ("F F F", "float multiply"),
-    "fdiv": ("F F F", "float divide"), "fmax": ("F F F", "float maximum (NaN-propagating)"),
-    "fmin": ("F F F", "float minimum"),
-    "ffma": ("F F F F", "fused multiply-add: d = a * b + c of float32 values, rounded once (.f32)"),
-    "fcvt": ("F D", "integer or float to the float type of the suffix"),
-    "ld": ("D M", "load an element (ld.T of a byte tensor: the bytes of one T value)"),
-    "st": ("D M", "store an element"),
-    "dim": ("R S I", "extent of a symbol's dimension"),
-    "alloc": ("S *I", "give a temporary or output symbol its runtime shape"),
-    "blt": ("I I L", "branch if less"), "bge": ("I I L", "branch if greater or equal"),
-    "beq": ("I I L", "branch if equal"), "jmp": ("L", "jump"),
-    "run": ("A I...", "start an access program and dispatch its tokens until it is done"),
-    "pop": ("G", "pop the next operand (scalar or vector) from the queue"),
-    "popb": ("S", "pop a buffer operand into a scratch symbol (reused, so it stays in the caches)"),
-    "ret": ("", "end of a callback: back to the dispatcher"),
-    "halt": ("", "end of the program"),
-    "host": ("Q *S *S X", "run an ONNX operator on whole tensors (roofline cost)"),
-    # --- execute unit, vectors (v registers; masks are v registers of booleans) ---
-    "vld": ("W M W", "masked load of consecutive elements from [..., start] along the last axis"),
-    "vst": ("W M W", "masked store of consecutive elements to [..., start]"),
-    "vgather": ("W M W", "masked gather: the last index is a vector of indices"),
-    "vscatter": ("W M W", "masked scatter: the last index is a vector of indices"),
-    "vsplat": ("W D I", "a vector of `lanes` copies of a scalar"),
-    "viota": ("W I I", "the vector start, start+1, ... of `lanes` lanes"),
-    "vmask": ("W I I I", "the mask of `lanes` lanes where start + k < bound"),
-    "vfadd": ("W W W", "vector float add"), "vfsub": ("W W W", "vector float subtract"),
-    "vfmul": ("W W W", "vector float multiply"), "vfdiv": ("W W W", "vector float divide"),
-    "vfmax": ("W W W", "vector float maximum"), "vfmin": ("W W W", "vector float minimum"),
-    "vfma": ("W W W W", "vector fused multiply-add of float32 lanes, each rounded once (.f32)"),
-    "vsel": ("W Y W W", "select whole vectors (r condition) or lanes (mask)"),
-    "vcvt": ("W W", "convert every lane to the element type of the suffix"),
-    # --- access unit (inside .access) ---
-    "tu": ("T P P P T?", "traversal unit over [lb, ub) by step, nested in an optional parent TU"),
-    "mem": ("N M", "memory stream: one load per iteration of its TU (mem.T of a byte tensor: one T value)"),
-    "alu": ("N U P P", "integer ALU stream"),
-    "vtu": ("T P P I T?", "vector traversal unit: heads of `lanes` consecutive values in [lb, ub)"),
-    "mask": ("N T", "stream of a vector TU's lane mask"),
-    "buf": ("N N", "every head of a vector stream over one traversal of its TU, as one buffer"),
-    "on": ("T E *P I?", "on a TU event (beg/ite/end) push operands, then an optional control token"),
-}
-
-ALU_OPS = ("add", "sub", "mul", "div", "rem", "min", "max")
-EVENTS = ("beg", "ite", "end")
-
 # ISA constants (docs/isa.md): integers are 64-bit two's complement, so every integer immediate must
 # fit in one; a vector has 1..MAX_LANES lanes, a constant of the instruction that makes it.
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_LANES = 4096
-def power_of_two(v: object) -> bool:
-    """A positive power-of-two integer: a multiply, divide or remainder by one is a shift or a mask on the
-    core (shl, sar, and), and is timed as one (execute.uops_of)."""
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
-
-
-LANES_OPERAND = {"vsplat": 2, "viota": 2, "vmask": 3, "vtu": 3}  # opcode -> index of its lane count
-# Execute-unit opcodes whose first operand is the register they write; every other register operand is read.
-WRITES_FIRST = frozenset({
-    "li", "mov", "add", "sub", "mul", "div", "rem", "min", "max", "slt", "sle", "seq", "sne", "sel",
-    "fadd", "fsub", "fmul", "fdiv", "fmax", "fmin", "ffma", "fcvt", "ld", "dim", "pop",
-    "vld", "vgather", "vsplat", "viota", "vmask", "vfadd", "vfsub", "vfmul", "vfdiv", "vfmax", "vfmin",
-    "vfma", "vsel", "vcvt"})
-
 
 # ----------------------------------------------------------------------------- signatures
-# OPCODES parsed, and the words messages use for them: the text parser, checker and printer all read
+# OPS parsed, and the words messages use for them: the text parser, checker and printer all read
 # operands through these.
 
 
@@ -430,9 +357,9 @@ class Slot:
 
 @cache
 def signature(base: str) -> tuple[Slot, ...]:
-    """The parsed OPCODES signature of an opcode without type suffix."""
+    """The parsed OPS signature of an opcode without type suffix."""
     out = []
-    for word in OPCODES[base][0].split():
+    for word in OPS[base].operands.split():
         mode = "..." if word.endswith("...") else "?" if word.endswith("?") else ""
         word = word.removesuffix("...").removesuffix("?")
         out.append(Slot(word.lstrip("*"), word.startswith("*"), mode))
@@ -466,7 +393,7 @@ def _operands(n: int) -> str:
 
 
 def arity_message(base: str, got: int) -> str:
-    """The operand-count error, worded from the signature so it never disagrees with OPCODES."""
+    """The operand-count error, worded from the signature so it never disagrees with OPS."""
     lo, hi = arity(base)
     if hi is None:
         want = f"at least {_operands(lo)}"
@@ -505,7 +432,7 @@ def slot_desc(slot: Slot) -> str:
 def unknown_opcode(op: str) -> str:
     """Why `op` is not an opcode, with a close match rather than the whole table."""
     base, dot, suffix = op.partition(".")
-    if base in OPCODES:
+    if base in OPS:
         return f"unknown type suffix '.{suffix}' on '{base}' (expected one of {', '.join(SCALARS)})"
-    close = difflib.get_close_matches(base, list(OPCODES), n=1)
+    close = difflib.get_close_matches(base, list(OPS), n=1)
     return f"unknown opcode '{base}'" + (f" (did you mean '{close[0]}'?)" if close else "")

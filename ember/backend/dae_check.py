@@ -20,14 +20,11 @@ from lark import Token
 from ..ir.diagnostics import EmberError, Loc
 from ..ir.printer import DenseAttr, format_float
 from ..ir.types import SCALARS, TYPED_READS, ShapedType
+from ..isa import ALU_OPS, EVENTS, LANES_OPERAND, OPS
 from .dae import (
-    ALU_OPS,
-    EVENTS,
     INT64_MAX,
     INT64_MIN,
-    LANES_OPERAND,
     MAX_LANES,
-    OPCODES,
     Access,
     Instr,
     Label,
@@ -302,7 +299,7 @@ class Checker:
         if not isinstance(ins, Instr) or not isinstance(ins.op, str) or not isinstance(ins.args, list):
             self.fail("not an instruction", key)
         base, dot, suffix = ins.op.partition(".")
-        if base not in OPCODES or (dot and suffix not in SCALARS):
+        if base not in OPS or (dot and suffix not in SCALARS):
             self.fail(unknown_opcode(ins.op), key)
         if acc is None and base in ACCESS_OPS:
             self.fail(f"'{base}' is an access-unit instruction: it belongs inside .access", key)

@@ -1,7 +1,7 @@
 """Read and write `.dae` assembly text, the human-readable form of a DAE `Program`.
 
 The grammar (grammars/dae.lark) only splits lines into directives, labels and instructions with
-generic operands; this module gives operands their meaning from the `OPCODES` signatures.  All
+generic operands; this module gives operands their meaning from the `OPS` signatures.  All
 program rules (operand kinds, declared symbols, labels, registers, the ISA's limits) live in
 `validate` (dae_check.py), which works on a `Program` from anywhere: the text parser runs it with the
 source positions it recorded, the binary reader and the assembler without, so `.dae` and `.bin`
@@ -21,11 +21,11 @@ from ..ir.diagnostics import EmberError, Loc
 from ..ir.parser import grammar, syntax_error
 from ..ir.printer import DenseAttr, format_attrs, format_float
 from ..ir.types import SCALARS, ScalarType, ShapedType
+from ..isa import OPS
 from .dae import (
     FORMAT_VERSION,
     INT64_MAX,
     KIND_DESC,
-    OPCODES,
     WORK_FIELDS,
     WORK_KINDS,
     Access,
@@ -280,7 +280,7 @@ class _Builder:
             raise self.err("instructions belong inside .access or .code", tok)
         op = str(tok)
         base, dot, suffix = op.partition(".")
-        if base not in OPCODES or (dot and suffix not in SCALARS):
+        if base not in OPS or (dot and suffix not in SCALARS):
             raise self.err(unknown_opcode(op), tok)
         lo, hi = arity(base)
         if len(items) < lo or (hi is not None and len(items) > hi):
@@ -424,7 +424,7 @@ def _fmt(v: Any, kind: str | None) -> str:
 def format_instr(ins: Instr) -> str:
     """An instruction as one line without indentation, e.g. `fadd.f32 f3, f2, f1`."""
     base = ins.base
-    kinds: list[str | None] = [s.kind for s in slots_for(base, len(ins.args))] if base in OPCODES else []
+    kinds: list[str | None] = [s.kind for s in slots_for(base, len(ins.args))] if base in OPS else []
     kinds += [None] * (len(ins.args) - len(kinds))
     if not ins.args:
         return ins.op

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from .dae import WRITES_FIRST, Instr, Label, Mem, Program, Reg
+from ..isa import WRITES_FIRST
+from .dae import Instr, Label, Mem, Program, Reg
 
 BRANCHES = ("blt", "bge", "beq")
 

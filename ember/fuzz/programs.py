@@ -21,13 +21,14 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from ..isa import ALU_OPS, of_kind
+
 INT_EDGES = (0, 1, -1, 2, 3, 7, -8, 63, 64, 2**31 - 1, -2**31, 2**32, 2**62, 2**63 - 1, -2**63, -2**63 + 1)
 FLOAT_EDGES = (0.0, -0.0, 1.0, -1.0, 0.5, 1.5, -2.25, 0.1, 65504.0, 3.0e38, 3.5e38, 1e308, -1e308, 5e-324, 1e-45,
                2.0**53 + 1, math.inf, -math.inf, math.nan)
-INT_OPS = ("add", "sub", "mul", "div", "rem", "min", "max", "slt", "sle", "seq", "sne")
-FLOAT_OPS = ("fadd", "fsub", "fmul", "fdiv", "fmax", "fmin")
-VEC_OPS = ("vfadd", "vfsub", "vfmul", "vfdiv", "vfmax", "vfmin")
-ALU_OPS = ("add", "sub", "mul", "div", "rem", "min", "max")
+INT_OPS = of_kind("int")  # the instruction table's (ember/isa/table.py), so a new row is generated too
+FLOAT_OPS = of_kind("float")
+VEC_OPS = of_kind("vfloat")
 FLOAT_TYPES = ("f32", "f64", "f32", "f64", "f16", "bf16")
 
 # registers: r0-r7 values, r8-r10 loop counters, r12/r13 index temporaries, r14 dim results;

@@ -36,15 +36,12 @@ import numpy as np
 from ..backend.dae import Access, Instr, Mem, Program, Reg
 from ..ir.diagnostics import EmberError
 from ..ir.types import ScalarType
-from . import integers, limits
+from ..isa import OPS, integers
+from . import limits
 from .cache import MemorySystem
 from .machine import Machine
 from .queue import TOKEN_BYTES, Entry, OutputQueue
 from .tensors import Tensors, dtype_of
-
-ALU_FN = {"add": integers.add, "sub": integers.sub, "mul": integers.mul, "min": min, "max": max,
-          "div": lambda a, b: integers.div(a, b, "an access-unit ALU stream"),
-          "rem": lambda a, b: integers.rem(a, b, "an access-unit ALU stream")}
 
 
 @dataclass
@@ -219,7 +216,10 @@ class AccessUnit:
         self.elements += 1
         if ins.base == "alu":
             (x, tx), (y, ty) = self.value(ins.args[2]), self.value(ins.args[3])
-            self.vals[dst] = ALU_FN[ins.args[1]](int(x), int(y))
+            row = OPS[ins.args[1]]  # the execute unit's integer op of that name
+            if row.fault is not None and row.fault.py(int(x), int(y)):
+                raise EmberError(f"{row.fault.message} in an access-unit ALU stream")
+            self.vals[dst] = row.py(int(x), int(y))
             self.ready[dst] = max(issue_t, tx, ty) + 1.0
             return
         m: Mem = ins.args[1]

@@ -8,102 +8,22 @@ to the instruction's type (`fadd.f32` rounds to float32), so results match float
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef, power_of_two
+from .. import isa
+from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
 from ..ir.diagnostics import EmberError
-from . import integers, limits
+from ..isa import integers
+from . import limits
 from .cache import MemorySystem
-from .floats import fma32
 from .host import HostRunner, host_cost
 from .machine import Machine
 from .pipeline import Pipeline
 from .queue import Entry
 from .tensors import Tensors, dtype_of
-
-# op -> (latency field of machine.execute, pipe group); loads, stores and pops take their latency elsewhere
-TIMING: dict[str, tuple[str, str]] = {
-    **dict.fromkeys(("li", "mov", "add", "sub", "min", "max", "slt", "sle", "seq", "sne", "sel", "dim", "alloc"),
-                    ("int_alu_latency", "int_alu")),
-    "mul": ("int_mul_latency", "int_mul"), "div": ("int_div_latency", "int_div"),
-    "rem": ("int_div_latency", "int_div"),
-    **dict.fromkeys(("fadd", "fsub", "fmax", "fmin", "fcvt", "vfadd", "vfsub", "vfmax", "vfmin", "vcvt"),
-                    ("fp_alu_latency", "fp")),
-    **dict.fromkeys(("fmul", "vfmul", "ffma", "vfma"), ("fp_mul_latency", "fp")),  # an FMA is a multiply's latency
-    "fdiv": ("fp_div_latency", "fp_div"), "vfdiv": ("vfp_div_latency", "vfp_div"),
-    "vsplat": ("vec_alu_latency", "shuffle"), "vsel": ("int_alu_latency", "fp"),
-    "viota": ("vec_alu_latency", "shuffle"), "vmask": ("vec_alu_latency", "shuffle"),
-    **dict.fromkeys(("blt", "bge", "beq", "jmp"), ("branch_latency", "branch")),
-    **dict.fromkeys(("ld", "vld", "vgather", "pop", "popb"), ("", "load")),
-    **dict.fromkeys(("st", "vst", "vscatter"), ("", "store")),
-}
-# DAE instructions an Ice Lake core runs as several dependent uops, as their x86 translations in
-# ember/bench/kernels/ do: (latency field, pipe group) of each, in order; every other op is one uop (TIMING)
-UOPS: dict[str, tuple[tuple[str, str], ...]] = {
-    "vmask": (("int_alu_latency", "int_alu"), ("int_alu_latency", "int_alu"), ("vec_alu_latency", "shuffle"),
-              ("vec_alu_latency", "shuffle")),  # mov and sub (bound - start), vpbroadcastd, vpcmpgtd with 0..15
-    "viota": (("vec_alu_latency", "shuffle"), ("int_alu_latency", "fp")),  # vpbroadcastq of start, vpaddq 0..15
-}
-SHIFT = (("int_alu_latency", "int_alu"),)
-
-
-def uops_of(ins: Instr) -> tuple[tuple[str, str], ...]:
-    """(latency field, pipe group) of each uop of a fixed-latency instruction.  A multiply, floor division or
-    floor remainder by a power-of-two immediate is what an x86 compiler emits as shl, sar or and (the same
-    values, as docs/isa.md defines div and rem): one integer-ALU uop, not the multiplier or the divider."""
-    op, a = ins.base, ins.args
-    if op in ("mul", "div", "rem") and (power_of_two(a[2]) or (op == "mul" and power_of_two(a[1]))):
-        return SHIFT
-    return UOPS.get(op) or (TIMING[op],)
-
-
-# ops whose first operand is a register they write (the others only read their register operands)
-WRITES = frozenset(TIMING) - {"st", "vst", "vscatter", "blt", "bge", "beq", "jmp", "popb", "alloc"}
-
-
-def _fmax(a: float, b: float) -> float:
-    """IEEE 754-2019 maximum: NaN if either is (the first NaN), and +0 above -0 (docs/isa.md)."""
-    if a != a or b != b:
-        return a if a != a else b
-    return (b if math.copysign(1.0, a) < 0 else a) if a == b else max(a, b)
-
-
-def _fmin(a: float, b: float) -> float:
-    """IEEE 754-2019 minimum: NaN if either is (the first NaN), and -0 below +0 (docs/isa.md)."""
-    if a != a or b != b:
-        return a if a != a else b
-    return (a if math.copysign(1.0, a) < 0 else b) if a == b else min(a, b)
-
-
-def _vmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """_fmax lane by lane (np.maximum alone keeps the second operand's zero of a tie)."""
-    return np.where(a == b, np.where(np.signbit(a), b, a), np.where(np.isnan(a), a, np.maximum(a, b)))
-
-
-def _vmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """_fmin lane by lane."""
-    return np.where(a == b, np.where(np.signbit(a), a, b), np.where(np.isnan(a), a, np.minimum(a, b)))
-
-
-VFLOAT = {"vfadd": np.add, "vfsub": np.subtract, "vfmul": np.multiply, "vfdiv": np.divide,
-          "vfmax": _vmax, "vfmin": _vmin}
-
-
-def _fdiv(a: float, b: float) -> float:
-    if b == 0.0:
-        return float("nan") if a == 0.0 or a != a else float("inf") * (1 if (a > 0) == (np.copysign(1, b) > 0) else -1)
-    return a / b
-
-
-FLOAT = {"fadd": lambda a, b: a + b, "fsub": lambda a, b: a - b, "fmul": lambda a, b: a * b,
-         "fdiv": _fdiv, "fmax": _fmax, "fmin": _fmin}
-INT = {"add": integers.add, "sub": integers.sub, "mul": integers.mul, "min": min, "max": max,
-       "slt": lambda a, b: int(a < b), "sle": lambda a, b: int(a <= b), "seq": lambda a, b: int(a == b),
-       "sne": lambda a, b: int(a != b)}
 
 
 def round_to(ty: str) -> Callable[[float], float]:
@@ -113,7 +33,6 @@ def round_to(ty: str) -> Callable[[float], float]:
         dt = dtype_of(ty)
         return lambda x: float(np.array(x, dtype=np.float64).astype(dt))
     return float
-
 
 
 def operands(ins: Instr) -> tuple[Reg | None, tuple[Reg, ...]]:
@@ -126,7 +45,7 @@ def operands(ins: Instr) -> tuple[Reg | None, tuple[Reg, ...]]:
             regs.extend(i for i in a.index if isinstance(i, Reg) and i.cls in "rfv")
         elif isinstance(a, list):
             regs.extend(i for i in a if isinstance(i, Reg) and i.cls in "rfv")
-    if ins.base in WRITES and ins.args and isinstance(ins.args[0], Reg):
+    if ins.base in isa.WRITES_FIRST and ins.args and isinstance(ins.args[0], Reg):
         return ins.args[0], tuple(regs[1:])
     return None, tuple(regs)
 
@@ -253,86 +172,92 @@ class Core:
                 pc = self.labels[target]
 
     def step(self, ins: Instr, op: str) -> str | None:
+        """Carry out one instruction by its row of the instruction table; returns the label a taken branch goes to."""
         a = ins.args
         regs = self.regs
-        if op in ("ld", "st", "vld", "vst", "vgather", "vscatter", "pop", "popb", "host", "run"):
-            return self.special(ins, op)
-        if op not in TIMING:
+        row = isa.OPS.get(op)
+        if row is None or row.unit != "execute" or row.kind == "end":
             raise EmberError(f"the simulator does not implement '{ins.op}'")
+        if not row.uops:
+            return self.special(ins, row.kind)
         t0 = self.begin(ins)
-        uops = uops_of(ins)
         t = done = t0
-        for p in range(self.pieces(self.vector_bits(ins, op))):
-            for k, (latency, group) in enumerate(uops):
+        for p in range(self.pieces(self.vector_bits(ins, row))):
+            for k, uop in enumerate(isa.uops_of(ins.base, ins.args)):
                 if p or k:  # the next uop: its piece's first starts from the operands, the others from the uop before
                     t = self.pipe.next_uop(t, "compute", t if k else t0)
-                t = self.pipe.issue(group, t) + self.lat[latency]
+                t = self.pipe.issue(uop.pipe, t) + self.lat[uop.latency]
             done = max(done, t)
         self.done(ins, done, "compute")
-        if op in INT:
-            regs[a[0]] = INT[op](self.val(a[1]), self.val(a[2]))
-        elif op in FLOAT:
-            regs[a[0]] = round_to(ins.op.split(".")[1])(FLOAT[op](regs[a[1]], regs[a[2]]))
-        elif op == "li" or op == "mov":
+        kind = row.kind
+        if kind == "int":
+            x, y = self.val(a[1]), self.val(a[2])
+            if row.fault is not None and row.fault.py(x, y):
+                raise EmberError(f"{row.fault.message} in '{ins.op}'")
+            regs[a[0]] = row.py(x, y)
+        elif kind == "float":
+            regs[a[0]] = round_to(ins.op.split(".")[1])(row.py(regs[a[1]], regs[a[2]]))
+        elif kind == "move":
             regs[a[0]] = float(self.val(a[1])) if a[0].cls == "f" else self.val(a[1])
-        elif op == "sel":
+        elif kind == "select":
             regs[a[0]] = regs[a[2]] if regs[a[1]] else regs[a[3]]
-        elif op == "div" or op == "rem":
-            regs[a[0]] = (integers.div if op == "div" else integers.rem)(self.val(a[1]), self.val(a[2]),
-                                                                        f"'{ins.op}'")
-        elif op == "fcvt":
+        elif kind == "convert":
             regs[a[0]] = round_to(ins.op.split(".")[1])(float(regs[a[1]]))
-        elif op == "blt" or op == "bge" or op == "beq":
-            x, y = self.val(a[0]), self.val(a[1])
-            if (x < y) if op == "blt" else (x >= y) if op == "bge" else (x == y):
+        elif kind == "branch":
+            if row.py(self.val(a[0]), self.val(a[1])):
                 return a[2].name
-        elif op == "jmp":
+        elif kind == "jump":
             return a[0].name
-        elif op == "dim":
+        elif kind == "dim":
             regs[a[0]] = int(self.t.get(a[1].n).shape[a[2]])
-        elif op == "alloc":
-            shape = tuple(int(self.val(d)) for d in a[1])
-            if any(x < 0 for x in shape):
-                raise EmberError(f"{self.t.describe(a[0].n)} would get a negative extent {list(shape)}")
-            dt = self.t.get_dtype(a[0].n)
-            try:
-                value = np.zeros(shape, dtype=dt)
-            except (ValueError, MemoryError):
-                nbytes = int(np.prod(shape, dtype=object)) * dt.itemsize
-                raise EmberError(f"{self.t.describe(a[0].n)} of shape {list(shape)} ({nbytes:,} bytes) cannot be "
-                                 "allocated") from None
-            self.t.set(a[0].n, value, self.t.describe(a[0].n))
-        elif op in VFLOAT:
+        elif kind == "alloc":
+            self.alloc(a[0].n, tuple(int(self.val(d)) for d in a[1]))
+        elif kind == "vfloat":
             self.lanes_agree(ins, a[1:3])
             with np.errstate(all="ignore"):
                 ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else regs[a[1]].dtype
-                regs[a[0]] = VFLOAT[op](regs[a[1]], regs[a[2]]).astype(ty, copy=False)
-        elif op == "vcvt":
+                regs[a[0]] = row.py(regs[a[1]], regs[a[2]]).astype(ty, copy=False)
+        elif kind == "vconvert":
             ty, src = dtype_of(ins.op.split(".")[1]), regs[a[1]]
             floats = src.dtype.kind == "f" or src.dtype == dtype_of("bf16")
             regs[a[0]] = integers.to_integer(src, ty) if floats and ty.kind in "iu" else src.astype(ty)
-        elif op == "vsplat":
+        elif kind == "splat":
             ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else np.dtype(np.float32)
             v = self.val(a[1])  # an integer converts as C converts an int64_t (see `st`), a float as vcvt does
             if isinstance(v, float) and ty.kind in "iu":
                 v = integers.to_integer(np.array([v]), ty)[0]
             regs[a[0]] = np.full(a[2], np.int64(v).astype(ty) if isinstance(v, int) else v, dtype=ty)
-        elif op == "viota":  # lane l holds start + l, wrapped like add
-            regs[a[0]] = np.arange(a[2], dtype=np.int64) + np.int64(self.val(a[1]))
-        elif op == "vmask":  # lane l is on when start + l (wrapped) < bound
-            regs[a[0]] = np.arange(a[3], dtype=np.int64) + np.int64(self.val(a[1])) < self.val(a[2])
-        elif op == "vfma":  # one rounding per lane (floats.py); the suffix is .f32 (dae_check)
+        elif kind == "iota":  # lane l holds start + l, wrapped like add
+            regs[a[0]] = row.py(self.val(a[1]), a[2])
+        elif kind == "mask":  # lane l is on when start + l (wrapped) < bound
+            regs[a[0]] = row.py(self.val(a[1]), self.val(a[2]), a[3])
+        elif kind == "vfma":  # one rounding per lane (floats.py); the suffix is .f32 (dae_check)
             self.lanes_agree(ins, a[1:4])
-            regs[a[0]] = fma32(*(regs[r].astype(np.float32, copy=False) for r in a[1:4]))
-        elif op == "ffma":
-            regs[a[0]] = float(fma32(regs[a[1]], regs[a[2]], regs[a[3]]))
-        elif op == "vsel":
+            regs[a[0]] = row.py(*(regs[r].astype(np.float32, copy=False) for r in a[1:4]))
+        elif kind == "fma":
+            regs[a[0]] = row.py(regs[a[1]], regs[a[2]], regs[a[3]])
+        elif kind == "vselect":
             c = regs[a[1]]
             if isinstance(c, np.ndarray):
                 self.lanes_agree(ins, a[1:4])
             regs[a[0]] = np.where(c, regs[a[2]], regs[a[3]]) if isinstance(c, np.ndarray) else (
                 regs[a[2]] if c else regs[a[3]])
+        else:
+            raise EmberError(f"the simulator does not implement '{ins.op}'")
         return None
+
+    def alloc(self, n: int, shape: tuple[int, ...]) -> None:
+        """Give symbol n a zeroed array of `shape`."""
+        if any(x < 0 for x in shape):
+            raise EmberError(f"{self.t.describe(n)} would get a negative extent {list(shape)}")
+        dt = self.t.get_dtype(n)
+        try:
+            value = np.zeros(shape, dtype=dt)
+        except (ValueError, MemoryError):
+            nbytes = int(np.prod(shape, dtype=object)) * dt.itemsize
+            raise EmberError(f"{self.t.describe(n)} of shape {list(shape)} ({nbytes:,} bytes) cannot be "
+                             "allocated") from None
+        self.t.set(n, value, self.t.describe(n))
 
     def lanes_agree(self, ins: Instr, regs: list[Reg]) -> None:
         """The vectors an instruction combines lane by lane have one lane count (a vector's count comes from
@@ -346,22 +271,22 @@ class Core:
         """Machine vectors an instruction's `bits` of vector span: a wider DAE vector is several x86 ones."""
         return max(1, -(-bits // self.m.execute.simd_bits))
 
-    def vector_bits(self, ins: Instr, op: str) -> int:
+    def vector_bits(self, ins: Instr, row: isa.Opcode) -> int:
         """Lanes x lane bits of the widest vector a fixed-latency instruction reads or writes (0: scalar)."""
         a = ins.args
         suffix = dtype_of(ins.op.split(".", 1)[1]).itemsize if "." in ins.op else 0
-        if op in VFLOAT or op in ("vcvt", "vfma"):
+        if row.span == "a":
             return self.regs[a[1]].size * 8 * max(self.regs[a[1]].itemsize, suffix)
-        if op == "vsel":
+        if row.span == "b":
             return self.regs[a[2]].size * 8 * self.regs[a[2]].itemsize if isinstance(self.regs[a[2]], np.ndarray) else 0
         # a splat is one broadcast however wide: its machine vectors are copies of one register
-        return {"vsplat": lambda: min(a[2] * 8 * (suffix or 4), self.m.execute.simd_bits), "viota": lambda: a[2] * 64,
-                "vmask": lambda: a[3] * 8}.get(op, lambda: 0)()
+        return {"splat": lambda: min(a[2] * 8 * (suffix or 4), self.m.execute.simd_bits), "iota": lambda: a[2] * 64,
+                "mask": lambda: a[3] * 8}.get(row.kind, lambda: 0)()
 
-    def special(self, ins: Instr, op: str) -> None:
+    def special(self, ins: Instr, kind: str) -> None:
         """Instructions that reach memory, the queue, the host or the access unit."""
         a = ins.args
-        if op == "ld":
+        if kind == "load":
             m: Mem = a[1]
             idx = tuple(self.val(i) for i in m.index)
             typed = dtype_of(ins.op.split(".")[1]) if "." in ins.op else None  # a typed read of a byte tensor
@@ -374,7 +299,7 @@ class Core:
                 self.lookups += 1
             v = self.t.typed_value(m.sym, flat, typed) if typed else arr.flat[flat]
             self.regs[a[0]] = float(v) if a[0].cls == "f" else int(v)
-        elif op == "st":
+        elif kind == "store":
             m = a[1]
             idx = tuple(self.val(i) for i in m.index)
             flat = self.t.flat_index(m.sym, idx)
@@ -384,14 +309,14 @@ class Core:
             arr.flat[flat] = np.int64(v).astype(arr.dtype) if isinstance(v, int) else v
             e = self.pipe.issue("store", self.begin(ins, 1))
             self.store(ins, [(self.t.addr(m.sym, flat), arr.itemsize, e)], e)
-        elif op in ("vld", "vst"):
-            self.vector_contiguous(ins, op == "vst")
-        elif op in ("vgather", "vscatter"):
-            self.vector_indexed(ins, op == "vscatter")
-        elif op == "pop":
+        elif kind in ("vload", "vstore"):
+            self.vector_contiguous(ins, kind == "vstore")
+        elif kind in ("gather", "scatter"):
+            self.vector_indexed(ins, kind == "scatter")
+        elif kind == "pop":
             v = self.pop_entry(ins).value
             self.regs[a[0]] = _popped(a[0], v)
-        elif op == "popb":
+        elif kind == "popb":
             entry = self.pop_entry(ins)
             t = self.last_pop
             value = entry.value
@@ -400,9 +325,9 @@ class Core:
             self.t.set_scratch(a[0].n, value)
             if value.nbytes:  # the buffer is in the queue, in the access unit's cache level, not in L1
                 self.mem.place(self.t.addr(a[0].n, 0), value.nbytes, self.queue_level, entry.ready, t)
-        elif op == "host":
+        elif kind == "host":
             self.host(ins)
-        elif op == "run":
+        elif kind == "run":
             t = self.begin(ins)
             self.done(ins, t, "compute")
             assert self.run_hook is not None

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...backend.dae import Access, Instr, Mem, Reg
+from ...isa import OPS
 from ..access import inert_tus
 from ..machine import ExecuteUnit
 from .cdefs import (
@@ -23,10 +24,6 @@ from .cdefs import (
     to_double,
     typed_read,
 )
-
-ALU_STREAM = {"add": "wadd({x}, {y})", "sub": "wsub({x}, {y})", "mul": "wmul({x}, {y})", "div": "floordiv({x}, {y})",
-              "rem": "floormod({x}, {y})",
-              "min": "mini({x}, {y})", "max": "maxi({x}, {y})"}
 
 
 @dataclass
@@ -137,9 +134,10 @@ class AccessCode:
             self.int_stream(a[3])
             self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
             (x, tx), (y, ty) = self.aval(a[2]), self.aval(a[3])
-            if a[1] in ("div", "rem"):
-                self(f"if ({y} == 0) {self.fail()}")
-            self(f"S{pre}{dst} = {ALU_STREAM[a[1]].format(x=x, y=y)};")
+            row = OPS[a[1]]  # the execute unit's integer op of that name
+            if row.fault is not None:
+                self(f"if ({row.fault.c.format(a=x, b=y)}) {self.fail()}")
+            self(f"S{pre}{dst} = {row.c.format(a=x, b=y)};")
             self(f"RS{pre}{dst} = maxd(maxd({it}, {tx}), {ty}) + 1.0;")
             return
         m: Mem = a[1]

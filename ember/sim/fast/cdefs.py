@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..execute import TIMING
+from ...isa import TIMED
 
 CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", "i32": "int32_t", "i16": "int16_t",
          "i8": "int8_t", "u8": "uint8_t", "i1": "uint8_t",
@@ -18,7 +18,7 @@ NPTYPE = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "index": np.int
           "i16": np.int16, "i8": np.int8, "u8": np.uint8, "i1": np.bool_, "bool": np.bool_, "f16": np.float16,
           "bf16": np.uint16}
 OK, ERROR, MAX_CYCLES = 0, 1, 2  # status codes of the generated function
-OP_NAMES = tuple(sorted(set(TIMING) | {"dispatch", "host", "run"}))
+OP_NAMES = tuple(sorted(set(TIMED) | {"dispatch", "host", "run"}))  # the instruction counters
 
 
 class Unsupported(Exception):

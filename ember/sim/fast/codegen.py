@@ -17,8 +17,9 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
+from ... import isa
 from ...backend.dae import Instr, Label, Mem, Program, Reg
-from ..execute import TIMING, operands, uops_of
+from ..execute import operands
 from ..machine import ExecuteUnit
 from .access_code import AccessCode, Unit, tokens_of
 from .cdefs import (
@@ -37,14 +38,7 @@ from .cdefs import (
 )
 from .memory_code import MemoryCode
 
-FLOAT_OPS = {"fadd": "({a} + {b})", "fsub": "({a} - {b})", "fmul": "({a} * {b})", "fdiv": "({a} / {b})",
-             "fmax": "fmax_py({a}, {b})", "fmin": "fmin_py({a}, {b})"}
-INT_OPS = {"add": "wadd({a}, {b})", "sub": "wsub({a}, {b})", "mul": "wmul({a}, {b})", "min": "mini({a}, {b})",
-           "max": "maxi({a}, {b})", "slt": "(int64_t)({a} < {b})", "sle": "(int64_t)({a} <= {b})",
-           "seq": "(int64_t)({a} == {b})", "sne": "(int64_t)({a} != {b})"}
-VEC_OPS = {"vfadd": "{a} + {b}", "vfsub": "{a} - {b}", "vfmul": "{a} * {b}", "vfdiv": "{a} / {b}",
-           "vfmax": "vmax_np{d}({a}, {b})", "vfmin": "vmin_np{d}({a}, {b})"}
-BRANCH = ("blt", "bge", "beq", "jmp")
+BRANCH = isa.of_kind("branch", "jump")
 
 CATEGORIES = ("compute", "load", "pop", "token", "store", "mispredict")  # pipeline.CATEGORIES, runtime.h's CAT_*
 FS_NAMES = ("cycles", "host_cycles", "host_flops", "host_bytes", "access_busy", *(f"stall_{c}" for c in CATEGORIES))
@@ -143,28 +137,28 @@ class Generator(AccessCode, MemoryCode):
                 break
 
     def vector_type(self, ins: Instr) -> VType | None:
-        a, op = ins.args, ins.base
+        a, kind = ins.args, isa.OPS[ins.base].kind
         suffix = ins.op.split(".", 1)[1] if "." in ins.op else None
         known = self.vtypes.get
-        if op in ("vld", "vgather"):
+        if kind in ("vload", "gather"):
             mt = known(a[2].n)
             return VType(self.p.symbols[a[1].sym].dtype, mt.lanes) if mt else None
-        if op == "vsplat":
+        if kind == "splat":
             return VType(suffix or "f32", a[2])
-        if op == "viota":
+        if kind == "iota":
             return VType("i64", a[2])
-        if op == "vmask":
+        if kind == "mask":
             return VType("bool", a[3])
-        if op in VEC_OPS:
+        if kind == "vfloat":
             x = known(a[1].n)
             return VType(suffix or x.dtype, x.lanes) if x else None
-        if op == "vfma":
+        if kind == "vfma":
             x = known(a[1].n)
             return VType("f32", x.lanes) if x else None
-        if op == "vsel":
+        if kind == "vselect":
             x = known(a[2].n)
             return x
-        if op == "vcvt":
+        if kind == "vconvert":
             x = known(a[1].n)
             return VType(suffix, x.lanes) if x and suffix else None
         return None  # vst/vscatter read it; a pop is typed by the rule that pushes
@@ -304,11 +298,11 @@ class Generator(AccessCode, MemoryCode):
                 # a taken backward branch checks the cycle limit (limits.py), as execute.Core.run_from does
                 jump = f"{{ if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')} goto {names[to]}; }}" \
                     if to <= pc else f"goto {names[to]};"
-                if op == "jmp":
+                row = isa.OPS[op]
+                if row.kind == "jump":
                     self(jump)
                 else:
-                    cmp = {"blt": "<", "bge": ">=", "beq": "=="}[op]
-                    self(f"if ({self.ival(ins.args[0])} {cmp} {self.ival(ins.args[1])}) {jump}")
+                    self(f"if ({row.c.format(a=self.ival(ins.args[0]), b=self.ival(ins.args[1]))}) {jump}")
             else:
                 self.instr(ins)
 
@@ -349,11 +343,11 @@ class Generator(AccessCode, MemoryCode):
         t, done = self.var(f"u{k0}", "double"), self.var(f"ud{k0}", "double")
         self(f"{t} = {t0}; {done} = {t0};")
         for p in range(self.pieces(self.vector_bits(ins))):
-            for k, (latency, group) in enumerate(uops_of(ins)):
+            for k, uop in enumerate(isa.uops_of(ins.base, ins.args)):
                 if p or k:
                     src = t if k else t0
                     self(f"{t} = pipe_next(P, {t}, CAT_COMPUTE, {src});")
-                self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t}) + xp_{latency};")
+                self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index(uop.pipe)}, {t}) + xp_{uop.latency};")
             self(f"if ({t} > {done}) {done} = {t};")
         self.done(ins, done, "compute")
 
@@ -363,17 +357,17 @@ class Generator(AccessCode, MemoryCode):
 
     def vector_bits(self, ins: Instr) -> int:
         """execute.Core.vector_bits, from the registers' static types."""
-        a, op = ins.args, ins.base
+        a, row = ins.args, isa.OPS[ins.base]
         suffix = elem_bytes(ins.op.split(".", 1)[1]) if "." in ins.op else 0
-        if op in VEC_OPS or op in ("vcvt", "vfma"):
+        if row.span == "a":
             x = self.vtypes[a[1].n]
             return x.lanes * 8 * max(elem_bytes(x.dtype), suffix)
-        if op == "vsel":
+        if row.span == "b":
             x = self.vtypes[a[2].n]
             return x.lanes * 8 * elem_bytes(x.dtype)
         # a splat is one broadcast however wide: its machine vectors are copies of one register (as execute.py)
-        return {"vsplat": lambda: min(a[2] * 8 * (suffix or 4), self.simd_bits), "viota": lambda: a[2] * 64,
-                "vmask": lambda: a[3] * 8}.get(op, lambda: 0)()
+        return {"splat": lambda: min(a[2] * 8 * (suffix or 4), self.simd_bits), "iota": lambda: a[2] * 64,
+                "mask": lambda: a[3] * 8}.get(row.kind, lambda: 0)()
 
     def ival(self, a: Any) -> str:
         if isinstance(a, Reg) and a.cls in "rf":
@@ -386,75 +380,72 @@ class Generator(AccessCode, MemoryCode):
         return c_int(a)
 
     def instr(self, ins: Instr) -> None:
-        a, op = ins.args, ins.base
-        if op == "host":
-            self.host(ins)
-            return
-        if op == "run":
-            self.run(ins)
-            return
-        if op not in TIMING:
+        """One instruction by its row of the instruction table: the timing (plain, or the memory system's), then
+        its value."""
+        a = ins.args
+        row = isa.OPS.get(ins.base)
+        if row is None or row.unit != "execute" or row.kind in ("end", "branch", "jump"):
             raise Unsupported(f"instruction '{ins.op}'")
-        if op not in ("ld", "st", "vld", "vst", "vgather", "vscatter", "pop", "popb"):
+        kind = row.kind
+        if row.uops:
             self.plain(ins)
-        if op in INT_OPS:
+        if kind == "int":
             self.need(a[0], "r")
-            self(f"R{a[0].n} = {INT_OPS[op].format(a=self.ival(a[1]), b=self.ival(a[2]))};")
-        elif op in FLOAT_OPS:
-            val = FLOAT_OPS[op].format(a=self.fval(a[1]), b=self.fval(a[2]))
+            x, y = self.ival(a[1]), self.ival(a[2])
+            if row.fault is not None:
+                self(f"if ({row.fault.c.format(a=x, b=y)}) {self.fail()}")
+            self(f"R{a[0].n} = {row.c.format(a=x, b=y)};")
+        elif kind == "float":
+            val = row.c.format(a=self.fval(a[1]), b=self.fval(a[2]))
             self(f"F{a[0].n} = {self.round(ins.op.split('.')[1], val)};")
-        elif op in ("li", "mov"):
+        elif kind == "move":
             self.assign(a[0], a[1])
-        elif op == "sel":
+        elif kind == "select":
             if not (a[0].cls == a[2].cls == a[3].cls) or a[0].cls not in "rf":
                 raise Unsupported("sel mixing register kinds")
             self(f"{self.ival(a[0])} = {self.ival(a[1])} ? {self.ival(a[2])} : {self.ival(a[3])};")
-        elif op in ("div", "rem"):
-            x, y = self.ival(a[1]), self.ival(a[2])
-            self(f"if ({y} == 0) {self.fail()}")
-            self(f"R{a[0].n} = {'floordiv' if op == 'div' else 'floormod'}({x}, {y});")
-        elif op == "fcvt":
+        elif kind == "convert":
             self(f"F{a[0].n} = {self.round(ins.op.split('.')[1], f'(double)({self.ival(a[1])})')};")
-        elif op == "ffma":  # operands rounded to float32 first, as execute.py's floats.fma32 takes them
-            x, y, z = (f"(float){self.fval(r)}" for r in a[1:4])
-            self(f"F{a[0].n} = (double)fma32({x}, {y}, {z});")
-        elif op == "vfma":
+        elif kind == "fma":  # operands rounded to float32 first, as floats.fma32 takes them
+            self(f"F{a[0].n} = {row.c.format(a=self.fval(a[1]), b=self.fval(a[2]), c=self.fval(a[3]))};")
+        elif kind == "vfma":
             types = [self.vtypes.get(r.n) for r in a[:4]]
             if any(t != VType("f32", types[1].lanes if types[1] else 0) for t in types):
                 raise Unsupported("'vfma' on vectors that are not all float32 of one lane count")
-            self(f"for (int64_t l = 0; l < {types[1].lanes}; l++) "
-                 f"V{a[0].n}[l] = fma32(V{a[1].n}[l], V{a[2].n}[l], V{a[3].n}[l]);")
-        elif op == "ld":
+            lane = row.c.format(a=f"V{a[1].n}[l]", b=f"V{a[2].n}[l]", c=f"V{a[3].n}[l]")
+            self(f"for (int64_t l = 0; l < {types[1].lanes}; l++) V{a[0].n}[l] = {lane};")
+        elif kind == "load":
             self.load(ins)
-        elif op == "st":
+        elif kind == "store":
             self.store(ins)
-        elif op == "dim":
+        elif kind == "dim":
             n, d = a[1].n, a[2]
             if not 0 <= d < self.rank[n]:
                 raise Unsupported("dim of a missing dimension")
             self(f"if (!OK[{n}]) {self.fail()}")
             self(f"R{a[0].n} = d{n}_{d};")
-        elif op == "alloc":
+        elif kind == "alloc":
             self.alloc(a[0].n, [self.ival(x) for x in a[1]])
-        elif op == "pop":
+        elif kind == "pop":
             self.pop(ins, a[0])
-        elif op == "popb":
+        elif kind == "popb":
             self.popb(ins, a[0].n)
-        elif op in VEC_OPS:
-            self.vec_binary(ins)
-        elif op in ("vld", "vst"):
-            self.vector_contiguous(ins, op == "vst")
-        elif op in ("vgather", "vscatter"):
-            self.vector_indexed(ins, op == "vscatter")
-        elif op in ("vsplat", "viota", "vmask"):
+        elif kind == "vfloat":
+            self.vec_binary(ins, row)
+        elif kind in ("vload", "vstore"):
+            self.vector_contiguous(ins, kind == "vstore")
+        elif kind in ("gather", "scatter"):
+            self.vector_indexed(ins, kind == "scatter")
+        elif kind in ("splat", "iota", "mask"):
             vt = self.vtypes[a[0].n]
-            splat = "" if op != "vsplat" else from_double(vt.dtype, self.ival(a[1])) if vt.dtype in (
-                "f16", "bf16", "i1", "bool") else float_to_int(vt.dtype, self.ival(a[1])) if a[1].cls == "f" and not \
-                is_float(vt.dtype) else f"({CTYPE[vt.dtype]})({self.ival(a[1])})"
-            val = {"vsplat": splat, "viota": f"wadd({self.ival(a[1])}, l)",
-                   "vmask": f"wadd(l, {self.ival(a[1])}) < {self.ival(a[2])}"}[op]
+            if kind == "splat":
+                val = from_double(vt.dtype, self.ival(a[1])) if vt.dtype in ("f16", "bf16", "i1", "bool") else \
+                    float_to_int(vt.dtype, self.ival(a[1])) if a[1].cls == "f" and not is_float(vt.dtype) else \
+                    f"({CTYPE[vt.dtype]})({self.ival(a[1])})"
+            else:
+                val = row.c.format(a=self.ival(a[1]), b=self.ival(a[2]) if kind == "mask" else "")
             self(f"for (int64_t l = 0; l < {vt.lanes}; l++) V{a[0].n}[l] = {val};")
-        elif op == "vsel":
+        elif kind == "vselect":
             vt = self.vtypes[a[0].n]
             if self.vtypes.get(a[2].n) != vt or self.vtypes.get(a[3].n) != vt:
                 raise Unsupported("vsel of vectors of different types")
@@ -463,7 +454,7 @@ class Generator(AccessCode, MemoryCode):
                      f"V{a[3].n}[l];")
             else:
                 self(f"memmove(V{a[0].n}, {self.ival(a[1])} ? V{a[2].n} : V{a[3].n}, {self.vbytes(a[0].n)});")
-        elif op == "vcvt":
+        elif kind == "vconvert":
             src, dst = self.vtypes.get(a[1].n), self.vtypes[a[0].n]
             if src is None or dst.lanes != src.lanes or a[0].n == a[1].n:
                 raise Unsupported("vcvt changing the lane count or in place")
@@ -477,6 +468,10 @@ class Generator(AccessCode, MemoryCode):
             else:
                 lane = f"({CTYPE[dst.dtype]}){lane}"
             self(f"for (int64_t l = 0; l < {dst.lanes}; l++) V{a[0].n}[l] = {lane};")
+        elif kind == "host":
+            self.host(ins)
+        elif kind == "run":
+            self.run(ins)
         else:
             raise Unsupported(f"instruction '{ins.op}'")
 
@@ -541,7 +536,7 @@ class Generator(AccessCode, MemoryCode):
             self(f"d{n}_{d} = y{k}_{d}; SH[{n} * shw + {d}] = d{n}_{d};")
         self.place(n, nbytes)
 
-    def vec_binary(self, ins: Instr) -> None:
+    def vec_binary(self, ins: Instr, row: isa.Opcode) -> None:
         a = ins.args
         x, y, d = self.vtypes.get(a[1].n), self.vtypes.get(a[2].n), self.vtypes.get(a[0].n)
         if x is None or x != y or d != x or not is_float(x.dtype):
@@ -549,7 +544,7 @@ class Generator(AccessCode, MemoryCode):
         half = x.dtype in ("f16", "bf16")  # numpy and ml_dtypes compute in float32 and round once: so does double
         xa = to_double(x.dtype, f"V{a[1].n}[l]") if half else f"V{a[1].n}[l]"
         xb = to_double(x.dtype, f"V{a[2].n}[l]") if half else f"V{a[2].n}[l]"
-        expr = VEC_OPS[ins.base].format(a=xa, b=xb, d="d" if x.dtype == "f64" or half else "")
+        expr = row.c.format(a=xa, b=xb, d="d" if x.dtype == "f64" or half else "")
         self(f"for (int64_t l = 0; l < {x.lanes}; l++) V{a[0].n}[l] = {from_double(x.dtype, expr) if half else expr};")
 
     def host(self, ins: Instr) -> None:

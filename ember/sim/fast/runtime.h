@@ -228,7 +228,7 @@ static double q_push(Queue *q, int64_t nbytes, double t) {
 static inline double maxd(double a, double b) { return b > a ? b : a; }
 static inline int64_t maxi(int64_t a, int64_t b) { return b > a ? b : a; }
 static inline int64_t mini(int64_t a, int64_t b) { return b < a ? b : a; }
-/* The ISA's integers (ember/sim/integers.py): add, sub and mul wrap modulo 2^64, computed in uint64_t so
+/* The ISA's integers (ember/isa/integers.py): add, sub and mul wrap modulo 2^64, computed in uint64_t so
  * that no signed overflow (undefined behaviour) happens; div and rem floor, and INT64_MIN / -1 wraps.
  * The divisor is never 0 here (the caller traps first). */
 static inline int64_t wadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
@@ -261,8 +261,8 @@ static inline int64_t lanes_left(int64_t vl, int64_t ub, int64_t i) {
     uint64_t d = (uint64_t)ub - (uint64_t)i;
     return d < (uint64_t)vl ? (int64_t)d : vl;
 }
-/* IEEE 754-2019 maximum and minimum (execute.py's _fmax/_fmin): the first NaN if either is one, and -0 below
-   +0 whatever the operands' order. */
+/* IEEE 754-2019 maximum and minimum (ember/isa/floats.py: fmax, fmin): the first NaN if either is one, and -0
+   below +0 whatever the operands' order. */
 static inline double fmax_py(double a, double b) {
     return a != a ? a : (b != b ? b : (a == b ? (signbit(a) ? b : a) : (b > a ? b : a)));
 }
@@ -274,7 +274,7 @@ static inline float vmin_np(float a, float b) { return (float)fmin_py(a, b); }
 static inline double vmax_npd(double a, double b) { return fmax_py(a, b); }
 static inline double vmin_npd(double a, double b) { return fmin_py(a, b); }
 
-/* ffma.f32 / vfma.f32: a * b + c rounded once to float32, by the steps of ember/sim/floats.py in the same
+/* ffma.f32 / vfma.f32: a * b + c rounded once to float32, by the steps of ember/isa/floats.py in the same
  * order (exact product, TwoSum, then the one tie that double rounding can get wrong), so that both engines
  * agree on every bit. */
 static inline float fma32(float a, float b, float c) {

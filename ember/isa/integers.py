@@ -67,3 +67,8 @@ def to_integer(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         ok = (np.trunc(x) >= float(info.min)) & (x < float(info.max) + 1.0)
         return np.where(ok, np.where(ok, x, 0.0).astype(dtype), np.array(info.min, dtype=dtype))
+
+
+def iota(start: int, lanes: int) -> np.ndarray:
+    """The lanes start, start + 1, ... as int64, wrapped like add."""
+    return np.arange(lanes, dtype=np.int64) + np.int64(start)

@@ -16,6 +16,8 @@ agree on every bit, NaNs included.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 F32_MAX = float(np.finfo(np.float32).max)
@@ -39,3 +41,37 @@ def fma32(a: np.ndarray | float, b: np.ndarray | float, c: np.ndarray | float) -
         r = np.where(tie, pick, r)
         over = (e != 0) & np.isinf(r) & (np.abs(s) == F32_OVERFLOW_TIE) & ((e > 0) != (s > 0))
         return np.where(over, np.copysign(np.float32(F32_MAX), s).astype(np.float32), r).astype(np.float32)
+
+
+def fmax(a: float, b: float) -> float:
+    """IEEE 754-2019 maximum: NaN if either is (the first NaN), and +0 above -0 (docs/isa.md)."""
+    if a != a or b != b:
+        return a if a != a else b
+    return (b if math.copysign(1.0, a) < 0 else a) if a == b else max(a, b)
+
+
+def fmin(a: float, b: float) -> float:
+    """IEEE 754-2019 minimum: NaN if either is (the first NaN), and -0 below +0 (docs/isa.md)."""
+    if a != a or b != b:
+        return a if a != a else b
+    return (a if math.copysign(1.0, a) < 0 else b) if a == b else min(a, b)
+
+
+def vmax(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fmax lane by lane (np.maximum alone keeps the second operand's zero of a tie)."""
+    return np.where(a == b, np.where(np.signbit(a), b, a), np.where(np.isnan(a), a, np.maximum(a, b)))
+
+
+def vmin(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fmin lane by lane."""
+    return np.where(a == b, np.where(np.signbit(a), a, b), np.where(np.isnan(a), a, np.minimum(a, b)))
+
+
+def fdiv(a: float, b: float) -> float:
+    """a / b with IEEE results where Python raises on a zero divisor: there the host's own division, which is
+    what the fast engine's C computes, so that the NaN of 0 / 0 (x86's negative "indefinite") and a NaN
+    dividend's payload come out with the same bits on both engines."""
+    if b == 0.0:
+        with np.errstate(all="ignore"):
+            return float(np.float64(a) / np.float64(b))
+    return a / b
