@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from conftest import MODELS, compile_model
 
+from ember.machine import load_machine
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 from ember.sim.multicore import simulate_cores
 from ember.sim.stats import Stats
 

@@ -28,8 +28,8 @@ import ember.dialects  # noqa: F401
 from ember.frontends import import_model, load_weights_any
 from ember.ir.core import Op, Value
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim.engine import simulate
-from ember.sim.machine import load_machine
 
 ATEN = ROOT / "samples" / "aten"
 COMMITTED = sorted(p.stem for p in ATEN.glob("*.pt"))

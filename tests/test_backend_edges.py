@@ -35,8 +35,8 @@ from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
 from ember.ir.printer import DenseAttr
 from ember.ir.types import ScalarType, ShapedType
+from ember.machine import load_machine
 from ember.sim.engine import simulate
-from ember.sim.machine import load_machine
 
 EXAMPLE_TEXT = (Path(__file__).resolve().parent / "data" / "example.dae").read_text()
 

@@ -9,9 +9,9 @@ import ember.dialects  # noqa: F401
 from ember.backend.binary import assemble, disassemble
 from ember.ir.parser import parse_module
 from ember.ir.types import ScalarType
+from ember.machine import load_machine
 from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.engine import simulate
-from ember.sim.machine import load_machine
 
 ROWS, DIM = 30, 40  # 40 is not a multiple of the 32 16-bit lanes of a 512-bit vector
 

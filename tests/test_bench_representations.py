@@ -13,8 +13,8 @@ from conftest import run_tool
 
 from ember.bench.forms import FORMS, FormWorkload, dhe_rows, dhe_weights, hand_rows, suite
 from ember.bench.run import compile_variant, handwritten, run
+from ember.machine import load_machine
 from ember.passes.quantize_tables import prepack
-from ember.sim.machine import load_machine
 
 LEVELS = ("O0", "O1", "O2", "O3", "core")
 

@@ -19,7 +19,7 @@ from ember.bench.run import HOST_TIME, STATS, Result, first_difference, run
 from ember.bench.workloads import GNN, GRAPHS, MP_BATCH, SUITES, suite
 from ember.cli import bench as bench_cli
 from ember.ir.diagnostics import EmberError
-from ember.sim.machine import load_machine
+from ember.machine import load_machine
 
 MACHINE = load_machine("default")
 

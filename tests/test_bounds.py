@@ -11,8 +11,8 @@ import pytest
 from ember.backend.dae import Instr
 from ember.bench.run import VARIANTS, compile_variant, run
 from ember.bench.workloads import Workload, suite
+from ember.machine import load_machine
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 from ember.sim.stats import Stats
 
 MACHINES = {"default": load_machine("default"),

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.ir.diagnostics import EmberError
+from ember.machine import CacheConfig, Dram, load_machine
 from ember.sim.access import AccessUnit
 from ember.sim.cache import CacheLevel, MemorySystem
-from ember.sim.machine import CacheConfig, Dram, load_machine
 from ember.sim.stats import Stats
 
 # The `small` preset: l1 = 1 KiB, 2-way, 8 sets, latency 2; l2 = 4 KiB, 4-way, 16 sets, latency 6;

@@ -20,11 +20,11 @@ from conftest import MODELS, ROOT, compile_model, run_tool, tool
 from ember.backend.binary import assemble
 from ember.backend.dae import Program
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim import engine as reference
 from ember.sim.fast import build
 from ember.sim.fast import engine as fast
 from ember.sim.fast.codegen import generate
-from ember.sim.machine import load_machine
 
 MACHINE = load_machine("default")
 MODEL = "embedding.ts.onnx"
@@ -251,7 +251,7 @@ import signal, sys
 import numpy as np
 from ember.backend.binary import disassemble
 from ember.sim.fast import engine as fast
-from ember.sim.machine import load_machine
+from ember.machine import load_machine
 if sys.argv[3] == "handler":
     def handler(signum, frame):
         open(sys.argv[4], "w").write(str(signum))
@@ -277,7 +277,7 @@ import os, signal, subprocess, sys
 import numpy as np
 from ember.backend.binary import disassemble
 from ember.sim.fast import engine as fast
-from ember.sim.machine import load_machine
+from ember.machine import load_machine
 real = subprocess.Popen
 def popen(*args, **kwargs):
     child = real(*args, **kwargs)

@@ -9,8 +9,8 @@ from ember.backend.dae_text import parse_dae
 from ember.bench.run import compile_variant
 from ember.bench.workloads import suite
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 from ember.sim.stats import Stats
 
 DEFAULT = load_machine("default")

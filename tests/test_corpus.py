@@ -26,8 +26,8 @@ from conftest import ROOT, compile_model
 import ember.dialects  # noqa: F401
 from ember.frontends import import_model, load_weights_any
 from ember.ir.printer import print_module
+from ember.machine import load_machine
 from ember.sim.engine import simulate
-from ember.sim.machine import load_machine
 from ember.sim.stats import Stats
 
 CORPUS = ROOT / "samples" / "corpus"

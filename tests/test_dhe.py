@@ -20,7 +20,7 @@ import ember.dialects  # noqa: F401
 from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.diagnostics import EmberError
-from ember.sim.machine import load_machine
+from ember.machine import load_machine
 
 MACHINE = load_machine("default")
 WIDE = dataclasses.replace(MACHINE, access=dataclasses.replace(MACHINE.access, traversal_units=12))

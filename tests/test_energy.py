@@ -18,9 +18,9 @@ from ember.backend.dae_text import parse_dae
 from ember.bench.run import compile_variant, run
 from ember.bench.workloads import suite
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim import engine as reference
 from ember.sim.energy import peak_power_w, scaled
-from ember.sim.machine import load_machine
 from ember.sim.multicore import simulate_cores, split_bags
 from ember.sim.stats import Stats
 
@@ -159,7 +159,7 @@ def test_energy_numbers_are_machine_keys() -> None:
 
 
 def test_a_machine_file_without_energy_numbers_is_refused_by_name(tmp_path: Path) -> None:
-    text = (Path(__file__).parent.parent / "ember" / "sim" / "machines" / "default.toml").read_text()
+    text = (Path(__file__).parent.parent / "ember" / "machines" / "default.toml").read_text()
     f = tmp_path / "old.toml"
     f.write_text(text[: text.index("[energy]")])
     with pytest.raises(EmberError, match="machine is missing 'energy'"):

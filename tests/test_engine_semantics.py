@@ -20,10 +20,10 @@ from test_fast_engine import assert_same
 from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim import engine as reference
 from ember.sim import limits
 from ember.sim.fast import engine as fast
-from ember.sim.machine import load_machine
 from ember.sim.stats import Stats
 
 MACHINE = load_machine("default")

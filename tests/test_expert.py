@@ -15,9 +15,9 @@ from ember.backend.dae import Instr, Program
 from ember.bench.run import baselines, compile_variant, run
 from ember.bench.workloads import Workload
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 
 ROOT = Path(__file__).resolve().parent.parent
 M = load_machine("default")

@@ -13,10 +13,10 @@ from ember.backend.dae import Program
 from ember.bench.run import VARIANTS, compile_variant
 from ember.bench.workloads import suite
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim import engine as reference
 from ember.sim.fast import build
 from ember.sim.fast import engine as fast
-from ember.sim.machine import load_machine
 from ember.sim.stats import Stats
 
 HOST_TIME = {"host_seconds", "sim_cycles_per_host_second", "lookups_per_host_second"}

@@ -20,8 +20,8 @@ from ember.host import HostNode, check_node, run_nodes, set_runtime
 from ember.host import executors as ex
 from ember.host.check import check_module
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 
 F32, I32, I64 = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64)
 T = TensorProto

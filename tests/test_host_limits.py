@@ -17,8 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from ember.frontends import import_model
 from ember.host.check import check_module
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 
 MACHINE = load_machine("default")
 GiB = 1 << 30

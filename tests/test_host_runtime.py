@@ -21,9 +21,9 @@ from ember.host import executors as ex
 from ember.host import run as host_run
 from ember.host.check import check_module
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim import host as sim_host
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 
 F32, I64 = np.dtype(np.float32), np.dtype(np.int64)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ember.ir.diagnostics import EmberError, Loc
-from ember.sim.machine import Machine, load_machine, presets
+from ember.machine import Machine, load_machine, presets
 
 
 def test_default_follows_the_tmu_design() -> None:
@@ -36,7 +36,7 @@ def test_small_inherits_default_and_replaces_caches() -> None:
 
 
 def test_every_default_value_is_documented() -> None:
-    text = resources.files("ember").joinpath("sim", "machines", "default.toml").read_text()
+    text = resources.files("ember").joinpath("machines", "default.toml").read_text()
     for line in text.splitlines():
         m = re.match(r"(\w+)\s*=", line)
         if m and m.group(1) not in ("name", "description"):

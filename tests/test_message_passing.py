@@ -45,8 +45,8 @@ def test_scatter_rows_repeated_rows_accumulate(tmp_path: Path) -> None:
     """Many edges into one node: every message must land (the lowering applies them in order)."""
     from conftest import compile_model
 
+    from ember.machine import load_machine
     from ember.sim.engine import simulate
-    from ember.sim.machine import load_machine
 
     model = Path(__file__).resolve().parent.parent / "samples" / "models" / "mp_sum.dynamo.onnx"
     feeds = dict(np.load(model.parent / "mp_sum.in.npz"))
@@ -72,8 +72,8 @@ def test_gather_nd_of_rows_by_int32_indices_is_a_row_gather(tmp_path: Path) -> N
     GatherND's indices int64; emb.gather takes both): one emb.gather, negative indices wrapped."""
     from conftest import compile_model
 
+    from ember.machine import load_machine
     from ember.sim.engine import simulate
-    from ember.sim.machine import load_machine
 
     path = tmp_path / "m.onnx"
     _unsqueezed_model(path, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 3]),

@@ -10,8 +10,8 @@ import pytest
 from ember.bench.run import compile_variant
 from ember.bench.workloads import Workload, suite
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 from ember.sim.multicore import simulate_cores, split_bags, split_rows
 
 HOST_TIME = ("host_seconds", "sim_cycles_per_host_second", "lookups_per_host_second")

@@ -16,10 +16,10 @@ from test_frontend_torch import I, T, write_pt2  # noqa: E741
 
 from ember.frontends import import_model
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.passes import PRESETS
 from ember.sim.engine import simulate
 from ember.sim.engines import simulate as simulate_with
-from ember.sim.machine import load_machine
 
 MACHINE = load_machine("default")
 RNG = np.random.default_rng(21)

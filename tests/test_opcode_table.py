@@ -26,9 +26,9 @@ from ember.backend.dae import Instr
 from ember.backend.dae_text import parse_dae
 from ember.ir.diagnostics import EmberError
 from ember.isa import ROWS, Opcode, floats
+from ember.machine import load_machine
 from ember.sim.engines import simulate
 from ember.sim.fast.build import CFLAGS, compiler
-from ember.sim.machine import load_machine
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C compiler")
 

@@ -10,9 +10,9 @@ from ember.bench.run import compile_variant, run
 from ember.bench.workloads import Workload
 from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
+from ember.machine import load_machine
 from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 
 BAGS, POOL, DIM, VL = 4, 6, 64, 16
 W = Workload("T", "bag_sum", 1, 500, DIM, POOL, BAGS, 0.8)

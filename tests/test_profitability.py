@@ -18,11 +18,11 @@ from ember.frontends import NeedsTorch, import_model
 from ember.ir.core import Op
 from ember.ir.diagnostics import EmberError
 from ember.ir.printer import print_module
+from ember.machine import load_machine
 from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.passes.choose_plan import ChoosePlan
 from ember.passes.cost import DEFAULT
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 
 LEVELS = ("O1", "O2", "O3")
 MACHINE = load_machine("default")

@@ -21,8 +21,8 @@ from ember.frontends.aten import AtenLowering, Unsupported
 from ember.frontends.aten.values import SymBool, SymInt
 from ember.ir.core import Block
 from ember.ir.types import tensor
+from ember.machine import load_machine
 from ember.sim.engine import simulate
-from ember.sim.machine import load_machine
 
 TORCHREC = ROOT / "samples" / "corpus" / "torchrec_ebc"
 

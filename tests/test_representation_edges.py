@@ -18,9 +18,9 @@ from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
+from ember.machine import load_machine
 from ember.passes import PRESETS, parse_pipeline, run_passes
 from ember.sim.fast import engine as fast
-from ember.sim.machine import load_machine
 from ember.sim.work import chain_macs, shared_chain_macs, vector_lanes, work_counts
 
 MACHINE = load_machine("default")

@@ -21,12 +21,12 @@ from test_fast_engine import HOST_TIME, assert_same, both
 
 from ember.backend.dae import Program
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim import host as sim_host
 from ember.sim import machine as machine_mod
 from ember.sim.engines import simulate
 from ember.sim.fast import build
 from ember.sim.fast import engine as fast
-from ember.sim.machine import load_machine
 from ember.sim.multicore import simulate_cores
 from ember.sim.stats import Histogram, Stats
 

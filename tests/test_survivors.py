@@ -591,8 +591,8 @@ ABUTTING = [(10, 10),  # [10, 14)
 
 
 def test_dram_booking_that_abuts_the_next_is_taken_in_the_python_model() -> None:
+    from ember.machine import load_machine
     from ember.sim.cache import MemorySystem
-    from ember.sim.machine import load_machine
 
     machine = load_machine("default").with_overrides(["dram.bytes_per_cycle=16"])
     mem = MemorySystem.from_machine(machine)
@@ -694,9 +694,9 @@ def test_a_pop_waits_for_an_operand_pushed_without_a_token(monkeypatch: pytest.M
     """Operands of one element per line of x (each a DRAM miss), read by the callback of a later token that is
     ready at once: every pop must issue no earlier than its operand arrived."""
     from ember.backend.dae_text import parse_dae
+    from ember.machine import load_machine
     from ember.sim import engine as reference
     from ember.sim import execute
-    from ember.sim.machine import load_machine
 
     popped = []
     pop_entry = execute.Core.pop_entry

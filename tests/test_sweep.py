@@ -18,8 +18,8 @@ from ember.bench import sweep as sw
 from ember.bench.run import STATS, is_stat, run
 from ember.bench.workloads import Workload, suite
 from ember.ir.diagnostics import EmberError
+from ember.machine import load_machine
 from ember.sim.engines import DEFAULT_ENGINE
-from ember.sim.machine import load_machine
 
 ONE = ("--suite", "tiny", "--only", "RM1_L0")
 SWEEP = ("--sweep", "variant=O3,hand", "--sweep", "dram.bytes_per_cycle=16,32")

@@ -20,8 +20,8 @@ from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae, print_dae
 from ember.ir.diagnostics import EmberError
 from ember.ir.parser import parse_module
+from ember.machine import load_machine
 from ember.passes import parse_pipeline, run_passes
-from ember.sim.machine import load_machine
 from ember.sim.work import chain_macs
 
 TRAINS = {  # p, q, interior ranks

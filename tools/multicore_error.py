@@ -15,8 +15,8 @@ import time
 
 from ember.bench.run import compile_variant
 from ember.bench.workloads import suite
+from ember.machine import load_machine
 from ember.sim.interleave import simulate_interleaved
-from ember.sim.machine import load_machine
 from ember.sim.multicore import simulate_cores, split_bags
 
 WORKLOADS = ("RM1_L0", "RM3_L0", "RM3_L2", "MP_wiki-Talk")

@@ -23,10 +23,10 @@ from onnx import helper, numpy_helper
 
 import ember.dialects  # noqa: F401
 from ember.ir.parser import parse_module
+from ember.machine import load_machine
 from ember.passes import PASSES, PRESETS, parse_pipeline, run_passes
 from ember.passes.derived import link_param
 from ember.sim.engines import simulate
-from ember.sim.machine import load_machine
 
 DIM, BAGS, POOLING = 64, 128, 20
 DHE = (64, 64)  # k hashes, hidden width (then DIM)

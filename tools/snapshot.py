@@ -32,7 +32,7 @@ def suites(names: list[str], variants: list[str]) -> dict[str, dict]:
     from ember.backend.dae_text import print_dae
     from ember.bench.run import compile_variant, run
     from ember.bench.workloads import suite
-    from ember.sim.machine import load_machine
+    from ember.machine import load_machine
 
     machine = load_machine("default")
     points: dict[str, dict] = {}
@@ -56,8 +56,8 @@ def corpus() -> dict[str, dict]:
     from conftest import compile_model
 
     from ember.backend.dae_text import print_dae
+    from ember.machine import load_machine
     from ember.sim.engines import simulate
-    from ember.sim.machine import load_machine
 
     folder = ROOT / "samples" / "corpus"
     manifest = json.loads((folder / "manifest.json").read_text())

@@ -29,9 +29,9 @@ import numpy as np
 
 from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
+from ..machine import Machine, load_machine
 from ..passes import PRESETS, parse_pipeline, run_passes
 from ..sim.engines import simulate
-from ..sim.machine import Machine, load_machine
 from .run import handwritten
 from .workloads import Workload
 

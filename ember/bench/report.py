@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ..sim.machine import Machine
+from ..machine import Machine
 from .forms import DHE_HASHES, DHE_HIDDEN, FormWorkload
 from .published import (
     RATIO_SOURCE,

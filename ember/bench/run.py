@@ -11,10 +11,10 @@ import numpy as np
 from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
 from ..ir.diagnostics import EmberError
+from ..machine import Machine
 from ..passes import PRESETS, parse_pipeline, run_passes
 from ..passes.derived import link_param
 from ..sim.engines import DEFAULT_ENGINE, simulate
-from ..sim.machine import Machine
 from ..sim.multicore import simulate_cores, split_bags, split_rows
 from ..sim.stats import Stats
 from .workloads import Workload

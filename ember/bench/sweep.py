@@ -24,8 +24,8 @@ from typing import IO, Any
 from rich.table import Table
 
 from ..ir.diagnostics import EmberError
+from ..machine import Machine
 from ..sim.engines import ENGINES
-from ..sim.machine import Machine
 from .report import cycles_cell, frac_cell
 from .run import HOST_TIME as HOST_TIME  # re-exported: the figures a row's readers leave out when comparing
 from .run import STATS, VARIANTS, is_stat

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..sim.machine import Machine, load_machine
+from ..machine import Machine, load_machine
 from .gpu import ModelCase
 from .published import GpuBaseline, GpuRow
 from .workloads import Workload, suite

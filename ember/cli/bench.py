@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
 
     from ..bench.run import Hands, Result
     from ..bench.workloads import Workload
-    from ..sim.machine import Machine
+    from ..machine import Machine
 
 
 FORM_VARIANTS = "O0,O1,O2,O3,hand,core"  # the representations suites' default --variants
@@ -167,7 +167,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
     """
     from ..bench.run import VARIANTS
     from ..bench.workloads import SUITES, suite
-    from ..sim.machine import load_machine
+    from ..machine import load_machine
 
     if scale not in SUITES:
         raise EmberError(f"unknown suite '{scale}' (valid: {', '.join(SUITES)})")

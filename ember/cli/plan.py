@@ -75,12 +75,12 @@ def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], obje
     """
     from .. import dialects  # noqa: F401
     from ..ir.printer import print_module
+    from ..machine import load_machine
     from ..plan.candidates import Measurer, apply_plan, default_specs, table_transform
     from ..plan.choose import Option, front, optimal
     from ..plan.report import Outcome, as_json, plot, text
     from ..plan.source import read_source
     from ..plan.tables import find_tables
-    from ..sim.machine import load_machine
     from .sim import load_inputs
 
     start = time.perf_counter()

@@ -94,8 +94,8 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
     """
     from ..backend.binary import disassemble
     from ..host import set_runtime
+    from ..machine import load_machine
     from ..sim.engines import DEFAULT_ENGINE, check_engine, simulate
-    from ..sim.machine import load_machine
     from ..sim.stats import stats_text
 
     set_runtime(host_runtime)

@@ -103,9 +103,9 @@ def error_problem(message: str) -> tuple[str, str] | None:
 def simulate_both(program: Program, inputs: dict[str, np.ndarray], overrides: tuple[str, ...],
                   max_cycles: float, stage: Stage) -> tuple[Verdict, dict[str, str]]:
     """Run `program` on both engines and compare; also returns each engine's result as text, for reports."""
+    from ..machine import load_machine
     from ..sim.engines import simulate
     from ..sim.fast import engine as fast
-    from ..sim.machine import load_machine
 
     machine = load_machine("default").with_overrides(overrides)
     results: dict[str, tuple] = {}

@@ -38,7 +38,7 @@ from ..ir.types import ScalarType, ShapedType, StreamType, Type
 
 @dataclass(frozen=True)
 class Target:
-    """The machine numbers the estimate uses: the default machine's (ember/sim/machines/default.toml,
+    """The machine numbers the estimate uses: the default machine's (ember/machines/default.toml,
     the key each comes from in brackets; tests/test_profitability.py checks they agree)."""
 
     lanes: int = 8                    # [access.lanes] stream elements issued a cycle

@@ -15,11 +15,11 @@ import numpy as np
 
 from ..ir.core import Op, verify
 from ..ir.diagnostics import EmberError
+from ..machine import Machine
 from ..passes import PASSES, PRESETS, parse_pipeline, run_passes
 from ..passes.base import PatternPass, Unless
 from ..sim.engines import simulate
 from ..sim.fast.engine import virtual_symbols
-from ..sim.machine import Machine
 from ..sim.tensors import dtype_of
 from .tables import Table, feeds, func_of, isolate, table_of
 

@@ -37,9 +37,9 @@ from ..backend.dae import Access, Instr, Mem, Program, Reg
 from ..ir.diagnostics import EmberError
 from ..ir.types import ScalarType
 from ..isa import OPS, integers
+from ..machine import Machine
 from . import limits
 from .cache import MemorySystem
-from .machine import Machine
 from .queue import TOKEN_BYTES, Entry, OutputQueue
 from .tensors import Tensors, dtype_of
 

@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from .machine import Machine
+from ..machine import Machine
 from .stats import Stats
 from .work import WorkCounts
 

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 
 from ember.ir.diagnostics import EmberError
 
-from .machine import CacheConfig, Dram, Machine
+from ..machine import CacheConfig, Dram, Machine
 from .stats import Stats
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .machine import CacheConfig, Energy, Machine
+from ..machine import CacheConfig, Energy, Machine
 from .queue import TOKEN_BYTES
 from .stats import Stats
 

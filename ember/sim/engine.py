@@ -15,13 +15,13 @@ import numpy as np
 
 from ..backend.dae import Instr, Program
 from ..ir.diagnostics import EmberError
+from ..machine import Machine
 from . import limits
 from .access import AccessUnit, check_resources
 from .bounds import report_roofline, report_sol, sol_cycles
 from .cache import MemorySystem, SharedMemory
 from .energy import report_energy
 from .execute import Core
-from .machine import Machine
 from .queue import OutputQueue
 from .stats import Stats
 from .tensors import Tensors

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..backend.dae import Program
 from ..ir.diagnostics import EmberError
-from .machine import Machine
+from ..machine import Machine
 from .stats import Stats
 
 ENGINES = ("fast", "reference")

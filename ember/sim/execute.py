@@ -17,10 +17,10 @@ from .. import isa
 from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
 from ..ir.diagnostics import EmberError
 from ..isa import integers
+from ..machine import Machine
 from . import limits
 from .cache import MemorySystem
 from .host import HostRunner, host_cost
-from .machine import Machine
 from .pipeline import Pipeline
 from .queue import Entry
 from .tensors import Tensors, dtype_of

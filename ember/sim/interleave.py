@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from ..machine import Machine
 from . import engine as reference
 from .cache import CacheLevel, MemorySystem
-from .machine import Machine
 from .multicore import combine
 from .stats import Stats
 

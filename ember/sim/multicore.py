@@ -18,12 +18,12 @@ import numpy as np
 
 from ..backend.dae import Program
 from ..ir.diagnostics import EmberError
+from ..machine import Machine
 from . import engine as reference
 from .bounds import report_roofline, report_sol
 from .cache import SharedMemory
 from .energy import report_energy
 from .engines import needs_fast
-from .machine import Machine
 from .stats import Stats
 
 SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access.elements", "access.requests",

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from .machine import Machine
+from ..machine import Machine
 
 CATEGORIES = ("compute", "load", "pop", "token", "store", "mispredict")
 

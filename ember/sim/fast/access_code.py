@@ -9,8 +9,8 @@ from typing import Any
 
 from ...backend.dae import Access, Instr, Mem, Reg
 from ...isa import OPS
+from ...machine import ExecuteUnit
 from ..access import inert_tus
-from ..machine import ExecuteUnit
 from .cdefs import (
     CTYPE,
     MAX_CYCLES,

@@ -19,8 +19,8 @@ from typing import Any
 
 from ... import isa
 from ...backend.dae import Instr, Label, Mem, Program, Reg
+from ...machine import ExecuteUnit
 from ..execute import operands
-from ..machine import ExecuteUnit
 from .access_code import AccessCode, Unit, tokens_of
 from .cdefs import (
     CTYPE,

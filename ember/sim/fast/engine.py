@@ -20,13 +20,13 @@ import numpy as np
 
 from ...backend.dae import Program
 from ...ir.diagnostics import EmberError
+from ...machine import Machine
 from .. import engine as reference
 from ..access import check_resources
 from ..cache import CacheLevel, MemorySystem
 from ..execute import queue_latency
 from ..host import HostRunner, host_cost
 from ..limits import check, cycle_limit, exceeded
-from ..machine import Machine
 from ..queue import OutputQueue
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span

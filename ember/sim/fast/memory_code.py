@@ -6,7 +6,7 @@ helpers (variables, sites, issue and completion) it uses."""
 from __future__ import annotations
 
 from ...backend.dae import Instr, Mem, Reg
-from ..machine import ExecuteUnit
+from ...machine import ExecuteUnit
 from ..tensors import is_table
 from .cdefs import CTYPE, Unsupported, elem_bytes, from_double, is_float, to_double, typed_read
 

@@ -1,7 +1,7 @@
 """Machine descriptions: what the simulator and the code generator are allowed to assume.
 
 A machine is a tree of frozen dataclasses read from a TOML file.  Presets ship in
-`ember/sim/machines/*.toml`; a preset may start with `base = "other"` to inherit another preset and
+`ember/machines/*.toml`; a preset may start with `base = "other"` to inherit another preset and
 override only what differs (tables merge key by key, the `caches` array is replaced whole).  Every
 number is documented in the TOML file (where it comes from, or that it is an assumption), and every
 field carries a one-line description here so reports can print exactly which machine was used.
@@ -28,7 +28,7 @@ from typing import Any
 
 from ember.ir.diagnostics import EmberError, Loc
 
-_PRESET_DIR = ("sim", "machines")
+_PRESET_DIR = ("machines",)
 _SECTIONS = ("access", "execute", "caches", "dram", "energy")
 MAX_DRAM_CHANNELS = 1024  # each channel keeps its own bookings (the fast engine reserves room for each)
 
