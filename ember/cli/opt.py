@@ -32,7 +32,7 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 
 def presets(named: dict[str, str]) -> list[tuple[str, str]]:
     """What --list-passes prints: each preset under the option that selects it (a paper preset has none, so its
-    name in parentheses), and -O3 without choose-plan, the way to opt out of its default-machine estimate."""
+    name in parentheses), and -O3 without choose-plan, the way to opt out of its estimate."""
     out = []
     for name, pipeline in named.items():
         label = "--target=core" if name == "core" else f"-{name}" if name in LEVEL_PRESETS else f"({name})"
@@ -47,9 +47,9 @@ LEVELS = {
     "1": "-O0 plus vectorize",
     "2": "-O1 plus bufferize",
     "3": "-O2 plus every other optimization (--list-passes names them), except on embedding ops that a static "
-         "estimate says are cheaper on the core or as -O0 leaves them (choose-plan). That estimate uses the "
-         "default machine's numbers whatever ember-sim later simulates, and is a model: to optimize every op, "
-         "give the '(-O3 without choose-plan)' --pass that --list-passes prints",
+         "estimate says are cheaper on the core or as -O0 leaves them (choose-plan). That estimate uses the numbers "
+         "of the machine --machine and --set describe (give the ones ember-sim will run), and is a model: to "
+         "optimize every op, give the '(-O3 without choose-plan)' --pass that --list-passes prints",
 }
 LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
 
@@ -64,6 +64,11 @@ LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
 @click.option("--target", type=click.Choice(["dae", "core"]), default="dae", show_default=True,
               help="dae: access unit + execute unit; core: execute-unit code only (the non-decoupled baseline), one "
                    "fixed pipeline that takes no -O level or --pass")
+@click.option("--machine", default="default", show_default=True, metavar="NAME|FILE.toml",
+              help="the machine the program will run on (a preset name or .toml file, as ember-sim takes): -O3's "
+                   "choose-plan estimates each plan's cycles on it")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="override a parameter of that machine, as ember-sim --set does")
 @click.option("--print-ir-after-all", is_flag=True, help="print the IR to stderr after every pass")
 @click.option("--time-passes", is_flag=True, help="print the time each pass took to stderr")
 @click.option("--remarks", is_flag=True, help="print why passes declined to transform something")
@@ -73,14 +78,16 @@ LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
 @click.option("--list-passes", is_flag=True, expose_value=False, is_eager=True, callback=_list_passes,
               help="list the passes and presets, then exit")
 @guarded("ember-opt")
-def main(input: str, output: str, pipeline: str | None, level: str | None, target: str,
-         print_ir_after_all: bool, time_passes: bool, remarks: bool, stats_path: str | None) -> None:
+def main(input: str, output: str, pipeline: str | None, level: str | None, target: str, machine: str,
+         overrides: tuple[str, ...], print_ir_after_all: bool, time_passes: bool, remarks: bool,
+         stats_path: str | None) -> None:
     """Run passes over INPUT (.eir, '-' for stdin) and write .eir, or .dae when the last pass is codegen."""
     import ember.dialects  # noqa: F401
 
     from ..backend.dae_text import print_dae
     from ..ir.parser import parse_module
     from ..ir.printer import print_module
+    from ..machine import load_machine
     from ..passes import PRESETS, parse_pipeline, run_passes
     from ..passes.codegen import Codegen
 
@@ -101,7 +108,8 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
     if stats_path is not None and stats_path in ("-", "", output):
         raise EmberError(f"--stats needs a file of its own, not '{stats_path}'"
                          + (" (the output)" if stats_path == output else ""))
-    passes = parse_pipeline(pipeline or PRESETS[level or "O0"]) if (pipeline or level) else []
+    m = load_machine(machine).with_overrides(overrides)
+    passes = parse_pipeline(pipeline or PRESETS[level or "O0"], m) if (pipeline or level) else []
     if any(isinstance(p, Codegen) for p in passes[:-1]):
         raise EmberError("codegen must be the last pass of a pipeline")
     module = parse_module(read_text(input), display_name(input))

@@ -17,6 +17,8 @@ from ..ir.core import Op, verify
 from ..ir.diagnostics import EmberError
 from ..ir.printer import print_module
 from ..ir.rewrite import RewritePattern, apply_patterns, top_level
+from ..machine import Machine
+from .cost import Target
 
 PASSES: dict[str, type[Pass]] = {}
 
@@ -74,8 +76,9 @@ class Unless(RewritePattern):
         return not self.skip(op) and self.pattern.match_and_rewrite(op)
 
 
-def parse_pipeline(text: str) -> list[Pass]:
-    """`a,b{k=v,k2=v2},c` -> pass instances; unknown names and options are errors."""
+def parse_pipeline(text: str, machine: Machine | None = None) -> list[Pass]:
+    """`a,b{k=v,k2=v2},c` -> pass instances; unknown names and options are errors.  A pass that estimates cost
+    (a `target` field) estimates for `machine`, the machine the program will run on (the default one if None)."""
     out: list[Pass] = []
     i, n = 0, len(text)
     while i < n:
@@ -99,6 +102,11 @@ def parse_pipeline(text: str) -> list[Pass]:
         while j < n and text[j] in ", ":
             j += 1
         i = j
+    if machine is not None:
+        target = Target.of(machine)
+        for p in out:
+            if any(f.name == "target" for f in dataclasses.fields(p)):
+                p.target = target  # type: ignore[attr-defined]
     return out
 
 

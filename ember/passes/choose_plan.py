@@ -8,7 +8,8 @@ An operation (what lower-emb made of one emb op: the nests that store its output
 - `optimized`: decoupled, then transformed by the passes after this one in the pipeline.
 
 The pass compiles a copy of the module each way (running the passes after it up to `to-dlc`), estimates
-each operation's cycles from that IR with `cost.estimate` (static shapes, the default machine's numbers),
+each operation's cycles from that IR with `cost.estimate` (static shapes, the numbers of `target`: the machine
+ember-opt --machine names, the default one otherwise),
 and marks the operation's nests with the plan it keeps (`plan = "core"` or `plan = "decoupled"`; no
 mark for `optimized`).  The estimate is a model, so a plan replaces the one kept so far (decoupled first,
 then optimized, then core) only when its estimate is at least `margin` percent lower, and the core plan
@@ -34,7 +35,7 @@ from ..ir.core import Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.rewrite import clone
 from .base import Pass
-from .cost import DEFAULT, STORES, Estimate, estimate, unknown
+from .cost import STORES, Estimate, Target, default_target, estimate, unknown
 
 PLANS = ("decoupled", "optimized", "core")  # in the order a plan must beat the one kept before it
 LEVEL_CHANGE = ("to-dlc", "codegen")  # passes past the level the estimate reads
@@ -47,6 +48,7 @@ class ChoosePlan(Pass):
     name = "choose-plan"
     summary = "keep each embedding op on the plan estimated cheapest: on the core, as -O0 leaves it, or optimized"
     margin: int = 10
+    target: Target = field(default_factory=default_target, repr=False)  # the machine compiled for (ember-opt --machine)
     remarks: list[str] = field(default_factory=list, repr=False)
     later: list[Pass] = field(default_factory=list, repr=False)
 
@@ -71,7 +73,7 @@ class ChoosePlan(Pass):
             later, note = o3_after(), " (for -O3's passes: none decouples after choose-plan in this pipeline)"
         trials = {plan: self.trial(module, plan, later) for plan in PLANS}
         for k, w in enumerate(works):
-            est = {plan: estimate(trials[plan][0][k]) for plan in PLANS}
+            est = {plan: estimate(trials[plan][0][k], self.target) for plan in PLANS}
             if all(e.known for e in est.values()):
                 plan, why = self.decide(est), self.why(est)
             else:
@@ -97,7 +99,7 @@ class ChoosePlan(Pass):
         """Whether `plan` is estimated at least `margin` percent cheaper than `kept`: on the core, how the misses
         queue for the fill buffers decides whole miss latencies, which the estimate cannot place, so the core
         must also win by more than one."""
-        return est[plan].cycles <= est[kept].cycles * (1 - self.margin / 100) - slack(plan)
+        return est[plan].cycles <= est[kept].cycles * (1 - self.margin / 100) - self.slack(plan)
 
     def decide_dynamic(self, work: Op, k: int, trials: dict[str, Trial]) -> tuple[str, str]:
         """Sizes left to run time: estimate every plan with each such extent a power of two from 1 to 2**20
@@ -114,14 +116,14 @@ class ChoosePlan(Pass):
             est = {}
             for plan, (nests, vmap) in trials.items():
                 sizes = {(vmap.get(m, m), axis): size for (m, axis), size in zip(extents, point)}
-                est[plan] = estimate(nests[k], sizes=sizes)
+                est[plan] = estimate(nests[k], self.target, sizes=sizes)
             if not all(e.known for e in est.values()):
                 return "decoupled", ("its trip counts are known only at run time and the estimate cannot follow "
                                      "them, so -O3 keeps -O0's code")
             ests.append(est)
         kept = PLANS[0]
         for plan in PLANS[1:]:
-            if (all(e[plan].cycles <= e[kept].cycles - slack(plan) for e in ests)
+            if (all(e[plan].cycles <= e[kept].cycles - self.slack(plan) for e in ests)
                     and any(self.beats(e, plan, kept) for e in ests)):
                 kept = plan
         names = ", ".join(f"{m.name or '?'}[{axis}]" for m, axis in extents)
@@ -138,6 +140,10 @@ class ChoosePlan(Pass):
         return kept, (f"{' or '.join(WINNERS[p] for p in winners)} is estimated to win at {len(wins)} of {tried} "
                       f"(the smallest: {at}) and to lose at others; with sizes known only at run time -O3 keeps "
                       f"-O0's code (run-time versioning is not built)")
+
+    def slack(self, plan: str) -> float:
+        """Cycles the core plan must win by beyond the margin: one full miss."""
+        return self.target.miss if plan == "core" else 0.0
 
     @staticmethod
     def why(est: dict[str, Estimate]) -> str:
@@ -169,11 +175,6 @@ VERDICT = {"core": "kept on the core", "decoupled": "kept decoupled as at -O0, n
            "optimized": "decoupled and optimized"}
 NAMES = {"core": "on the core", "decoupled": "decoupled", "optimized": "optimized"}
 WINNERS = {"core": "the core", "optimized": "optimizing"}
-
-
-def slack(plan: str) -> float:
-    """Cycles the core plan must win by beyond the margin: one full miss."""
-    return DEFAULT.miss if plan == "core" else 0.0
 
 
 def o3_after() -> list[Pass]:

@@ -28,40 +28,54 @@ simulator: choose-plan only acts on differences larger than its error (docs/arch
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..ir.core import Op, Value
 from ..ir.types import ScalarType, ShapedType, StreamType, Type
+from ..machine import Machine, load_machine
+from ..predictor import DispatchPredictor
 
 
 @dataclass(frozen=True)
 class Target:
-    """The machine numbers the estimate uses: the default machine's (ember/machines/default.toml,
-    the key each comes from in brackets; tests/test_profitability.py checks they agree)."""
+    """The machine numbers the estimate uses, read from a machine description (`of`): `ember-opt --machine`
+    and `--set` choose it, the default machine otherwise.  The key each comes from is in brackets."""
 
-    lanes: int = 8                    # [access.lanes] stream elements issued a cycle
-    outstanding: int = 128            # [access.outstanding] access-unit requests in flight
-    issue_width: int = 5              # [execute.issue_width] uops dispatched a cycle
-    miss_slots: int = 12              # [execute.miss_slots] core misses in flight
-    rob_entries: int = 352            # [execute.rob_entries] uops the core runs ahead of a waiting load
-    simd_bits: int = 512              # [execute.simd_bits] one machine vector
-    mispredict_penalty: float = 14.0  # [execute.mispredict_penalty]
-    prefetch_lines: int = 1           # [execute.prefetch_lines] lines the core's prefetcher fetches after a miss
-    int_alu_latency: float = 1.0      # [execute.int_alu_latency]
-    fp_alu_latency: float = 4.0       # [execute.fp_alu_latency]
-    fp_mul_latency: float = 4.0       # [execute.fp_mul_latency]
-    branch_latency: float = 1.0       # [execute.branch_latency]
-    gather_latency: float = 20.0      # [execute.gather_latency]
-    load_throughput: float = 0.5      # [execute.load_throughput] cycles a load (or pop, or gather lane) takes a port
-    store_throughput: float = 1.0     # [execute.store_throughput] cycles a store (or scatter lane) takes the port
-    fp_throughput: float = 0.5        # [execute.fp_throughput]
-    line_bytes: int = 64              # [caches.*.line_bytes]
-    latencies: tuple[float, ...] = (5.0, 11.0, 44.0)  # [caches.l1/l2/llc.latency] added by each level
-    dram_latency: float = 160.0       # [dram.latency]
-    dram_bytes_per_cycle: float = 32.0  # [dram.bytes_per_cycle]
-    access_level: int = 2             # [access.cache_level = "l2"]: the queue and the access unit's loads
+    lanes: int                    # [access.lanes] stream elements issued a cycle
+    outstanding: int              # [access.outstanding] access-unit requests in flight
+    issue_width: int              # [execute.issue_width] uops dispatched a cycle
+    miss_slots: int               # [execute.miss_slots] core misses in flight
+    rob_entries: int              # [execute.rob_entries] uops the core runs ahead of a waiting load
+    simd_bits: int                # [execute.simd_bits] one machine vector
+    mispredict_penalty: float     # [execute.mispredict_penalty]
+    prefetch_lines: int           # [execute.prefetch_lines] lines the core's prefetcher fetches after a miss
+    int_alu_latency: float        # [execute.int_alu_latency]
+    fp_alu_latency: float         # [execute.fp_alu_latency]
+    fp_mul_latency: float         # [execute.fp_mul_latency]
+    branch_latency: float         # [execute.branch_latency]
+    gather_latency: float         # [execute.gather_latency]
+    load_throughput: float        # [execute.load_throughput] cycles a load (or pop, or gather lane) takes a port
+    store_throughput: float       # [execute.store_throughput] cycles a store (or scatter lane) takes the port
+    fp_throughput: float          # [execute.fp_throughput]
+    line_bytes: int               # [caches.*.line_bytes]
+    latencies: tuple[float, ...]  # [caches.*.latency] added by each level, from the core outward
+    dram_latency: float           # [dram.latency]
+    dram_bytes_per_cycle: float   # [dram.bytes_per_cycle]
+    access_level: int             # [access.cache_level]: levels up to and including the access unit's
+
+    @classmethod
+    def of(cls, m: Machine) -> Target:
+        """The estimate's numbers of machine `m`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: getattr(section, k) for section in (m.access, m.execute) for k in names
+                  if hasattr(section, k)}
+        return cls(**values, line_bytes=m.line_bytes, latencies=tuple(c.latency for c in m.caches),
+                   dram_latency=m.dram.latency, dram_bytes_per_cycle=m.dram.bytes_per_cycle,
+                   access_level=m.cache_names.index(m.access.cache_level) + 1)
 
     @property
     def hit(self) -> float:
@@ -79,7 +93,10 @@ class Target:
         return self.hit + self.int_alu_latency + self.branch_latency + self.mispredict_penalty
 
 
-DEFAULT = Target()
+@functools.cache
+def default_target() -> Target:
+    """The default machine's numbers: what every estimate uses unless given a machine."""
+    return Target.of(load_machine("default"))
 
 
 @dataclass
@@ -423,9 +440,10 @@ def _depends(v: Value, on: Value, depth: int = 0) -> bool:
     return any(_depends(x, on, depth + 1) for x in o.operands)
 
 
-def estimate(nests: Iterable[Op], target: Target = DEFAULT, sizes: Sizes = NONE) -> Estimate:
+def estimate(nests: Iterable[Op], target: Target | None = None, sizes: Sizes = NONE) -> Estimate:
     """Cycles of one operation's top-level nests (core `loop.for` and access `slc.for`), in program order,
-    with the extents left to run time that `sizes` gives assumed."""
+    with the extents left to run time that `sizes` gives assumed, on `target` (the default machine's if None)."""
+    target = target or default_target()
     memory = _Memory()
     est = Estimate()
     roots = list(nests)
@@ -584,17 +602,12 @@ def _mispredicts(n: _Nest, root: Op, sample: int = 32) -> float:
         if len(runs) > RUNS_BUDGET:  # a deep nest (a tensor train's) makes many runs an iteration: sample fewer
             k = i + 1
             break
-    follows: dict[int | None, int] = {}
-    prev: int | None = None
+    predictor = DispatchPredictor()  # the simulator's rule
     misses = 0
     for tok, cnt, times in runs:  # a run that stands for `times` repeated iterations misses that many times
-        if follows.get(prev) != tok:
-            misses += times
-            follows[prev] = tok
-        if cnt > 1 and follows.get(tok) != tok:
-            misses += times
-            follows[tok] = tok
-        prev = tok
+        misses += times * predictor.miss(tok)
+        if cnt > 1:  # the rest of a run of one token: the second learns the repeat, and the others hit
+            misses += times * predictor.miss(tok)
     return misses * (outer / k) if k else 0.0
 
 

@@ -148,7 +148,7 @@ class Measurer:
         hit = self.runs.get(key)
         if hit is not None:
             return hit
-        passes = parse_pipeline(PRESETS[LEVEL])
+        passes = parse_pipeline(PRESETS[LEVEL], self.machine)  # -O3's choices for the machine it runs on
         run_passes(module, passes)
         program = passes[-1].program  # type: ignore[attr-defined]
         virtual = virtual_symbols(program)

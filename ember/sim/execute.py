@@ -18,6 +18,7 @@ from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
 from ..ir.diagnostics import EmberError
 from ..isa import integers
 from ..machine import Machine
+from ..predictor import DispatchPredictor
 from . import limits
 from .cache import MemorySystem
 from .host import HostRunner, host_cost
@@ -107,8 +108,7 @@ class Core:
         self.lookups = 0  # row lookups (see tensors.is_table) by the core's own loads
         self.prefetches = 0
         self.last_pop = 0.0  # pops read the queue in order
-        self.previous: dict[str, int] = {}  # each access program's last token
-        self.follows: dict[tuple[str, int | None], int] = {}  # (program, token) -> the token that came after it
+        self.predictors: dict[str, DispatchPredictor] = {}  # the dispatch jump's, one per access program
         self.host_cycles = 0.0
         self.host_flops = 0.0
         self.host_bytes = 0.0
@@ -397,9 +397,9 @@ class Core:
 
     def dispatch(self, program: str, token: int, tok: Entry) -> None:
         """The compute loop's turn for one token: read it from the control queue, test for the end, jump
-        to its case (three instructions).  The jump is predicted from the token before it: to the case that
-        followed that token last time (a one-token history, as a history-based indirect predictor learns);
-        a miss restarts the front end `mispredict_penalty` cycles after the jump resolves."""
+        to its case (three instructions).  The jump is predicted by the machine's DispatchPredictor
+        (ember/predictor.py: from the token before it); a miss restarts the front end `mispredict_penalty`
+        cycles after the jump resolves."""
         pipe = self.pipe
         self.counts["dispatch"] = self.counts.get("dispatch", 0) + 1
         t = pipe.issue("load", max(pipe.dispatch(), self.last_pop, tok.ready))
@@ -408,10 +408,8 @@ class Core:
         c = pipe.issue("int_alu", pipe.next_uop(c, "token", c)) + self.lat["int_alu_latency"]
         c = pipe.issue("branch", pipe.next_uop(c, "token", c)) + self.lat["branch_latency"]
         pipe.retire(c, "token")
-        seen = (program, self.previous.get(program))
-        self.previous[program] = token
-        if self.follows.get(seen) != token:  # the front end waits for the token, then for the jump to resolve
-            self.follows[seen] = token
+        predictor = self.predictors.setdefault(program, DispatchPredictor())
+        if predictor.miss(token):  # the front end waits for the token, then for the jump to resolve
             pipe.wait(tok.ready, "token")
             pipe.wait(c + self.lat["mispredict_penalty"], "mispredict")
 
