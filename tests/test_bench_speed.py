@@ -16,7 +16,8 @@ from conftest import run_tool
 from ember.bench import run as bench_run
 from ember.bench import sweep as sw
 from ember.bench.run import HOST_TIME, STATS, Result, first_difference, run
-from ember.bench.workloads import GNN, GRAPHS, MP_BATCH, SUITES, suite
+from ember.bench.suites import SUITES, suite
+from ember.bench.workloads import GNN, GRAPHS, MP_BATCH
 from ember.cli import bench as bench_cli
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine

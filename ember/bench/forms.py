@@ -26,6 +26,11 @@ import numpy as np
 from ..ir.core import Block, Op, Value, new_op, verify
 from ..ir.types import tensor
 from ..passes.derived import Figures, link_param
+from ..passes.quantize_tables import unpack
+from ..passes.robe import parse_name
+from ..passes.table_transform import table_transform, transform
+from ..passes.tt_decompose import parse_name_for, tt_rows
+from ..sim.fast.engine import virtual_symbols
 from ..sim.tensors import dtype_of
 from .workloads import MODELS, SCALES, Workload
 
@@ -67,8 +72,6 @@ class FormWorkload(Workload):
             return self._dhe_module()
         mod = Workload.module(self)  # an emb.bag: any kind but gather builds one
         if self.transform:
-            from ..plan.candidates import table_transform, transform
-
             transform(table_transform(self.transform), mod, None, None)
         return mod
 
@@ -138,8 +141,6 @@ class FormWorkload(Workload):
         None for the float table and DHE."""
         if not self.transform:
             return None
-        from ..plan.candidates import table_transform, transform
-
         p = table_transform(self.transform)
         data = None if self.virtual else {"table": self.table(0)}
         transform(p, Workload.module(self), None, data)
@@ -150,8 +151,6 @@ class FormWorkload(Workload):
         DHE's from its seeded weights.  Timing-only (no table): the float params are address ranges, and the
         others, which the engine reads, get values: zeros for int8 or int4 rows, the real DHE hash coefficients
         (a zero prime would divide by zero)."""
-        from ..sim.fast.engine import virtual_symbols
-
         if self.kind == "bag_sum":
             Workload.bind(self, program, t, table)
             return
@@ -169,9 +168,6 @@ class FormWorkload(Workload):
 
     def stored_rows(self, t: int, table: np.ndarray) -> np.ndarray:
         """The rows the form stands for (what a lookup of each row adds), as float32: numpy's side of the check."""
-        from ..passes.quantize_tables import unpack
-        from ..passes.robe import parse_name as robe_layout
-        from ..passes.tt_decompose import tt_rows
 
         if self.kind == "bag_sum":
             return table
@@ -183,7 +179,7 @@ class FormWorkload(Workload):
         if self.kind == "ttbag":
             cores = [linked(self, t, n) for n in names]
             return tt_rows(cores, 0, self.rows).astype(np.float32)
-        layout = robe_layout(names[0].partition("#robe/")[2], self.dim)
+        layout = parse_name(names[0].partition("#robe/")[2], self.dim)
         return layout.rows(linked(self, t, names[0]), np.arange(self.rows), self.dim)
 
     def reference(self, t: int, table: np.ndarray | None = None,
@@ -228,8 +224,6 @@ def hand_rows(name: str, rows: int, dim: int) -> int:
     """The first extent of a hand-written kernel's param `name`, linked from a table of `rows` rows of `dim`
     elements: a ROBE array's elements (`...#robe/<size or ratio>/...`), a TT core's p (`...#tt/auto/<q>/.../k`:
     the factoring tt-decompose picks), or else the table's rows."""
-    from ..passes.robe import parse_name
-    from ..passes.tt_decompose import parse_name_for
 
     if "#robe/" in name:
         return parse_name(name.partition("#robe/")[2], dim, rows * dim).size

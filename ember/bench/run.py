@@ -10,11 +10,13 @@ import numpy as np
 
 from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
+from ..frontends import import_model, load_weights_any
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
 from ..passes import PRESETS, parse_pipeline, run_passes
 from ..passes.derived import link_param
 from ..sim.engines import DEFAULT_ENGINE, simulate
+from ..sim.fast.engine import notes
 from ..sim.multicore import simulate_cores, split_bags, split_rows
 from ..sim.stats import Stats
 from .workloads import Workload
@@ -93,8 +95,6 @@ def compile_variant(w: Workload, variant: str) -> Program:
 def compile_file(file: str, variant: str) -> Program:
     """A model file (anything ember-import reads) compiled at a preset, its weights attached: what ember-import,
     ember-opt and ember-asm make of it, in one process."""
-    from ..frontends import import_model, load_weights_any
-
     passes = parse_pipeline(PRESETS[variant])
     run_passes(import_model(file, file), passes)
     program = passes[-1].program  # type: ignore[attr-defined]
@@ -154,8 +154,6 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
             at = where + (f", table {t}" if w.tables > 1 else "")
             raise EmberError(f"{at}: {e.message}", e.where) from None
         if engine == "fast":
-            from ..sim.fast.engine import notes
-
             for text in (f"{where}: {note}" for note in notes):
                 if text not in res.notes:
                     res.notes.append(text)

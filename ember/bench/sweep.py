@@ -28,7 +28,7 @@ from ..machine import Machine
 from ..sim.engines import ENGINES
 from .report import cycles_cell, frac_cell
 from .run import HOST_TIME as HOST_TIME  # re-exported: the figures a row's readers leave out when comparing
-from .run import STATS, VARIANTS, is_stat
+from .run import STATS, VARIANTS, is_stat, run
 from .workloads import Workload
 
 PSEUDO_KEYS = ("variant", "engine")  # swept like machine keys, but they pick what runs, not the machine
@@ -248,8 +248,6 @@ class Appender:
 def run_task(task: Task) -> dict[str, Any]:
     """One point in whatever process runs it: {"stats": ...}, or {"error": message} for a user-facing error,
     returned rather than raised so that it crosses any process or network boundary intact."""
-    from .run import run
-
     try:
         res = run(task.workload, task.point.variant, task.machine, engine=task.engine, timing_only=task.timing_only)
     except EmberError as e:

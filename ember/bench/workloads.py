@@ -38,7 +38,6 @@ SCALES = {  # tables, rows per table, bags per table
     "quick": (1, 20_000, 16),
     "paper": (8, 1_000_000, 512),
 }
-SUITES = (*SCALES, "huge", "representations-tiny", "representations", "representations-paper")  # bench/forms.py
 # What a workload computes; a hand-written baseline (built in, or --hand KIND=FILE) serves one.  The last five are
 # the representations suite's forms (bench/forms.py FORMS).
 KINDS = ("bag_sum", "bag_weighted", "gather", "qbag8", "qbag4", "ttbag", "robe", "dhe")
@@ -234,15 +233,12 @@ def _zipf_rows(rng: np.random.Generator, rows: int, n: int, zipf: float) -> np.n
 
 
 def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
-    """The workloads of suite `scale`, those whose name starts with one of `only` if given."""
-    if scale.startswith("representations"):
-        from .forms import suite as forms
-
-        return _matching(list(forms(scale)), only)
+    """The workloads of scale `scale` (or the huge suite), those whose name starts with one of `only` if given
+    (suites.py adds the representation suites)."""
     if scale == "huge":
         rows, dim, pooling, bags = HUGE
         huge = [Workload("RM3_100M", "bag_sum", 1, rows, dim, pooling, bags, 0.0, virtual=True)]
-        return _matching(huge, only)
+        return matching(huge, only)
     if scale not in SCALES:
         raise ValueError(scale)
     tables, rows, bags = SCALES[scale]
@@ -268,9 +264,9 @@ def suite(scale: str, only: list[str] | None = None) -> list[Workload]:
         blocks = seq // block
         out.append(Workload(f"SpAttn_{k}", "gather", 1, 2 * blocks * split, block * 64 // split, 1,
                             2 * blocks * k * split, 0.0, split=split))
-    return _matching(out, only)
+    return matching(out, only)
 
 
-def _matching(workloads: list[Workload], only: list[str] | None) -> list[Workload]:
+def matching(workloads: list[Workload], only: list[str] | None) -> list[Workload]:
     """The workloads whose names start with one of the `only` prefixes (all of them without any)."""
     return [w for w in workloads if not only or any(w.name.startswith(o) for o in only)]

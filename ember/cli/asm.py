@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ..files import base_dir, display_name, read_text
 from ..ir.diagnostics import EmberError
-from .common import base_dir, display_name, guarded, read_text, write_output
+from .common import guarded, write_output
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

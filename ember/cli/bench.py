@@ -166,7 +166,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
     the same command after an interruption and only the points missing from --sweep-out run.
     """
     from ..bench.run import VARIANTS
-    from ..bench.workloads import SUITES, suite
+    from ..bench.suites import SUITES, suite
     from ..machine import load_machine
 
     if scale not in SUITES:

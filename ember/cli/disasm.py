@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .common import display_name, guarded, read_bytes, write_output
+from ..files import display_name, read_bytes
+from .common import guarded, write_output
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

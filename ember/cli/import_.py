@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..files import base_dir
 from ..ir.core import Op
 from ..ir.diagnostics import EmberError
 from ..ir.printer import print_module
-from .common import base_dir, guarded, host_runtime_option, write_output
+from .common import guarded, host_runtime_option, write_output
 
 if TYPE_CHECKING:
     from ..frontends import NeedsTorch

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..files import base_dir, display_name, read_text, rebase
 from ..ir.diagnostics import EmberError
-from .common import base_dir, display_name, guarded, read_text, rebase, write_outputs
+from .common import guarded, write_outputs
 
 if TYPE_CHECKING:
     from ..passes.base import Pass

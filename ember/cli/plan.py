@@ -9,8 +9,9 @@ from pathlib import Path
 
 import click
 
+from ..files import display_name
 from ..ir.diagnostics import EmberError
-from .common import display_name, guarded, write_outputs
+from .common import guarded, write_outputs
 
 UNITS = {"": 1, "k": 10 ** 3, "kb": 10 ** 3, "m": 10 ** 6, "mb": 10 ** 6, "g": 10 ** 9, "gb": 10 ** 9,
          "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30}

@@ -9,9 +9,10 @@ import click
 import numpy as np
 
 from ..bounded_zip import check_declared
+from ..files import display_name, read_bytes
 from ..ir.diagnostics import EmberError
 from ..sim.limits import DEFAULT_MAX_CYCLES
-from .common import display_name, guarded, host_runtime_option, read_bytes, write_outputs
+from .common import guarded, host_runtime_option, write_outputs
 
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
            "execute.starved_cycles", "access.stall_cycles", "queue_max_occupancy", "dram_bytes",

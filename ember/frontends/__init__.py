@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..ir.diagnostics import EmberError
+from .needs_torch import NeedsTorch
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,18 +27,6 @@ __all__ = ["SUFFIXES", "NeedsTorch", "import_model", "load_weights_any"]
 SUFFIXES = (".onnx", ".pt", ".pt2")
 
 
-class NeedsTorch(EmberError):
-    """The archive holds TorchScript this reader cannot follow: a scripted module (no traced inputs,
-    control flow).  `ember-import` then reads it with torch (ember.frontends.scripted), when installed.
-
-    `reason` says what was met; `inputs` maps forward's parameters to the (shape, dtype) they were
-    traced with, when the archive records them (a traced model that calls scripted code)."""
-
-    def __init__(self, reason: str, path: str, inputs: dict[str, tuple[tuple[int, ...], str]] | None = None):
-        super().__init__(f"{reason}; Ember reads such archives with torch: install it with "
-                         "pip install 'ember[torch]' and run ember-import", path)
-        self.reason = reason
-        self.inputs = inputs
 
 
 def _kind(path: str) -> str:

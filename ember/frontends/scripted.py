@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..ir.diagnostics import EmberError
-from . import NeedsTorch
 from .aten.archive import check_declared
+from .needs_torch import NeedsTorch
 
 __all__ = ["export_scripted"]
 

@@ -34,7 +34,6 @@ from ..dialects import builtin, emb  # noqa: F401  (registers the ops this front
 from ..ir.core import Block, Op
 from ..ir.diagnostics import EmberError
 from ..ir.types import tensor
-from . import NeedsTorch
 from .aten import (
     ELEM,
     MAX_DEPTH,
@@ -48,6 +47,7 @@ from .aten import (
     read_member,
 )
 from .aten.values import numpy_of
+from .needs_torch import NeedsTorch
 from .torch_pickle import StorageType, TensorMeta, TorchObject, unpickle
 
 __all__ = ["import_torchscript", "load_weights_torchscript"]

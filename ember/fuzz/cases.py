@@ -12,6 +12,7 @@ import contextlib
 import io
 import os
 import shlex
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,9 @@ import numpy as np
 from ..backend.binary import assemble, disassemble
 from ..backend.dae import Program
 from ..backend.dae_text import parse_dae
+from ..frontends import load_weights_any
 from ..ir.diagnostics import EmberError
+from ..passes.derived import link_param
 from .inputs import TooLarge, synthesize
 from .mutate import Mutated, apply, model_inputs, samples, samples_dir
 from .oracle import Stage, Verdict, error_problem, judge_tool, run_tool, simulate_both
@@ -103,10 +106,6 @@ def _both(program: Program, inputs: dict[str, np.ndarray], overrides: tuple[str,
 
 
 def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> Verdict:
-    from ..cli.asm import main as asm
-    from ..cli.opt import main as opt
-    from ..cli.sim import main as sim
-
     source = samples()[case.base]
     levels = workdir / "levels"  # the levels files name their weights ../models/x.onnx
     levels.mkdir(parents=True, exist_ok=True)
@@ -128,7 +127,7 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
         inputs_path.write_bytes(npz(inputs))
         args = [str(path), "--inputs", str(inputs_path), "--engine", case.option, "--max-cycles",
                 f"{max_cycles:g}", "-q", "--outputs", str(levels / "out.npz"), "--stats", str(levels / "stats.txt")]
-        verdict = _tool(sim, "ember-sim", args, stage, {f"{stem}.bin": data, f"{stem}.in.npz": npz(inputs)},
+        verdict = _tool("ember-sim", args, stage, {f"{stem}.bin": data, f"{stem}.in.npz": npz(inputs)},
                         workdir)
         if program is None or (verdict is not None and verdict.failed):
             return verdict or Verdict("ok", "ember-sim ran it")
@@ -143,7 +142,7 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
         level = source.name.split(".")[-2]
         option = {"next": f"--pass={NEXT_PASS.get(level, 'codegen')}", "none": ""}.get(case.option, case.option)
         args = [a for a in (option, str(path), "-o", str(out)) if a]
-        verdict = _tool(opt, "ember-opt", args, stage, {source.name: data}, workdir)
+        verdict = _tool("ember-opt", args, stage, {source.name: data}, workdir)
         if verdict is not None or not out.exists() or not out.read_text(errors="replace").startswith(".dae"):
             return verdict or Verdict("ok", "ember-opt ran it (its output is .eir)")
         dae_text = out.read_bytes()
@@ -152,7 +151,7 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
         path, data = dae, dae_text
     binary = levels / "out.bin"
     binary.unlink(missing_ok=True)
-    verdict = _tool(asm, "ember-asm", [str(path), "-o", str(binary)], stage, {path.name: data}, workdir)
+    verdict = _tool("ember-asm", [str(path), "-o", str(binary)], stage, {path.name: data}, workdir)
     if verdict is not None and verdict.failed:
         return verdict
     try:  # ember-asm may refuse a valid program for want of its weights (the hand-written kernels have none)
@@ -169,15 +168,23 @@ def _mutated(case: Mutated, max_cycles: float, stage: Stage, workdir: Path) -> V
                  f"ember-asm {path.name} -o case.bin (then both engines on case.in.npz)")
 
 
-def _tool(main: object, prog: str, args: list[str], stage: Stage, files: dict[str, bytes],
-          workdir: Path) -> Verdict | None:
+def installed_tool(prog: str) -> object:
+    """The click command of the installed console script `prog`: the fuzzer runs the tools by the names a user
+    types (the package's entry points), and so does not import the command layer it sits below."""
+    found = entry_points(group="console_scripts", name=prog)
+    if not found:
+        raise EmberError(f"'{prog}' is not installed: install Ember (pip install -e .) to fuzz its tools")
+    return next(iter(found)).load()
+
+
+def _tool(prog: str, args: list[str], stage: Stage, files: dict[str, bytes], workdir: Path) -> Verdict | None:
     """Run a tool; a failure Verdict when it failed uncleanly, a "rejected" one when it refused the input
     with a clean error, None when it succeeded.  It runs in the work directory on relative paths, so its
     messages (and the failure signatures made from them) do not name the worker's temporary directory."""
     stage(prog)
     args = [os.path.relpath(a, workdir) if a.startswith(str(workdir)) else a for a in args]
     with contextlib.chdir(workdir):
-        status, stderr, escaped = run_tool(main, prog, args)
+        status, stderr, escaped = run_tool(installed_tool(prog), prog, args)
     problem = judge_tool(prog, status, stderr, escaped)
     if problem is None:
         return Verdict("rejected", stderr.splitlines()[0][:200]) if status == 1 else None
@@ -200,8 +207,6 @@ def base_binary(source: Path) -> bytes:
     """The sample `.dae` assembled (with its weights), once per process."""
     key = str(source)
     if key not in _binaries:
-        from ..frontends import load_weights_any
-        from ..passes.derived import link_param
 
         program = parse_dae(source.read_text(), str(source))
         if program.weights:

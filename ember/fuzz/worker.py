@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from .cases import run_case
 from .oracle import Verdict
 
 MEMORY_CAP = 8 << 30  # address space of a worker: a runaway allocation fails instead of exhausting the machine
@@ -41,8 +42,6 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def _serve(conn: Connection, max_cycles: float) -> None:
-    from .cases import run_case
-
     faulthandler.disable()  # a crash is reported by the parent, in one line
     warnings.simplefilter("ignore")  # numpy's overflow warnings are expected: edge values are the point
     os.environ.pop("EMBER_DEBUG", None)  # the tools must word their errors, not re-raise them

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from ..ir.core import Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.rewrite import clone
-from .base import Pass
+from .base import Pass, parse_pipeline
 from .cost import STORES, Estimate, Target, default_target, estimate, unknown
+from .presets import PRESETS
 
 PLANS = ("decoupled", "optimized", "core")  # in the order a plan must beat the one kept before it
 LEVEL_CHANGE = ("to-dlc", "codegen")  # passes past the level the estimate reads
@@ -179,8 +180,6 @@ WINNERS = {"core": "the core", "optimized": "optimizing"}
 
 def o3_after() -> list[Pass]:
     """The passes -O3 runs after choose-plan."""
-    from . import PRESETS, parse_pipeline  # the registry imports this module
-
     return parse_pipeline(PRESETS["O3"].split("choose-plan,", 1)[1])
 
 

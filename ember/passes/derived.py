@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..frontends import load_weights_any
 from ..ir.core import Op, Value, new_op
 from ..ir.diagnostics import EmberError
 from ..ir.rewrite import insert_before, replace_uses, users
@@ -74,8 +75,6 @@ def read_weights(path: object) -> dict[str, np.ndarray] | None:
     if not isinstance(path, str) or not path:
         return None
     try:
-        from ..frontends import load_weights_any
-
         return load_weights_any(path)
     except (EmberError, OSError):
         return None

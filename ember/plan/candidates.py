@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir.core import Op, verify
-from ..ir.diagnostics import EmberError
+from ..ir.core import Op
 from ..machine import Machine
 from ..passes import PASSES, PRESETS, parse_pipeline, run_passes
-from ..passes.base import PatternPass, Unless
+from ..passes.table_transform import table_transform, transform
 from ..sim.engines import simulate
 from ..sim.fast.engine import virtual_symbols
 from ..sim.tensors import dtype_of
-from .tables import Table, feeds, func_of, isolate, table_of
+from .tables import Table, feeds, func_of, isolate
 
 SPECS = ("quantize-tables{bits=8}", "quantize-tables{bits=4}",
          "tt-decompose{ranks=8}", "tt-decompose{ranks=16}", "tt-decompose{ranks=32}")
@@ -34,28 +33,6 @@ LEVEL = "O3"
 def default_specs() -> list[str]:
     """The transforms tried on every table: int8, int4, TT at ranks 8/16/32, and ROBE at 16x/100x/1000x."""
     return [*SPECS, *(ROBE_SPECS if "robe" in PASSES else ())]
-
-
-def table_transform(spec: str) -> PatternPass:
-    """The one table transform `spec` names; a one-line error for anything else."""
-    passes = parse_pipeline(spec)
-    if len(passes) != 1 or not isinstance(passes[0], PatternPass) or not hasattr(passes[0], "stats"):
-        raise EmberError(f"candidate '{spec}' is not one table transform (a pass that reports per-table figures, "
-                         f"e.g. quantize-tables{{bits=8}} or tt-decompose{{ranks=16}})")
-    return passes[0]
-
-
-def transform(p: PatternPass, module: Op, tables: set[str] | None, data: dict[str, np.ndarray] | None) -> None:
-    """Run the table transform `p` over `module`, on the bags of `tables` only (all when None), measuring its error
-    against `data` (None: not measured).  A table transform's own `run` only loads `weights` from the module's
-    weights file and applies its patterns; the planner has the arrays, so it sets `weights` and applies them."""
-    if tables is not None:
-        own = p.patterns
-        p.patterns = lambda: [Unless(lambda op: table_of(op) not in tables, pat)  # type: ignore[method-assign]
-                              for pat in own()]
-    p.weights = data  # type: ignore[attr-defined]
-    PatternPass.run(p, module)
-    verify(module)
 
 
 @dataclass

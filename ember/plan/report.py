@@ -7,6 +7,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from ..bench.plot import require_matplotlib
 from .candidates import NOT_DERIVABLE, Candidate, Measured
 from .choose import Plan
 
@@ -146,8 +147,6 @@ def as_json(o: Outcome) -> str:
 def plot(o: Outcome, fmt: str) -> bytes:
     """The front as memory against cycles (or energy), coloured by error RMS; the chosen plan, the float tables
     and the budget marked."""
-    from ..bench.plot import require_matplotlib
-
     figure, canvas = require_matplotlib()
     fig = figure(figsize=(7.0, 4.5))
     ax = fig.add_subplot()

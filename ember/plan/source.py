@@ -11,9 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from .. import dialects  # noqa: F401  (registers the ops verify checks)
+from ..bench.suites import SUITES
+from ..bench.suites import suite as workloads
+from ..files import base_dir, display_name, read_text, rebase
+from ..frontends import import_model
 from ..ir.core import Block, Op, Value, new_op, verify
 from ..ir.diagnostics import EmberError
+from ..ir.parser import parse_module
 from ..ir.types import tensor
+from ..passes.derived import read_weights
 
 MODEL_SUFFIXES = (".onnx", ".pt", ".pt2")
 
@@ -30,9 +36,6 @@ class Source:
 
 def read_source(given: str, output: str | None, suite: str) -> Source:
     """The model, .eir or workload named `given`; the module's `weights` is rewritten as seen from `output`."""
-    from ..cli.common import base_dir, display_name, read_text, rebase
-    from ..ir.parser import parse_module
-
     path = Path(given)
     if given == "-" or path.suffix.lower() == ".eir":
         module = parse_module(read_text(given), display_name(given))
@@ -43,8 +46,6 @@ def read_source(given: str, output: str | None, suite: str) -> Source:
         return Source(module, display_name(given), _file_tables(weights_path),
                       why_no_data="" if weights_path else "the module names no weights file")
     if path.suffix.lower() in MODEL_SUFFIXES or path.exists():
-        from ..frontends import import_model
-
         ref = os.path.relpath(os.path.abspath(given), base_dir(output or "-"))
         return Source(import_model(given, ref), given, _file_tables(given))
     return workload_source(given, suite)
@@ -56,8 +57,6 @@ def _file_tables(path: str) -> Callable[[str], np.ndarray | None]:
 
     def table(name: str) -> np.ndarray | None:
         if not loaded:
-            from ..passes.derived import read_weights
-
             loaded.append(read_weights(path))
         weights = loaded[0]
         return None if weights is None or name not in weights else np.asarray(weights[name])
@@ -69,9 +68,6 @@ def workload_source(name: str, suite: str) -> Source:
     """A bench workload as one module: bag t over the param `table<t>` with inputs `indices<t>`, `offsets<t>` (and
     `weights<t>`), one per table of the workload; its tables' data are generated when asked for.  The tables are
     drawn alike, so every table's bag runs on table 0's inputs: the planner then simulates each form once."""
-    from ..bench.workloads import SUITES
-    from ..bench.workloads import suite as workloads
-
     if suite not in SUITES:
         raise EmberError(f"unknown suite '{suite}' (valid: {', '.join(SUITES)})")
     every = workloads(suite)

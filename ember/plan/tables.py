@@ -16,6 +16,7 @@ import numpy as np
 from ..ir.core import Block, Op, Value, new_op, verify
 from ..ir.diagnostics import EmberError
 from ..ir.types import ShapedType
+from ..passes.table_transform import table_of
 
 ROLES = ("indices", "offsets", "weights")  # emb.bag's operands after the table
 
@@ -34,17 +35,6 @@ class Table:
 
 def func_of(module: Op) -> Op:
     return next(op for op in module.body.ops if op.name == "func")
-
-
-def table_of(op: Op) -> str | None:
-    """The name of the float32 param an `emb.bag` reads, or None for any other op."""
-    if op.name != "emb.bag":
-        return None
-    src = op.operands[0].owner
-    t = op.operands[0].type
-    if isinstance(src, Op) and src.name == "param" and isinstance(t, ShapedType) and t.elem.name == "f32":
-        return str(src.attrs["name"])
-    return None
 
 
 def find_tables(module: Op) -> list[Table]:

@@ -12,6 +12,8 @@ import numpy as np
 from ..backend.dae import Program
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
+from .engine import simulate as reference
+from .fast.engine import simulate as fast
 from .stats import Stats
 
 ENGINES = ("fast", "reference")
@@ -39,9 +41,5 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
                          "ember-bench does for its workloads (--set cores=N); one program run uses one core")
     needs_fast(engine, timing_only)
     if engine == "reference":
-        from .engine import simulate as reference
-
         return reference(program, inputs, machine, max_cycles)
-    from .fast.engine import simulate as fast
-
     return fast(program, inputs, machine, max_cycles, timing_only)

@@ -24,6 +24,7 @@ from .bounds import report_roofline, report_sol
 from .cache import SharedMemory
 from .energy import report_energy
 from .engines import needs_fast
+from .fast import engine as fast
 from .stats import Stats
 
 SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access.elements", "access.requests",
@@ -39,8 +40,6 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
                    ) -> tuple[list[dict[str, np.ndarray]], Stats]:
     """One run per core of its program (the same operation, compiled for its slice's shapes) on its slice;
     returns each core's outputs and the totals followed by every core's statistics as `core<k>.<name>`."""
-    from .fast import engine as fast
-
     if len(slices) != len(programs) or not 1 <= len(slices) <= machine.cores:
         raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices "
                          f"for {len(programs)} programs (one slice and one program a core, at least one)")
