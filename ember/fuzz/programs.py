@@ -29,6 +29,7 @@ FLOAT_EDGES = (0.0, -0.0, 1.0, -1.0, 0.5, 1.5, -2.25, 0.1, 65504.0, 3.0e38, 3.5e
 INT_OPS = of_kind("int")  # the instruction table's (ember/isa/table.py), so a new row is generated too
 FLOAT_OPS = of_kind("float")
 VEC_OPS = of_kind("vfloat")
+VSTORES = of_kind("vstore")  # contiguous vector stores: every row of the kind, hints included
 FLOAT_TYPES = ("f32", "f64", "f32", "f64", "f16", "bf16")
 
 # registers: r0-r7 values, r8-r10 loop counters, r12/r13 index temporaries, r14 dim results;
@@ -103,6 +104,11 @@ class _Gen:
     def pick(self, options: tuple | list | range) -> Any:
         """One of `options`, about uniformly (hypothesis's own sampled_from favours the first few)."""
         return options[self.draw(st.integers(0, 2**16 - 1)) % len(options)]
+
+    def variant(self, options: tuple[str, ...]) -> str:
+        """One opcode of a kind: no draw while the table has one, so a seed draws the same programs until a
+        row is added."""
+        return options[0] if len(options) == 1 else self.pick(options)
 
     def chance(self, p: float) -> bool:
         """True with probability about p.  Hypothesis favours the ends of a range, so the window sits in its
@@ -225,14 +231,14 @@ class _Gen:
                 i = self.index_into(self.n)
                 self.emit(f"vmask v5, {i}, {self.n}, {lanes}")
                 sym = X if self.chance(0.5) else Y
-                op = "vld" if sym == X or self.chance(0.5) else "vst"
+                op = "vld" if sym == X or self.chance(0.5) else self.variant(VSTORES)
                 self.emit(f"{op} {self.v()}, @{sym}[{i}], v5")
             else:
                 i = self.index_into(self.rows)
                 j = self.index_into(self.cols, "r13")
                 self.emit(f"vmask v5, {j}, {self.cols}, {lanes}")
                 sym = self.pick((TABLE, W))
-                self.emit(f"{'vld' if sym == TABLE else 'vst'} {self.v()}, @{sym}[{i}, {j}], v5")
+                self.emit(f"{'vld' if sym == TABLE else self.variant(VSTORES)} {self.v()}, @{sym}[{i}, {j}], v5")
         elif kind == 5:  # gather or scatter through lane indices
             if self.chance(0.5):
                 i = self.index_into(self.n)
