@@ -153,7 +153,7 @@ def test_interleaved_cores_share_the_last_level_while_they_run_and_agree_with_nu
 
 def test_bookings_that_outgrow_their_room_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast engine starts each DRAM channel with a little room for bookings and keeps every booking, as the
-    reference does, so the room must grow (runtime.h, dram_grow), on one core and on cores that share DRAM, and
+    reference does, so the room must grow (runtime.h, channel_grow), on one core and on cores that share DRAM, and
     the runs still agree with the reference engine.  (It once pruned bookings it took to be too old to matter,
     but a request can come earlier in simulated time than one already booked: with a room of 8 the engines
     then disagreed on one core.)"""

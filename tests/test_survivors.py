@@ -613,11 +613,11 @@ def test_dram_booking_that_abuts_the_next_is_taken_in_the_fast_engine(tmp_path: 
         pytest.skip("no C compiler")
     src = resources.files("ember.sim.fast").joinpath("runtime.h").read_text() + """
 void book_all(const double *now, int64_t n, double x, double *out) {
-    double ds[64], de[64], dpar[3] = {0.0, x, x};
-    int64_t dn = 0;
+    double ds[64], de[64];
+    Channel c = {ds, de, 0, 64, 0};
     Mem m;
     memset(&m, 0, sizeof m);
-    m.ds = ds; m.de = de; m.dn = &dn; m.dcap = 64; m.nch = 1; m.dpar = dpar;
+    m.ch = &c; m.nch = 1; m.line_time = x; m.line_share = x;
     for (int64_t i = 0; i < n; i++) out[i] = book(&m, 0, now[i]);
 }
 """

@@ -11,10 +11,10 @@ from ...backend.dae import Access, Instr, Mem, Reg
 from ...isa import OPS
 from ...machine import ExecuteUnit
 from ..access import inert_tus
+from .boundary import count_field
 from .cdefs import (
     CTYPE,
     MAX_CYCLES,
-    OP_NAMES,
     Push,
     Unsupported,
     VType,
@@ -183,7 +183,7 @@ class AccessCode:
         self(f"if ({done} < 0.0) {self.fail()}")
         if span > 1:
             last = f"({addr}) + {span - 1}"
-            self(f"if (({last}) / mem->lv[3] != ({addr}) / mem->lv[3]) {{ double d2 = mem_access(mem, {last}, {when}, "
+            self(f"if (({last}) / lb0 != ({addr}) / lb0) {{ double d2 = mem_access(mem, {last}, {when}, "
                  f"lacc, 0); if (d2 < 0.0) {self.fail()} {done} = maxd({done}, d2); }}")
         self(f"if (wn == outst) heap_replace(win, wn, {done}); else heap_push(win, wn++, {done});")
         self("is_requests += 1;")
@@ -207,9 +207,9 @@ class AccessCode:
         self(f"{dn} = {w};")
         self.block(f"if ({n} > 0)")
         lo, hi = self.addr(m.sym, first), self.addr(m.sym, f"{first} + {n} - 1")
-        self.block(f"for ({ln} = {lo} / mem->lv[3]; {ln} <= {hi} / mem->lv[3]; {ln}++)")
+        self.block(f"for ({ln} = {lo} / lb0; {ln} <= {hi} / lb0; {ln}++)")
         self(f"{tw} = {w};")
-        self.request(f"{ln} * mem->lv[3]", tw, d)
+        self.request(f"{ln} * lb0", tw, d)
         self(f"if ({d} > {dn}) {dn} = {d};")
         self.close()
         self.count_lookup(m.sym, idx[-1])
@@ -317,7 +317,7 @@ class AccessCode:
         """execute.Core.dispatch: read the token, test for the end, jump (predicted: the last case)."""
         k = self.new_site()
         t, c = self.var(f"dt{k}", "double"), self.var(f"dc{k}", "double")
-        self(f"CNT[{OP_NAMES.index('dispatch')}] += 1;")
+        self(f"CNT->{count_field('dispatch')} += 1;")
         self(f"{t} = pipe_dispatch(P, 0); if (lpop > {t}) {t} = lpop; if ({ready} > {t}) {t} = {ready};")
         self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index('load')}, {t}); lpop = {t}; "
              f"q->pop[{seq} & q->mask] = {t};")

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 
 from ...ir.diagnostics import EmberError
+from .boundary import Args, check
 from .cdefs import Unsupported
 
 # -O1: GCC 12.2 builds a program in about 55% of -O2's time (the sample DLRM at -O3: 0.59 s against 1.07 s), and
@@ -42,7 +43,6 @@ from .cdefs import Unsupported
 # the flag keeps it so should the level change.
 CFLAGS = ["-O1", "-fno-tree-vectorize", "-shared", "-fPIC", "-fno-fast-math", "-ffp-contract=off",
           "-fno-strict-aliasing", "-w"]
-HOST_FN = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64)
 FORMAT = "ember-fast 2"  # part of every key: a change to the entry layout or the flags gives new names
 STALE_SECONDS = 86_400  # a temporary file this old belongs to no running build
 SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
@@ -131,6 +131,8 @@ def load(source: str) -> ctypes.CDLL:
 
     An entry that fails its check is rebuilt; one that passes but does not load is rebuilt once.  A library
     that still does not load (a broken compiler, a full disk) raises Unsupported: the reference engine runs.
+    One whose structures are laid out otherwise than boundary.py's ctypes classes say raises EmberError
+    (boundary.check), before anything is called.
     """
     cc = compiler()
     if cc is None:
@@ -155,10 +157,9 @@ def load(source: str) -> ctypes.CDLL:
                 raise Unsupported(f"a program whose compiled library does not load even when rebuilt "
                                   f"({str(e) or type(e).__name__})") from None
             data, built = build(cc, source, d, key), True
-    lib.simulate.restype = ctypes.c_int64
-    lib.simulate.argtypes = [ctypes.c_void_p] * 14 + [HOST_FN, ctypes.c_void_p]
-    lib.simulate.argtypes[2] = ctypes.c_int64
-    lib.release.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    check(lib)
+    lib.simulate.restype, lib.simulate.argtypes = ctypes.c_int64, [ctypes.POINTER(Args)]
+    lib.release.restype, lib.release.argtypes = None, [ctypes.POINTER(Args)]
     _loaded[key] = lib
     return lib
 

@@ -8,6 +8,9 @@ cache calls, queue pushes, pops) is the reference's, statement for statement, an
 rounds as Python's does (double, rounded to float where the reference rounds), which is what makes
 the statistics identical.  The cache, DRAM and queue models are runtime.h.  The access unit's part of
 the function is access_code.py, the core's memory instructions memory_code.py; what they share is cdefs.py.
+The function is `int64_t simulate(Args *x)`: what it reads and writes crosses in the named structures of
+boundary.py, whose fields it copies into locals at its entry (the machine's numbers into `xp_` locals, the symbols'
+shapes and base addresses into `d`/`b` locals) and whose totals it stores at its end.
 
 What is not handled raises `Unsupported` with the reason; the engine then runs the reference engine.
 """
@@ -22,11 +25,19 @@ from ...backend.dae import Instr, Label, Mem, Program, Reg
 from ...machine import ExecuteUnit
 from ..execute import operands
 from .access_code import AccessCode, Unit, tokens_of
+from .boundary import (
+    CATEGORIES,
+    FLOAT_TOTALS,
+    INT_TOTALS,
+    NUMBERS,
+    c_declarations,
+    c_layout_table,
+    count_field,
+)
 from .cdefs import (
     CTYPE,
     ERROR,
     MAX_CYCLES,
-    OP_NAMES,
     Push,
     Unsupported,
     VType,
@@ -40,18 +51,16 @@ from .memory_code import MemoryCode
 
 BRANCH = isa.of_kind("branch", "jump")
 
-CATEGORIES = ("compute", "load", "pop", "token", "store", "mispredict")  # pipeline.CATEGORIES, runtime.h's CAT_*
-FS_NAMES = ("cycles", "host_cycles", "host_flops", "host_bytes", "access_busy", *(f"stall_{c}" for c in CATEGORIES))
-IS_NAMES = ("elements", "requests", "tokens", "operands", "operand_bytes", "callbacks", "lookups", "instructions",
-            "prefetches", *(f"pipe_{g}" for g in ExecuteUnit.GROUPS))
-# XP: the machine's numbers the generated code reads (the source holds none but the vector width, so one build
-# serves every machine of that width)
-XP_NAMES = ("issue_slot", "rob_entries", "store_buffer", "miss_slots", "prefetch_lines", "queue_latency",
-            "l1_latency", "access_slot", "max_cycles", "outstanding", *ExecuteUnit.LATENCIES,
-            *(f"per_cycle_{g}" for g in ExecuteUnit.GROUPS), *(f"hold_{g}" for g in ExecuteUnit.GROUPS))
-SIGNATURE = ("int64_t simulate(void **T, int64_t *SH, int64_t shw, int64_t *BA, int64_t *OK, int64_t *OWN, "
-             "int64_t *NA, Mem *mem, Queue *q, double *XP, int64_t *CNT, double *FS, int64_t *IS, "
-             "int64_t *LEVELS, double (*host)(int64_t), double *HC)")
+# the totals counted in `fs_` and `is_` locals (the pipeline counts the others), stored into x->totals at the end
+LOCAL_FLOAT_TOTALS = ("host_cycles", "host_flops", "host_bytes", "access_busy")
+LOCAL_INT_TOTALS = ("elements", "requests", "tokens", "operands", "operand_bytes", "callbacks", "lookups", "prefetches")
+SIGNATURE = "int64_t simulate(Args *x)"  # everything crosses in x (boundary.py)
+# at the entry, the pointers the body uses all along become locals (the symbols S, the memory system, the queue, the
+# instruction counters), as the machine's numbers become `xp_` locals
+PROLOGUE = "Symbol *S = x->sym; Mem *mem = x->mem; Queue *q = x->q; Counts *CNT = &x->counts;"
+RELEASE = ("void release(Args *x) {  /* frees the elements the generated code allocated */\n"
+           "    for (int64_t k = 0; k < x->nsym; k++)\n"
+           "        if (x->sym[k].owned) { free(x->sym[k].data); x->sym[k].data = 0; x->sym[k].owned = 0; }\n}\n")
 
 
 class Generator(AccessCode, MemoryCode):
@@ -114,7 +123,7 @@ class Generator(AccessCode, MemoryCode):
     def fail(self, code: int = ERROR, clock: str = "") -> str:
         """A C statement stopping the run with `code`; a stop at the cycle limit records the `clock` it checked."""
         if clock:
-            return f"{{ FS[0] = {clock}; status = {code}; goto FAIL; }}"
+            return f"{{ x->totals.cycles = {clock}; status = {code}; goto FAIL; }}"
         return f"{{ status = {code}; goto FAIL; }}"
 
     # --- analysis ------------------------------------------------------------------------
@@ -167,24 +176,24 @@ class Generator(AccessCode, MemoryCode):
     def generate(self) -> str:
         for k, s in enumerate(self.p.symbols):
             ct = CTYPE[s.dtype]
-            self.var(f"a{k}", f"{ct} *", f"({ct} *)T[{k}]")
+            self.var(f"a{k}", f"{ct} *", f"({ct} *)S[{k}].data")
             for d in range(self.rank[k]):
-                self.var(f"d{k}_{d}", "int64_t", f"SH[{k} * shw + {d}]")
-            self.var(f"b{k}", "int64_t", f"BA[{k}]")
+                self.var(f"d{k}_{d}", "int64_t", f"S[{k}].dims[{d}]")
+            self.var(f"b{k}", "int64_t", f"S[{k}].base")
             if k in self.scratch:
-                self.var(f"sz{k}", "int64_t", f"OK[{k}] ? d{k}_0 * {elem_bytes(s.dtype)} : -1")
-                self.var(f"cap{k}", "int64_t", f"OK[{k}] ? d{k}_0 : 0")
+                self.var(f"sz{k}", "int64_t", f"S[{k}].known ? d{k}_0 * {elem_bytes(s.dtype)} : -1")
+                self.var(f"cap{k}", "int64_t", f"S[{k}].known ? d{k}_0 : 0")
         self.var("ac", "double", "0.0")
-        for name in FS_NAMES[1:5]:
+        for name in LOCAL_FLOAT_TOTALS:
             self.var(f"fs_{name}", "double", "0.0")
-        for name in IS_NAMES[:7] + ("prefetches",):
+        for name in LOCAL_INT_TOTALS:
             self.var(f"is_{name}", "int64_t", "0")
         self.var("status", "int64_t", "0")
-        for i, name in enumerate(XP_NAMES):
-            self.var(f"xp_{name}", "double", f"XP[{i}]")
+        for name in NUMBERS:
+            self.var(f"xp_{name}", "double", f"x->xp.{name}")
         self.var("outst", "int64_t", "(int64_t)xp_outstanding")
-        self.var("lacc", "int64_t", "LEVELS[0]")
-        self.var("lcore", "int64_t", "LEVELS[1]")
+        self.var("lacc", "int64_t", "x->access_level")
+        self.var("lb0", "int64_t", "mem->lv[0].line_bytes")  # the line size mem_access uses at every level
         self.var("win", "double *", "(double *)calloc((size_t)(outst > 0 ? outst : 1), sizeof(double))")
         self.var("wn", "int64_t", "0")
         self.var("lpop", "double", "0.0")
@@ -210,17 +219,8 @@ class Generator(AccessCode, MemoryCode):
             self(f"for (int64_t j = 0; j < {len(tokens) + 1}; j++) nx{n}[j] = -1;")
         self.region(0, "halt", "END_MAIN")
         self("END_MAIN:")
-        self("pipe_drain(P); pipe_wait(P, mem->dst[4], CAT_STORE);")
-        self("FS[0] = P->fe;")
-        for i, name in enumerate(FS_NAMES[1:5], 1):
-            self(f"FS[{i}] = fs_{name};")
-        for i in range(len(CATEGORIES)):
-            self(f"FS[{5 + i}] = P->stalls[{i}];")
-        for i, name in enumerate(IS_NAMES[:7]):
-            self(f"IS[{i}] = is_{name};")
-        self("IS[7] = P->instructions; IS[8] = is_prefetches;")
-        for g in range(len(ExecuteUnit.GROUPS)):
-            self(f"IS[{9 + g}] = P->ports[{g}].count;")
+        self("pipe_drain(P); pipe_wait(P, mem->dram_end, CAT_STORE);")
+        self.totals()
         self("status = 0;")
         for v, vt in sorted(self.vtypes.items()):
             self.array(f"V{v}", CTYPE[vt.dtype], vt.lanes)
@@ -247,9 +247,18 @@ class Generator(AccessCode, MemoryCode):
         decls = ["    " + d for d in self.decls.values()]
         unset = " || ".join(f"!{name}" for name in self.arrays)
         allocated = [f"    if ({unset}) {self.fail()}"] if self.arrays else []
-        release = ("void release(void **T, int64_t *OWN, int64_t n) {\n"
-                   "    for (int64_t k = 0; k < n; k++) if (OWN[k]) { free(T[k]); T[k] = 0; OWN[k] = 0; }\n}\n")
-        return "\n".join([runtime, release, SIGNATURE + " {", *decls, *allocated, *self.body, "}", ""])
+        return "\n".join([runtime, c_declarations(), RELEASE, SIGNATURE + " {", "    " + PROLOGUE, *decls, *allocated,
+                          *self.body, "}", "", c_layout_table()])
+
+    def totals(self) -> None:
+        """The run's totals into x->totals, each by its name (from the locals and the pipeline that count them)."""
+        kept = {"cycles": "P->fe", "instructions": "P->instructions",
+                **{f"stall_{c}": f"P->stalls[{i}]" for i, c in enumerate(CATEGORIES)},
+                **{f"pipe_{g}": f"P->ports[{i}].count" for i, g in enumerate(ExecuteUnit.GROUPS)},
+                **{name: f"fs_{name}" for name in LOCAL_FLOAT_TOTALS},
+                **{name: f"is_{name}" for name in LOCAL_INT_TOTALS}}
+        for name in FLOAT_TOTALS + INT_TOTALS:
+            self(f"x->totals.{name} = {kept[name]};")
 
     # --- execute-unit code ---------------------------------------------------------------
     def region(self, entry: int, until: str, exit_label: str) -> None:
@@ -315,7 +324,7 @@ class Generator(AccessCode, MemoryCode):
         """execute.Core.begin: count and dispatch `ins`; returns a C variable holding its operands' ready time."""
         k = self.new_site()
         t = self.var(f"t{k}", "double")
-        self(f"CNT[{OP_NAMES.index(ins.base)}] += 1; {t} = pipe_dispatch(P, {stores});")
+        self(f"CNT->{count_field(ins.base)} += 1; {t} = pipe_dispatch(P, {stores});")
         for r in operands(ins)[1]:
             rv = self.ready_var(r)
             self(f"if ({rv} > {t}) {t} = {rv};")
@@ -422,7 +431,7 @@ class Generator(AccessCode, MemoryCode):
             n, d = a[1].n, a[2]
             if not 0 <= d < self.rank[n]:
                 raise Unsupported("dim of a missing dimension")
-            self(f"if (!OK[{n}]) {self.fail()}")
+            self(f"if (!S[{n}].known) {self.fail()}")
             self(f"R{a[0].n} = d{n}_{d};")
         elif kind == "alloc":
             self.alloc(a[0].n, [self.ival(x) for x in a[1]])
@@ -507,7 +516,7 @@ class Generator(AccessCode, MemoryCode):
 
     def place(self, n: int, nbytes: str) -> None:
         """Tensors.set: a new page-aligned base address for symbol n."""
-        self(f"b{n} = NA[0]; BA[{n}] = b{n}; NA[0] += ({nbytes} + 4095) / 4096 * 4096 + 4096;")
+        self(f"b{n} = x->next_addr; S[{n}].base = b{n}; x->next_addr += ({nbytes} + 4095) / 4096 * 4096 + 4096;")
 
     def alloc(self, n: int, dims: list[str]) -> None:
         s = self.p.symbols[n]
@@ -529,11 +538,12 @@ class Generator(AccessCode, MemoryCode):
         self(f"{ov} |= __builtin_mul_overflow({size}, (int64_t){elem_bytes(s.dtype)}, &{nbytes});")
         self(f"if ({ov}) {self.fail()}")
         ct = CTYPE[s.dtype]
-        self(f"if (OWN[{n}]) free(T[{n}]);")
-        self(f"a{n} = ({ct} *)calloc((size_t){size} + 1, sizeof({ct})); T[{n}] = a{n}; OWN[{n}] = 1; OK[{n}] = 1;")
+        self(f"if (S[{n}].owned) free(S[{n}].data);")
+        self(f"a{n} = ({ct} *)calloc((size_t){size} + 1, sizeof({ct})); S[{n}].data = a{n}; S[{n}].owned = 1; "
+             f"S[{n}].known = 1;")
         self(f"if (!a{n}) {self.fail()}")
         for d in range(len(dims)):
-            self(f"d{n}_{d} = y{k}_{d}; SH[{n} * shw + {d}] = d{n}_{d};")
+            self(f"d{n}_{d} = y{k}_{d}; S[{n}].dims[{d}] = d{n}_{d};")
         self.place(n, nbytes)
 
     def vec_binary(self, ins: Instr, row: isa.Opcode) -> None:
@@ -552,17 +562,17 @@ class Generator(AccessCode, MemoryCode):
         _, _, out_syms, _ = ins.args
         index = self.p.code.index(ins)
         self.begin(ins)
-        self(f"if (host({index}) < 0.0) {self.fail()}")
+        self(f"if (x->host({index}) < 0.0) {self.fail()}")
         for s in out_syms:
             n = s.n
-            self(f"a{n} = ({CTYPE[self.p.symbols[n].dtype]} *)T[{n}]; b{n} = BA[{n}];")
+            self(f"a{n} = ({CTYPE[self.p.symbols[n].dtype]} *)S[{n}].data; b{n} = S[{n}].base;")
             for d in range(self.rank[n]):
-                self(f"d{n}_{d} = SH[{n} * shw + {d}];")
+                self(f"d{n}_{d} = S[{n}].dims[{d}];")
             if n in self.scratch:
                 self(f"sz{n} = d{n}_0 * {elem_bytes(self.p.symbols[n].dtype)}; cap{n} = 0;")
-        self("pipe_drain(P); P->fe += HC[0]; "
+        self("pipe_drain(P); P->fe += x->cost.cycles; "
              "pipe_retire(P, P->fe, CAT_COMPUTE);")
-        self("fs_host_cycles += HC[0]; fs_host_flops += HC[1]; fs_host_bytes += HC[2];")
+        self("fs_host_cycles += x->cost.cycles; fs_host_flops += x->cost.flops; fs_host_bytes += x->cost.bytes;")
 
     # --- pops: bound to the pushes of the rule whose callback is being inlined -----------
     def take(self, ins: Instr, push: Push) -> None:
@@ -639,16 +649,16 @@ class Generator(AccessCode, MemoryCode):
             raise Unsupported("popb into a symbol that is not of shape [?]")
         self.take(ins, push)
         ln, ct, isz = f"BL{push.stream}", CTYPE[s.dtype], elem_bytes(s.dtype)
-        self(f"if (sz{n} < {ln} * {isz}) {{ b{n} = NA[0]; BA[{n}] = b{n}; NA[0] += ({ln} * {isz} + 4095) / 4096 * 4096 "
-             f"+ 4096; }}")
+        self(f"if (sz{n} < {ln} * {isz}) {{ b{n} = x->next_addr; S[{n}].base = b{n}; "
+             f"x->next_addr += ({ln} * {isz} + 4095) / 4096 * 4096 + 4096; }}")
         self(f"sz{n} = {ln} * {isz};")
-        self.block(f"if (cap{n} < {ln} || !OWN[{n}])")
+        self.block(f"if (cap{n} < {ln} || !S[{n}].owned)")
         self(f"cap{n} = {ln} > 2 * cap{n} ? {ln} : 2 * cap{n};")
-        self(f"if (OWN[{n}]) free(T[{n}]);")
-        self(f"a{n} = ({ct} *)malloc((size_t)(cap{n} + 1) * sizeof({ct})); T[{n}] = a{n}; OWN[{n}] = 1;")
+        self(f"if (S[{n}].owned) free(S[{n}].data);")
+        self(f"a{n} = ({ct} *)malloc((size_t)(cap{n} + 1) * sizeof({ct})); S[{n}].data = a{n}; S[{n}].owned = 1;")
         self.close()
         self(f"memcpy(a{n}, BUF{push.stream}, (size_t){ln} * sizeof({ct}));")
-        self(f"d{n}_0 = {ln}; SH[{n} * shw] = {ln}; OK[{n}] = 1;")
+        self(f"d{n}_0 = {ln}; S[{n}].dims[0] = {ln}; S[{n}].known = 1;")
         self(f"if ({ln} > 0 && mem_place(mem, b{n}, {ln} * {isz}, lacc, {push.ready}, lpop) < 0) "
              f"{self.fail()}")
 
@@ -686,7 +696,7 @@ def _flat_args(args: list[Any]) -> list[Any]:
 
 
 def generate(program: Program, virtual: frozenset[int] = frozenset(), simd_bits: int = 512) -> str:
-    """C source of `simulate` for `program` (engine.py passes its arguments)."""
+    """C source of `simulate` for `program` (engine.py fills its `Args`)."""
     vtypes: dict[int, VType] = {}
     for _ in range(32):
         try:

@@ -8,6 +8,10 @@ workload and variant.  Compiled programs are cached on disk by the hash of their
 numbers but the vector width, so one compilation serves every scale and every point of a sweep.  A program the
 generator does not handle, a machine without a C compiler, or a run that stops on an error is run
 by the reference engine instead: the reference words every error, and its results are the definition.
+
+The generated function takes one argument, an `Args` structure (boundary.py) holding everything it reads and writes
+by name: the symbols, the memory system, the queue, the machine's numbers, the counters and totals.  `_State` lays
+those out as the reference lays out its objects; build.load has checked the compiled layout against the classes.
 """
 
 from __future__ import annotations
@@ -31,27 +35,35 @@ from ..queue import OutputQueue
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
 from ..work import vector_lanes, work_counts
-from .build import HOST_FN, load, notes
+from .boundary import (
+    CATEGORIES,
+    FLOAT_TOTALS,
+    HOST_FN,
+    INT_TOTALS,
+    NUMBERS,
+    Args,
+    Channel,
+    Level,
+    Mem,
+    Numbers,
+    Queue,
+    Symbol,
+    count_field,
+)
+from .build import load, notes
 from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
-from .codegen import CATEGORIES, FS_NAMES, IS_NAMES, XP_NAMES, generate
+from .codegen import generate
 
 DRAM_ROOM = 1 << 16  # booked DRAM intervals the C side makes room for at first, over all channels; every one is
-# kept (as the reference keeps them), and the room doubles when a channel fills (runtime.h, dram_grow)
+# kept (as the reference keeps them), and a channel's room doubles when it fills (runtime.h, channel_grow)
 DRAM_ROOM_MIN = 1024  # a channel's room to start with, however many channels share DRAM_ROOM
-_P = ctypes.c_void_p
-
-
-class _Mem(ctypes.Structure):
-    _fields_ = [("nlev", ctypes.c_int64), ("lv", _P), ("lat", _P), ("tags", _P), ("rdy", _P),
-                ("cst", _P), ("ds", _P), ("de", _P), ("dn", _P), ("dcap", ctypes.c_int64),
-                ("nch", ctypes.c_int64), ("grown", ctypes.c_int64), ("dst", _P), ("dpar", _P)]
 
 
 def _free(pointers: list[int]) -> None:
     """Give memory the C side allocated back to the C library."""
     if pointers:
         free = ctypes.CDLL(None).free
-        free.argtypes = [_P]
+        free.argtypes = [ctypes.c_void_p]
         for p in pointers:
             free(p)
 
@@ -61,15 +73,7 @@ class SharedArrays:
 
     def __init__(self) -> None:
         self.level: tuple[np.ndarray, np.ndarray] | None = None  # tags (with counts), ready times
-        self.dram: tuple[list[np.ndarray], list[np.ndarray], np.ndarray] | None = None  # per channel: starts, ends, n
-
-
-class _Queue(ctypes.Structure):
-    _fields_ = [("head", ctypes.c_int64), ("tail", ctypes.c_int64), ("held", ctypes.c_int64),
-                ("max_bytes", ctypes.c_int64), ("max_entries", ctypes.c_int64), ("cap", ctypes.c_int64),
-                ("mask", ctypes.c_int64), ("bytes", _P), ("hist", _P), ("pop", _P), ("stall", ctypes.c_double),
-                ("oph", ctypes.c_int64), ("opt", ctypes.c_int64), ("ops", _P), ("opk", _P), ("opi", _P), ("opf", _P),
-                ("opr", _P)]
+        self.dram: list[tuple[np.ndarray, np.ndarray]] | None = None  # per channel: its bookings' starts and ends
 
 
 def virtual_symbols(program: Program) -> frozenset[int]:
@@ -126,10 +130,10 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
             if shared is not None:
                 state.share(shared)
     finally:
-        lib.release(state.ptrs.ctypes.data, state.own.ctypes.data, len(program.symbols))
+        lib.release(ctypes.byref(state.args))
         state.release_bookings()
     if status == MAX_CYCLES:
-        raise exceeded(limit, float(state.fs[0]))
+        raise exceeded(limit, float(state.args.totals.cycles))
     if status != OK:
         if state.error is not None:
             raise state.error
@@ -139,149 +143,147 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
         reference.simulate(program, inputs, machine, max_cycles)  # raises the error, worded
         raise EmberError("internal error: the fast engine stopped where the reference engine did not "
                          "(please report it; --engine reference runs this program)")
-    check(limit, float(state.fs[0]))
+    check(limit, float(state.args.totals.cycles))
     return outputs, state.statistics(time.perf_counter() - t0)
 
 
 class _State:
-    """The memory the generated function reads and writes, laid out as the reference lays out its objects."""
+    """The memory the generated function reads and writes, laid out as the reference lays out its objects, and the
+    `Args` (boundary.py) that hands it over by name."""
 
     def __init__(self, program: Program, inputs: dict[str, np.ndarray], machine: Machine,
                  max_cycles: float, virtual: frozenset[int], shared: SharedArrays | None):
         self.p, self.m, self.virtual = program, machine, virtual
         syms = program.symbols
         t = Tensors(program)
-        n_syms = len(syms)
-        self.shapes = np.zeros((n_syms, max([len(s.shape) for s in syms] + [1])), dtype=np.int64)
-        self.ok = np.zeros(n_syms, dtype=np.int64)
-        self.own = np.zeros(n_syms, dtype=np.int64)
-        self.ptrs = np.zeros(n_syms, dtype=np.uint64)
+        self.args = Args()
+        self.syms = (Symbol * max(len(syms), 1))()
+        self.dims = [np.zeros(max(len(s.shape), 1), dtype=np.int64) for s in syms]  # each symbol's shape
+        for sym, dims in zip(self.syms, self.dims):
+            sym.dims = dims.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         self.keep: list[np.ndarray] = []  # arrays the C code points into
         self.orphans: list[int] = []  # C allocations a host op replaced, freed after the run
         reference.set_symbols(t, program, inputs, virtual)  # the reference's order, so base addresses agree
         for n in virtual:
-            self.shapes[n, :len(syms[n].shape)] = syms[n].shape
-            self.ok[n] = 1
+            self.dims[n][:len(syms[n].shape)] = syms[n].shape
+            self.syms[n].known = 1
         for n, a in enumerate(t.arrays):
             if a is not None:
                 self.point(n, a)
-        self.bases = np.array(t.base, dtype=np.int64)
-        self.next_addr = np.array([t.next_addr], dtype=np.int64)
+        for n, base in enumerate(t.base):
+            self.syms[n].base = int(base)
+        self.args.sym = ctypes.cast(self.syms, ctypes.POINTER(Symbol))
+        self.args.nsym = len(syms)
+        self.args.next_addr = int(t.next_addr)
 
-        levels = machine.caches
-        names = [c.name for c in levels]
-        self.lv = np.zeros((len(levels), 5), dtype=np.int64)  # see Mem in runtime.h
-        tag_slot = slot = 0
-        for k, c in enumerate(levels):
-            self.lv[k] = (c.sets, c.ways, tag_slot, c.line_bytes, slot)
-            tag_slot += c.sets * (c.ways + 1)
-            slot += c.sets * c.ways
-        self.lat = np.array([float(c.latency) for c in levels])
-        self.tags = np.zeros(tag_slot, dtype=np.int64)
-        self.rdy = np.zeros(slot)
-        self.cst = np.zeros((len(levels), 3), dtype=np.int64)
+        caches = machine.caches
+        names = [c.name for c in caches]
+        self.tags = [np.zeros(c.sets * (c.ways + 1), dtype=np.int64) for c in caches]  # see Level in runtime.h
+        self.rdy = [np.zeros(c.sets * c.ways) for c in caches]
+        self.levels = (Level * len(caches))(*(
+            Level(sets=c.sets, ways=c.ways, line_bytes=c.line_bytes, latency=float(c.latency), tags=tags.ctypes.data,
+                  rdy=rdy.ctypes.data) for c, tags, rdy in zip(caches, self.tags, self.rdy)))
         nch = machine.dram.channels
         before = shared.dram if shared is not None else None  # an earlier core's bookings, each channel's
-        slots = max(DRAM_ROOM_MIN, DRAM_ROOM // nch, 2 * int(before[2].max()) if before is not None else 0)
-        self.ds, self.de = np.zeros((nch, slots)), np.zeros((nch, slots))
-        self.dn = np.zeros(nch, dtype=np.int64)
-        k = len(levels) - 1
-        self.llc = (slice(int(self.lv[k, 2]), int(self.lv[k, 2] + self.lv[k, 0] * (self.lv[k, 1] + 1))),
-                    slice(int(self.lv[k, 4]), int(self.lv[k, 4] + self.lv[k, 0] * self.lv[k, 1])))
-        if shared is not None and shared.level is not None and shared.dram is not None:
-            self.tags[self.llc[0]] = shared.level[0]
-            self.rdy[self.llc[1]] = 0.0  # present from cycle 0 (cache.SharedMemory)
-            self.dn[:] = shared.dram[2]
-            for ch, count in enumerate(self.dn):
-                self.ds[ch, :count], self.de[ch, :count] = shared.dram[0][ch], shared.dram[1][ch]
-        self.dst = np.zeros(5)  # DRAM requests, bytes, busy cycles, write-back bytes, end of the last transfer
-        line, bw = levels[0].line_bytes, machine.dram.bytes_per_cycle
-        self.dpar = np.array([float(machine.dram.latency), line * nch / bw, line / bw])  # as cache.MemorySystem rounds
-        self.mem = _Mem(len(levels), *(a.ctypes.data for a in (self.lv, self.lat, self.tags, self.rdy, self.cst,
-                                                               self.ds, self.de, self.dn)),
-                        slots, nch, 0, self.dst.ctypes.data, self.dpar.ctypes.data)
+        slots = max(DRAM_ROOM_MIN, DRAM_ROOM // nch, 2 * max(len(s) for s, _ in before) if before is not None else 0)
+        self.bookings_of = [(np.zeros(slots), np.zeros(slots)) for _ in range(nch)]  # each channel's starts, ends
+        booked = [0] * nch
+        if shared is not None and shared.level is not None and before is not None:
+            self.tags[-1][:] = shared.level[0]  # the last level's ready times stay 0: present from cycle 0
+            for (start, end), (was_start, was_end) in zip(self.bookings_of, before):  # (cache.SharedMemory)
+                start[:len(was_start)], end[:len(was_end)] = was_start, was_end
+            booked = [len(was_start) for was_start, _ in before]
+        self.channels = (Channel * nch)(*(Channel(start=start.ctypes.data, end=end.ctypes.data, n=n, cap=slots)
+                                          for (start, end), n in zip(self.bookings_of, booked)))
+        line, bw = caches[0].line_bytes, machine.dram.bytes_per_cycle
+        self.mem = Mem(nlev=len(caches), lv=ctypes.addressof(self.levels), nch=nch,
+                       ch=ctypes.addressof(self.channels), dram_latency=float(machine.dram.latency),
+                       line_time=line * nch / bw, line_share=line / bw)  # as cache.MemorySystem rounds
+        self.args.mem = ctypes.pointer(self.mem)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
                 raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(names)})")
-        self.levels = np.array([names.index(machine.access.cache_level), names.index("l1")], dtype=np.int64)
+        self.args.access_level = names.index(machine.access.cache_level)
 
         cap = machine.access.queue_total_bytes
         ring = 1 << max(10, (cap + 2).bit_length())
         self.qb, self.qp = np.zeros(ring, dtype=np.int64), np.zeros(ring)
         self.qh = np.zeros(cap + 1, dtype=np.int64)
-        self.fifo = [np.zeros(ring, dtype=np.int64) for _ in range(3)] + [np.zeros(ring) for _ in range(2)]
-        self.queue = _Queue(0, 0, 0, 0, 0, cap, ring - 1, self.qb.ctypes.data, self.qh.ctypes.data,
-                            self.qp.ctypes.data, 0.0, 0, 0, *(a.ctypes.data for a in self.fifo))
+        self.fifo = {name: np.zeros(ring, dtype=np.int64) for name in ("ops", "opk", "opi")}
+        self.fifo.update({name: np.zeros(ring) for name in ("opf", "opr")})
+        self.queue = Queue(cap=cap, mask=ring - 1, bytes=self.qb.ctypes.data, hist=self.qh.ctypes.data,
+                           pop=self.qp.ctypes.data, **{name: a.ctypes.data for name, a in self.fifo.items()})
+        self.args.q = ctypes.pointer(self.queue)
 
         ex = machine.execute
         xp = {"issue_slot": 1.0 / ex.issue_width, "rob_entries": ex.rob_entries, "store_buffer": ex.store_buffer,
               "miss_slots": ex.miss_slots, "prefetch_lines": ex.prefetch_lines,
-              "queue_latency": queue_latency(machine), "l1_latency": levels[0].latency,
+              "queue_latency": queue_latency(machine), "l1_latency": caches[0].latency,
               "access_slot": 1.0 / machine.access.lanes, "max_cycles": max_cycles,
               "outstanding": machine.access.outstanding, **{k: getattr(ex, k) for k in ex.LATENCIES}}
         for g in ex.GROUPS:
             xp[f"per_cycle_{g}"], xp[f"hold_{g}"] = ex.pipes(g)
-        self.xp = np.array([float(xp[name]) for name in XP_NAMES])
-        self.cnt = np.zeros(len(OP_NAMES), dtype=np.int64)
-        self.fs = np.zeros(len(FS_NAMES))
-        self.is_ = np.zeros(len(IS_NAMES), dtype=np.int64)
-        self.hc = np.zeros(3)
+        self.args.xp = Numbers(**{name: float(xp[name]) for name in NUMBERS})
+        self.callback = HOST_FN(self.host)  # kept alive as long as the C side may call it
+        self.args.host = self.callback
         self.hosts = HostRunner(program, self.known)
         self.error: EmberError | None = None  # a host op's error, raised when the C side has returned
 
     def share(self, shared: SharedArrays) -> None:
         """Hand the last level and the DRAM bookings on to the next core."""
-        shared.level = (self.tags[self.llc[0]].copy(), self.rdy[self.llc[1]].copy())
-        ds, de = self.bookings()
-        shared.dram = ([ds[ch, :n].copy() for ch, n in enumerate(self.dn)],
-                       [de[ch, :n].copy() for ch, n in enumerate(self.dn)], self.dn.copy())
+        shared.level = (self.tags[-1].copy(), self.rdy[-1].copy())
+        shared.dram = [(start.copy(), end.copy()) for start, end in self.bookings()]
 
-    def bookings(self) -> tuple[np.ndarray, np.ndarray]:
+    def bookings(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each channel's booked intervals (starts, ends), wherever the run left them (grown rooms are C's)."""
-        if not self.mem.grown:
-            return self.ds, self.de
-        shape = (self.m.dram.channels, int(self.mem.dcap))
-        size = shape[0] * shape[1]
-        return tuple(np.ctypeslib.as_array((ctypes.c_double * size).from_address(p)).reshape(shape)
-                     for p in (self.mem.ds, self.mem.de))  # type: ignore[return-value]
+        out = []
+        for c, (start, end) in zip(self.channels, self.bookings_of):
+            if c.grown:
+                start, end = (np.ctypeslib.as_array((ctypes.c_double * c.cap).from_address(p))
+                              for p in (c.start, c.end))
+            out.append((start[:c.n], end[:c.n]))
+        return out
 
     def release_bookings(self) -> None:
         """Free the rooms the C side grew (once)."""
-        if self.mem.grown:
-            _free([self.mem.ds, self.mem.de])
-            self.mem.grown = 0
+        for c in self.channels:
+            if c.grown:
+                _free([c.start, c.end])
+                c.grown = 0
 
     def point(self, n: int, a: np.ndarray) -> None:
         """Let symbol n's C pointer see array `a` (kept alive until the run ends)."""
         a = np.ascontiguousarray(a)
         self.keep.append(a)
-        if self.own[n]:
-            self.orphans.append(int(self.ptrs[n]))
-            self.own[n] = 0
-        self.ptrs[n] = a.ctypes.data
-        self.shapes[n, :a.ndim] = a.shape
-        self.ok[n] = 1
+        sym = self.syms[n]
+        if sym.owned:
+            self.orphans.append(int(sym.data))
+            sym.owned = 0
+        sym.data = a.ctypes.data
+        self.dims[n][:a.ndim] = a.shape
+        sym.known = 1
 
     def array(self, n: int) -> np.ndarray:
         """A copy of symbol n's current value, shaped."""
         s = self.p.symbols[n]
-        shape = tuple(int(d) for d in self.shapes[n, :len(s.shape)])
+        shape = tuple(int(d) for d in self.dims[n][:len(s.shape)])
         dt = dtype_of(s.dtype)
         count = int(np.prod(shape, dtype=np.int64))
-        if count == 0 or not self.ptrs[n]:
+        data = self.syms[n].data
+        if count == 0 or not data:
             return np.zeros(shape, dtype=dt)
-        buf = (ctypes.c_char * (count * dt.itemsize)).from_address(int(self.ptrs[n]))
+        buf = (ctypes.c_char * (count * dt.itemsize)).from_address(data)
         return np.frombuffer(buf, dtype=dt, count=count).reshape(shape).copy()
 
     def known(self, n: int) -> np.ndarray:
         """Symbol n's value for a host op; a symbol without one is an error the reference engine words."""
-        if not self.ok[n]:
+        if not self.syms[n].known:
             raise LookupError(f"symbol {n} has no value")
         return self.array(n)
 
     def host(self, index: int) -> float:
         """A host op, called from C: run it (its whole run of host ops at the first), give its outputs
-        addresses, charge its cost."""
+        addresses, charge its cost (into args.cost)."""
         try:
             op_type, in_syms, out_syms, attrs = self.p.code[index].args
             arrays, outs = self.hosts.step(index)
@@ -292,11 +294,13 @@ class _State:
                 if o.ndim != len(sym.shape) or any(d is not None and d != x for d, x in zip(sym.shape, o.shape)):
                     return -1.0
                 self.point(s.n, o)
-                self.bases[s.n] = self.next_addr[0]
-                self.next_addr[0] += span(o.nbytes)
+                self.syms[s.n].base = self.args.next_addr
+                self.args.next_addr += span(o.nbytes)
             ex = self.m.execute
-            self.hc[:] = host_cost(op_type, arrays, outs, ex.host_flops_per_cycle, self.m.dram.bytes_per_cycle,
-                                   ex.matrix_flops_per_cycle)
+            cost = self.args.cost
+            cycles, flops, moved = host_cost(op_type, arrays, outs, ex.host_flops_per_cycle,
+                                             self.m.dram.bytes_per_cycle, ex.matrix_flops_per_cycle)
+            cost.cycles, cost.flops, cost.bytes = float(cycles), float(flops), float(moved)
             return 0.0
         except EmberError as e:  # the host runtime's own error, worded already: raised once C returns
             self.error = e
@@ -305,12 +309,7 @@ class _State:
             return -1.0
 
     def run(self, lib: ctypes.CDLL) -> int:
-        callback = HOST_FN(self.host)
-        d = [a.ctypes.data for a in (self.ptrs, self.shapes, self.bases, self.ok, self.own, self.next_addr)]
-        status = lib.simulate(d[0], d[1], self.shapes.shape[1], d[2], d[3], d[4], d[5],
-                              ctypes.addressof(self.mem), ctypes.addressof(self.queue),
-                              *(a.ctypes.data for a in (self.xp, self.cnt, self.fs, self.is_, self.levels)),
-                              callback, self.hc.ctypes.data)
+        status = lib.simulate(ctypes.byref(self.args))
         _free(self.orphans)
         return int(status)
 
@@ -318,17 +317,18 @@ class _State:
         out = {}
         for n, s in enumerate(self.p.symbols):
             if s.kind == "output":
-                if not self.ok[n]:
+                if not self.syms[n].known:
                     raise EmberError(f"output '{s.name}' is read before it has been given a value")
                 out[s.name] = self.array(n)
         return out
 
     def statistics(self, host_seconds: float) -> Stats:
-        """The reference's statistics function, fed from the arrays (so names and order cannot drift)."""
+        """The reference's statistics function, fed from the totals and counters by name."""
         m = self.m
-        fs = dict(zip(FS_NAMES, self.fs.tolist()))
-        is_ = dict(zip(IS_NAMES, self.is_.tolist()))
-        counts = {op: int(c) for op, c in zip(OP_NAMES, self.cnt) if c}
+        t = self.args.totals
+        fs = {name: float(getattr(t, name)) for name in FLOAT_TOTALS}
+        is_ = {name: int(getattr(t, name)) for name in INT_TOTALS}
+        counts = {op: c for op in OP_NAMES if (c := int(getattr(self.args.counts, count_field(op))))}
         ports = {g: SimpleNamespace(count=is_[f"pipe_{g}"]) for g in m.execute.GROUPS}
         pipe = SimpleNamespace(instructions=is_["instructions"], ports=ports,
                                stalls={c: fs[f"stall_{c}"] for c in CATEGORIES})
@@ -341,14 +341,15 @@ class _State:
         for value in np.flatnonzero(self.qh):
             q.hist.add(int(value), int(self.qh[value]))
         levels = [CacheLevel(c.name, c.ways * c.line_bytes, c.ways, c.line_bytes, c.latency) for c in m.caches]
-        for lv, (hits, misses, nbytes) in zip(levels, self.cst.tolist()):  # counters only: one set each
-            lv.hits, lv.misses, lv.bytes = hits, misses, nbytes
-        mem = SimpleNamespace(levels=levels, dram_requests=int(self.dst[0]), dram_bytes=int(self.dst[1]),
-                              dram_busy=float(self.dst[2]), dram_write_bytes=int(self.dst[3]))
+        for lv, counted in zip(levels, self.levels):  # counters only: one set each
+            lv.hits, lv.misses, lv.bytes = int(counted.hits), int(counted.misses), int(counted.bytes)
+        d = self.mem
+        mem = SimpleNamespace(levels=levels, dram_requests=int(d.dram_requests), dram_bytes=int(d.dram_bytes),
+                              dram_busy=float(d.dram_busy), dram_write_bytes=int(d.dram_write_bytes))
         mem.report = lambda st, prefix="": MemorySystem.report(mem, st, prefix)  # type: ignore[arg-type]
         totals = {k: is_[k] for k in ("elements", "requests", "tokens", "operands", "operand_bytes", "lookups")}
         def value(n: int) -> np.ndarray | None:
-            return None if n in self.virtual or not self.ok[n] else self.array(n)
+            return None if n in self.virtual or not self.syms[n].known else self.array(n)
 
         counts = work_counts(self.p, value, vector_lanes(m.execute.simd_bits))
         run = SimpleNamespace(m=m, p=self.p, counts=counts, core=core, access_totals=totals, queue=q,

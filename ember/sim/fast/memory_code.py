@@ -28,7 +28,7 @@ class MemoryCode:
         conds = "".join(f" || x{k}_{d} < 0 || x{k}_{d} >= d{n}_{d}" for d in range(len(idx)))
         if span > 1:
             conds += f" || x{k}_{len(idx) - 1} > d{n}_{len(idx) - 1} - {span}"
-        self(f"if (!OK[{n}]{conds}) {self.fail()}")
+        self(f"if (!S[{n}].known{conds}) {self.fail()}")
         expr = names[0] if names else "0"
         for d in range(1, len(names)):
             expr = f"({expr}) * d{n}_{d} + {names[d]}"

@@ -5,45 +5,58 @@
  * Compiled without fast-math and without FP contraction: the arithmetic must round as Python's does. */
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The structures engine.py shares with this code are mirrored field for field by ctypes classes in boundary.py;
+ * the compiled program reports their layout (ember_layout) and the engine refuses it if any field differs. */
+typedef struct {                 /* one cache level (machine.caches[k]) */
+    int64_t sets, ways, line_bytes;
+    double latency;              /* the latency it adds */
+    int64_t *tags; double *rdy;  /* per set s, from tags + s * (ways + 1): the number of lines held, then the lines
+                                    most recent first (each line * 2 + dirty); from rdy + s * ways their arrival
+                                    times.  The count and the most recent line share a host cache line, so a
+                                    repeated access touches one. */
+    int64_t hits, misses, bytes; /* counted: hits, misses, bytes filled */
+} Level;
+
+typedef struct {                 /* one DRAM channel's booked transfers: sorted disjoint intervals */
+    double *start, *end;
+    int64_t n, cap, grown;       /* how many, room for how many; whether start and end are this runtime's (grown
+                                    by channel_grow: the engine frees them) or the engine's */
+} Channel;
+
 typedef struct {
-    int64_t nlev, *lv;           /* per level: sets, ways, first slot in tags, line bytes, first slot in rdy */
-    double *lat;                 /* latency each level adds */
-    int64_t *tags; double *rdy;  /* per set: count, then lines most recent first; their arrival times */
-    int64_t *cst;                /* per level: hits, misses, bytes filled */
-    double *ds, *de; int64_t *dn, dcap;  /* booked DRAM transfers of each channel: sorted disjoint intervals,
-                                    channel c's from slot c * dcap, dn[c] of them */
-    int64_t nch, grown;          /* DRAM channels (line n is channel n % nch's); whether ds and de are this
-                                    runtime's (grown by dram_grow: the engine frees them) or the engine's */
-    double *dst, *dpar;          /* DRAM requests, bytes, busy cycles, write-back bytes, end of the last
-                                    transfer; DRAM latency, a line's time on its channel, its share of the
-                                    whole DRAM's cycles */
+    int64_t nlev; Level *lv;
+    int64_t nch; Channel *ch;    /* DRAM channels (line n is channel n % nch's) */
+    double dram_latency, line_time, line_share;  /* DRAM's latency, a line's time on its channel, and its share of
+                                    the whole DRAM's cycles */
+    double dram_requests, dram_bytes, dram_busy, dram_write_bytes;  /* counted */
+    double dram_end;             /* end of the last transfer */
 } Mem;
 
-/* Twice the room for every channel's bookings, each channel's kept in place at the start of its new room. */
-static int dram_grow(Mem *m) {
-    int64_t cap = m->dcap * 2;
-    size_t bytes = (size_t)(m->nch * cap) * sizeof(double);
-    double *ds = malloc(bytes), *de = malloc(bytes);
-    if (!ds || !de) { free(ds); free(de); return -1; }
-    for (int64_t c = 0; c < m->nch; c++) {
-        memcpy(ds + c * cap, m->ds + c * m->dcap, (size_t)m->dn[c] * sizeof(double));
-        memcpy(de + c * cap, m->de + c * m->dcap, (size_t)m->dn[c] * sizeof(double));
-    }
-    if (m->grown) { free(m->ds); free(m->de); }
-    m->ds = ds; m->de = de; m->dcap = cap; m->grown = 1;
+/* Twice the room for a channel's bookings, kept in place at the start of its new room. */
+static int channel_grow(Channel *c) {
+    int64_t cap = c->cap * 2;
+    size_t bytes = (size_t)cap * sizeof(double);
+    double *start = malloc(bytes), *end = malloc(bytes);
+    if (!start || !end) { free(start); free(end); return -1; }
+    memcpy(start, c->start, (size_t)c->n * sizeof(double));
+    memcpy(end, c->end, (size_t)c->n * sizeof(double));
+    if (c->grown) { free(c->start); free(c->end); }
+    c->start = start; c->end = end; c->cap = cap; c->grown = 1;
     return 0;
 }
 
 /* cache.MemorySystem.book: every booking is kept, as the reference keeps them (a request may come earlier
  * in simulated time than one already booked, so no booking can be known never to matter again). */
 static double book(Mem *m, int64_t ch, double now) {
-    if (m->dn[ch] + 2 > m->dcap && dram_grow(m) < 0) return -1.0;
-    double x = m->dpar[1], *ds = m->ds + ch * m->dcap, *de = m->de + ch * m->dcap;
-    int64_t n = m->dn[ch];
+    Channel *c = &m->ch[ch];
+    if (c->n + 2 > c->cap && channel_grow(c) < 0) return -1.0;
+    double x = m->line_time, *ds = c->start, *de = c->end;
+    int64_t n = c->n;
     int64_t lo = 0, hi = n;  /* first interval ending after now (bisect_right on ends) */
     while (lo < hi) { int64_t mid = (lo + hi) / 2; if (now < de[mid]) hi = mid; else lo = mid + 1; }
     int64_t i = lo;
@@ -55,7 +68,7 @@ static double book(Mem *m, int64_t ch, double now) {
             de[i - 1] = de[i];
             memmove(ds + i, ds + i + 1, (size_t)(n - i - 1) * sizeof(double));
             memmove(de + i, de + i + 1, (size_t)(n - i - 1) * sizeof(double));
-            m->dn[ch] = n - 1;
+            c->n = n - 1;
         }
     } else if (i < n && ds[i] == t + x) {
         ds[i] = t;
@@ -63,28 +76,25 @@ static double book(Mem *m, int64_t ch, double now) {
         memmove(ds + i + 1, ds + i, (size_t)(n - i) * sizeof(double));
         memmove(de + i + 1, de + i, (size_t)(n - i) * sizeof(double));
         ds[i] = t; de[i] = t + x;
-        m->dn[ch] = n + 1;
+        c->n = n + 1;
     }
     return t;
 }
 
-/* Set index of a line at level k: a mask when the set count is a power of two. */
-static inline int64_t set_of(const int64_t *lv, int64_t k, int64_t line) {
-    int64_t sets = lv[k * 5];
+/* Set index of a line at a level: a mask when the set count is a power of two. */
+static inline int64_t set_of(const Level *l, int64_t line) {
+    int64_t sets = l->sets;
     return (sets & (sets - 1)) == 0 ? (line & (sets - 1)) : line % sets;
 }
 
-/* Set s of level k keeps, in `tags` from slot lv[k*5+2] + s*(ways+1): the number of lines held, then
- * the lines most recently used first, each as line * 2 + dirty; `rdy` (from lv[k*5+4] + s*ways) their
- * arrival times.  The count and the most recent line share a host cache line, so a repeated access
- * touches one. */
+/* Set of `line` at level k: its tags (the count, then the lines) and their arrival times (see Level). */
 static inline int64_t *set_tags(Mem *m, int64_t k, int64_t line) {
-    int64_t *lv = m->lv, ways = lv[k * 5 + 1];
-    return m->tags + lv[k * 5 + 2] + set_of(lv, k, line) * (ways + 1);
+    const Level *l = &m->lv[k];
+    return l->tags + set_of(l, line) * (l->ways + 1);
 }
 static inline double *set_rdy(Mem *m, int64_t k, int64_t line) {
-    int64_t *lv = m->lv, ways = lv[k * 5 + 1];
-    return m->rdy + lv[k * 5 + 4] + set_of(lv, k, line) * ways;
+    const Level *l = &m->lv[k];
+    return l->rdy + set_of(l, line) * l->ways;
 }
 static inline int64_t find_line(const int64_t *tg, int64_t line) {
     for (int64_t j = 0; j < tg[0]; j++) if ((tg[1 + j] >> 1) == line) return j;
@@ -99,15 +109,15 @@ static inline int mem_contains(Mem *m, int64_t k, int64_t line) {
 static double transfer(Mem *m, double now, int64_t line) {
     double start = book(m, m->nch == 1 ? 0 : line % m->nch, now);
     if (start < 0.0) return -1.0;
-    m->dst[0] += 1.0; m->dst[1] += (double)m->lv[3]; m->dst[2] += m->dpar[2];
-    if (start + m->dpar[1] > m->dst[4]) m->dst[4] = start + m->dpar[1];
+    m->dram_requests += 1.0; m->dram_bytes += (double)m->lv[0].line_bytes; m->dram_busy += m->line_share;
+    if (start + m->line_time > m->dram_end) m->dram_end = start + m->line_time;
     return start;
 }
 
 /* cache.MemorySystem.fill: the line becomes level k's most recent (tag carries its dirty bit); a dirty
  * victim is written back at t to the next level, or to DRAM from the last.  Returns 0, or -1 on failure. */
 static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t) {
-    int64_t ways = m->lv[k * 5 + 1], line = tag >> 1;
+    int64_t ways = m->lv[k].ways, line = tag >> 1;
     int64_t *tg = set_tags(m, k, line);
     double *rd = set_rdy(m, k, line);
     int64_t victim = tg[0] == ways ? tg[ways] : -1;  /* the least recently used line of a full set */
@@ -119,7 +129,7 @@ static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t) {
     if (victim < 0 || !(victim & 1)) return 0;
     if (k + 1 == m->nlev) {
         if (transfer(m, t, victim >> 1) < 0.0) return -1;
-        m->dst[3] += (double)m->lv[3];
+        m->dram_write_bytes += (double)m->lv[0].line_bytes;
         return 0;
     }
     int64_t vline = victim >> 1, *otg = set_tags(m, k + 1, vline), pos = find_line(otg, vline);
@@ -129,12 +139,12 @@ static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t) {
 }
 
 static double mem_access(Mem *m, int64_t addr, double t, int64_t first, int write) {
-    int64_t nlev = m->nlev, *lv = m->lv;
-    int64_t line = lv[3] == 64 ? addr >> 6 : addr / lv[3];
+    int64_t nlev = m->nlev, lb = m->lv[0].line_bytes;
+    int64_t line = lb == 64 ? addr >> 6 : addr / lb;
     double now = t, done = 0.0;
     int64_t last = nlev;
     for (int64_t k = first; k < nlev; k++) {
-        now = now + m->lat[k];
+        now = now + m->lv[k].latency;
         int64_t *tg = set_tags(m, k, line);
         double *rd = set_rdy(m, k, line);
         int64_t pos = find_line(tg, line);
@@ -146,20 +156,20 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, int writ
                 memmove(rd + 1, rd, (size_t)pos * sizeof(double));
                 tg[1] = tag; rd[0] = r;
             }
-            m->cst[k * 3] += 1;
+            m->lv[k].hits += 1;
             done = r > now ? r : now;
             last = k;
             break;
         }
-        m->cst[k * 3 + 1] += 1;
+        m->lv[k].misses += 1;
     }
     if (last == nlev) {
         double start = transfer(m, now, line);
         if (start < 0.0) return -1.0;
-        done = start + m->dpar[0] + m->dpar[1];
+        done = start + m->dram_latency + m->line_time;
     }
     for (int64_t k = first; k < last; k++) {
-        m->cst[k * 3 + 2] += lv[k * 5 + 3];
+        m->lv[k].bytes += m->lv[k].line_bytes;
         if (mem_fill(m, k, line * 2, done, t) < 0) return -1.0;
     }
     if (write) set_tags(m, first, line)[1] |= 1;  /* the line is level first's most recent */
@@ -168,7 +178,7 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, int writ
 
 /* cache.MemorySystem.place: lines the access unit wrote into level k (its queue); victims leave at t. */
 static int mem_place(Mem *m, int64_t addr, int64_t nbytes, int64_t k, double ready, double t) {
-    int64_t lb = m->lv[3], lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
+    int64_t lb = m->lv[0].line_bytes, lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
     for (int64_t line = lo; line <= hi; line++) {
         for (int64_t j = 0; j < k; j++) {
             int64_t *tg = set_tags(m, j, line), pos = find_line(tg, line);
@@ -565,7 +575,7 @@ static inline void pipe_commit(Pipe *p, int64_t lo, int64_t hi, double data, dou
  * Returns the last arrival (negative on failure). */
 static double core_lines(Pipe *p, Mem *m, int64_t addr, int64_t nbytes, double e, int write, int64_t pf,
                          int64_t *prefetches) {
-    int64_t lb = m->lv[3], lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
+    int64_t lb = m->lv[0].line_bytes, lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
     double done = e;
     for (int64_t line = lo; line <= hi; line++) {
         double d;
