@@ -20,7 +20,7 @@ from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
 from ember.passes import parse_pipeline, run_passes
 from ember.passes.choose_plan import PLANS, ChoosePlan, o3_after
-from ember.passes.cost import DEFAULT, Target, estimate
+from ember.passes.cost import Target, default_target, estimate
 
 # ---------------------------------------------------------------------------------------------------------
 # choose-plan: what it says and keeps.
@@ -37,6 +37,7 @@ def plan(text: str, pipeline: str = "choose-plan") -> tuple[list[str], Op]:
 FOR_O3 = " (for -O3's passes: none decouples after choose-plan in this pipeline)"
 KEEPS_O0 = "and to lose at others; with sizes known only at run time -O3 keeps -O0's code (run-time versioning is " \
            "not built)"
+DEFAULT = default_target()  # the default machine's numbers
 
 # A fill whose length is computed from extents known only at run time: the output is allocated with it, so
 # only the loop bound's arithmetic names the inputs whose lengths matter (they are never read).

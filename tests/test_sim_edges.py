@@ -19,11 +19,11 @@ import pytest
 from test_engine_semantics import MACHINE, both_fail, program
 from test_fast_engine import HOST_TIME, assert_same, both
 
+from ember import machine as machine_mod
 from ember.backend.dae import Program
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
 from ember.sim import host as sim_host
-from ember.sim import machine as machine_mod
 from ember.sim.engines import simulate
 from ember.sim.fast import build
 from ember.sim.fast import engine as fast

@@ -3,7 +3,8 @@
 For every workload of the chosen suites (timing only) and every variant, and for every file of the corpus at -O0
 and -O3: the compiler's program as `.dae` text (its sha256) and every statistic of the run on the fast engine
 (host-time figures aside).  The corpus is also run on the reference engine, whose statistics must be the fast
-engine's.  Two snapshots are compared with `--diff A.json B.json`, which prints each point and statistic that
+engine's.  Run both snapshots under one PYTHONHASHSEED: with the host runtime left to `auto`, two corpus files
+(bag_pad_sum's exported.pt2 and dynamo20.static.hs1.onnx at -O3) run differently under different seeds.  Two snapshots are compared with `--diff A.json B.json`, which prints each point and statistic that
 differs and exits 1 if any does.
 
     python tools/snapshot.py --suites tiny,quick,paper --corpus -o before.json
@@ -75,6 +76,7 @@ def corpus() -> dict[str, dict]:
             except Exception as ex:  # noqa: BLE001
                 points[key] = {"error": str(ex)}
                 continue
+            program.weights = Path(program.weights).name  # the checkout's path is not the program
             point: dict = {"dae": _digest(print_dae(program))}
             for eng, (outs, st) in runs.items():
                 point[eng] = {k: v for k, v in st.to_dict().items() if k not in HOST_TIME}
