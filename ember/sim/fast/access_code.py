@@ -327,9 +327,8 @@ class AccessCode:
                  f"+ xp_{latency};")
         self(f"pipe_retire(P, {c}, CAT_TOKEN);")
         n, j = self.acc_index[program], self.token_index[program][token]
-        self(f"{{ int64_t seen = pv{n} + 1; pv{n} = {j}; if (nx{n}[seen] != {j}) {{ "
-             f"nx{n}[seen] = {j}; pipe_wait(P, {ready}, CAT_TOKEN); "
-             f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }} }}")
+        self(f"if (dispatch_miss(nx{n}, &pv{n}, {j})) {{ pipe_wait(P, {ready}, CAT_TOKEN); "
+             f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }}")
 
     def describe_push(self, a: Any) -> Push:
         unit = self.unit

@@ -200,16 +200,12 @@ class Generator(AccessCode, MemoryCode):
         self.var("pp", "Pipe", "{0}")
         self.var("P", "Pipe *", "&pp")
         self.var("pf", "int64_t", "(int64_t)xp_prefetch_lines")
-        self("P->slot = xp_issue_slot; P->rob = (int64_t)xp_rob_entries; P->sb_size = (int64_t)xp_store_buffer; "
-             "P->nmiss = (int64_t)xp_miss_slots;")
-        self("P->rob_t = (double *)calloc((size_t)P->rob, sizeof(double)); "
-             "P->rob_c = (int64_t *)calloc((size_t)P->rob, sizeof(int64_t));")
-        self("P->sb = (Store *)calloc((size_t)P->sb_size, sizeof(Store)); "
-             "P->miss_free = (double *)calloc((size_t)P->nmiss, sizeof(double));")
-        for g, group in enumerate(ExecuteUnit.GROUPS):
-            self(f"P->ports[{g}].per_cycle = (int64_t)xp_per_cycle_{group}; "
-                 f"P->ports[{g}].hold = (int64_t)xp_hold_{group}; P->ports[{g}].size = 4096; "
-                 f"P->ports[{g}].used = (uint16_t *)calloc(4096, sizeof(uint16_t));")
+        groups = ExecuteUnit.GROUPS
+        per_cycle = ", ".join(f"(int64_t)xp_per_cycle_{g}" for g in groups)
+        hold = ", ".join(f"(int64_t)xp_hold_{g}" for g in groups)
+        self(f"{{ int64_t pc[{len(groups)}] = {{{per_cycle}}}, hd[{len(groups)}] = {{{hold}}}; "
+             "if (pipe_init(P, xp_issue_slot, (int64_t)xp_rob_entries, (int64_t)xp_store_buffer, "
+             f"(int64_t)xp_miss_slots, {len(groups)}, pc, hd)) {self.fail()} }}")
         for a in self.p.access:  # execute.Core.dispatch's predictor: the last token, what followed each token
             # (tokens by their index in `token_index`: pv the last one's, nx[1 + k] the one that followed token k)
             n, tokens = self.acc_index[a.name], sorted(set(tokens_of(a)))
@@ -225,10 +221,7 @@ class Generator(AccessCode, MemoryCode):
         for v, vt in sorted(self.vtypes.items()):
             self.array(f"V{v}", CTYPE[vt.dtype], vt.lanes)
         self("FAIL:")
-        self("free(win); free(P->rob_t); free(P->rob_c); free(P->sb); free(P->miss_free);")
-        for g in range(len(ExecuteUnit.GROUPS)):
-            self(f"free(P->ports[{g}].used); free(P->ports[{g}].far_c); free(P->ports[{g}].far_n); "
-                 f"free(P->ports[{g}].far_t); free(P->ports[{g}].skip);")
+        self("free(win); pipe_free(P);")
         for name in self.decls:
             if name.startswith("BUF") or name in self.arrays:
                 self(f"free({name});")

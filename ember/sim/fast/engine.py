@@ -147,6 +147,51 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     return outputs, state.statistics(time.perf_counter() - t0)
 
 
+class MemoryState:
+    """The caches' and DRAM's state on the C side for `machine` (boundary.Mem, its Levels and Channels, and the
+    arrays they point into), laid out as cache.MemorySystem keeps it; an earlier core's last level and bookings
+    when `shared` holds them.  The arrays live as long as this object."""
+
+    def __init__(self, machine: Machine, shared: SharedArrays | None = None):
+        caches = machine.caches
+        self.tags = [np.zeros(c.sets * (c.ways + 1), dtype=np.int64) for c in caches]  # see Level in runtime.h
+        self.rdy = [np.zeros(c.sets * c.ways) for c in caches]
+        self.levels = (Level * len(caches))(*(
+            Level(sets=c.sets, ways=c.ways, line_bytes=c.line_bytes, latency=float(c.latency), tags=tags.ctypes.data,
+                  rdy=rdy.ctypes.data) for c, tags, rdy in zip(caches, self.tags, self.rdy)))
+        nch = machine.dram.channels
+        before = shared.dram if shared is not None else None  # an earlier core's bookings, each channel's
+        slots = max(DRAM_ROOM_MIN, DRAM_ROOM // nch, 2 * max(len(s) for s, _ in before) if before is not None else 0)
+        self.bookings_of = [(np.zeros(slots), np.zeros(slots)) for _ in range(nch)]  # each channel's starts, ends
+        booked = [0] * nch
+        if shared is not None and shared.level is not None and before is not None:
+            self.tags[-1][:] = shared.level[0]  # the last level's ready times stay 0: present from cycle 0
+            for (start, end), (was_start, was_end) in zip(self.bookings_of, before):  # (cache.SharedMemory)
+                start[:len(was_start)], end[:len(was_end)] = was_start, was_end
+            booked = [len(was_start) for was_start, _ in before]
+        self.channels = (Channel * nch)(*(Channel(start=start.ctypes.data, end=end.ctypes.data, n=n, cap=slots)
+                                          for (start, end), n in zip(self.bookings_of, booked)))
+        line, bw = caches[0].line_bytes, machine.dram.bytes_per_cycle
+        self.mem = Mem(nlev=len(caches), lv=ctypes.addressof(self.levels), nch=nch,
+                       ch=ctypes.addressof(self.channels), dram_latency=float(machine.dram.latency),
+                       line_time=line * nch / bw, line_share=line / bw)  # as cache.MemorySystem rounds
+
+
+class QueueState:
+    """The output queue on the C side for `machine` (boundary.Queue and its rings): the bytes and pop time of each
+    entry in flight, the histogram of bytes held, and the FIFO of operands pushed without a token."""
+
+    def __init__(self, machine: Machine):
+        cap = machine.access.queue_total_bytes
+        ring = 1 << max(10, (cap + 2).bit_length())
+        self.bytes, self.pops = np.zeros(ring, dtype=np.int64), np.zeros(ring)
+        self.hist = np.zeros(cap + 1, dtype=np.int64)
+        self.fifo = {name: np.zeros(ring, dtype=np.int64) for name in ("ops", "opk", "opi")}
+        self.fifo.update({name: np.zeros(ring) for name in ("opf", "opr")})
+        self.queue = Queue(cap=cap, mask=ring - 1, bytes=self.bytes.ctypes.data, hist=self.hist.ctypes.data,
+                           pop=self.pops.ctypes.data, **{name: a.ctypes.data for name, a in self.fifo.items()})
+
+
 class _State:
     """The memory the generated function reads and writes, laid out as the reference lays out its objects, and the
     `Args` (boundary.py) that hands it over by name."""
@@ -178,41 +223,18 @@ class _State:
 
         caches = machine.caches
         names = [c.name for c in caches]
-        self.tags = [np.zeros(c.sets * (c.ways + 1), dtype=np.int64) for c in caches]  # see Level in runtime.h
-        self.rdy = [np.zeros(c.sets * c.ways) for c in caches]
-        self.levels = (Level * len(caches))(*(
-            Level(sets=c.sets, ways=c.ways, line_bytes=c.line_bytes, latency=float(c.latency), tags=tags.ctypes.data,
-                  rdy=rdy.ctypes.data) for c, tags, rdy in zip(caches, self.tags, self.rdy)))
-        nch = machine.dram.channels
-        before = shared.dram if shared is not None else None  # an earlier core's bookings, each channel's
-        slots = max(DRAM_ROOM_MIN, DRAM_ROOM // nch, 2 * max(len(s) for s, _ in before) if before is not None else 0)
-        self.bookings_of = [(np.zeros(slots), np.zeros(slots)) for _ in range(nch)]  # each channel's starts, ends
-        booked = [0] * nch
-        if shared is not None and shared.level is not None and before is not None:
-            self.tags[-1][:] = shared.level[0]  # the last level's ready times stay 0: present from cycle 0
-            for (start, end), (was_start, was_end) in zip(self.bookings_of, before):  # (cache.SharedMemory)
-                start[:len(was_start)], end[:len(was_end)] = was_start, was_end
-            booked = [len(was_start) for was_start, _ in before]
-        self.channels = (Channel * nch)(*(Channel(start=start.ctypes.data, end=end.ctypes.data, n=n, cap=slots)
-                                          for (start, end), n in zip(self.bookings_of, booked)))
-        line, bw = caches[0].line_bytes, machine.dram.bytes_per_cycle
-        self.mem = Mem(nlev=len(caches), lv=ctypes.addressof(self.levels), nch=nch,
-                       ch=ctypes.addressof(self.channels), dram_latency=float(machine.dram.latency),
-                       line_time=line * nch / bw, line_share=line / bw)  # as cache.MemorySystem rounds
+        memory = MemoryState(machine, shared)
+        self.tags, self.rdy, self.levels = memory.tags, memory.rdy, memory.levels
+        self.bookings_of, self.channels, self.mem = memory.bookings_of, memory.channels, memory.mem
         self.args.mem = ctypes.pointer(self.mem)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
                 raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(names)})")
         self.args.access_level = names.index(machine.access.cache_level)
 
-        cap = machine.access.queue_total_bytes
-        ring = 1 << max(10, (cap + 2).bit_length())
-        self.qb, self.qp = np.zeros(ring, dtype=np.int64), np.zeros(ring)
-        self.qh = np.zeros(cap + 1, dtype=np.int64)
-        self.fifo = {name: np.zeros(ring, dtype=np.int64) for name in ("ops", "opk", "opi")}
-        self.fifo.update({name: np.zeros(ring) for name in ("opf", "opr")})
-        self.queue = Queue(cap=cap, mask=ring - 1, bytes=self.qb.ctypes.data, hist=self.qh.ctypes.data,
-                           pop=self.qp.ctypes.data, **{name: a.ctypes.data for name, a in self.fifo.items()})
+        queue = QueueState(machine)
+        self.qh, self.fifo, self.queue = queue.hist, queue.fifo, queue.queue
+        self.queue_state = queue  # owns the arrays the queue points into
         self.args.q = ctypes.pointer(self.queue)
 
         ex = machine.execute

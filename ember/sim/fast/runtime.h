@@ -526,6 +526,43 @@ static inline void pipe_drain(Pipe *p) {
     pipe_wait(p, p->last_commit, CAT_STORE);
 }
 
+/* A core's pipeline at the start of a run (pipeline.Pipeline.__init__): per pipe group g, per_cycle[g]
+ * instructions a cycle each holding it hold[g] cycles.  Nonzero if memory ran out (pipe_free releases it). */
+static int pipe_init(Pipe *p, double slot, int64_t rob, int64_t sb_size, int64_t nmiss, int64_t ngroups,
+                     const int64_t *per_cycle, const int64_t *hold) {
+    memset(p, 0, sizeof *p);
+    p->slot = slot; p->rob = rob; p->sb_size = sb_size; p->nmiss = nmiss;
+    p->rob_t = (double *)calloc((size_t)rob, sizeof(double));
+    p->rob_c = (int64_t *)calloc((size_t)rob, sizeof(int64_t));
+    p->sb = (Store *)calloc((size_t)sb_size, sizeof(Store));
+    p->miss_free = (double *)calloc((size_t)nmiss, sizeof(double));
+    int failed = !p->rob_t || !p->rob_c || !p->sb || !p->miss_free;
+    for (int64_t g = 0; g < ngroups; g++) {
+        p->ports[g].per_cycle = per_cycle[g]; p->ports[g].hold = hold[g]; p->ports[g].size = 4096;
+        p->ports[g].used = (uint16_t *)calloc(4096, sizeof(uint16_t));
+        failed |= !p->ports[g].used;
+    }
+    return failed;
+}
+static void pipe_free(Pipe *p) {
+    free(p->rob_t); free(p->rob_c); free(p->sb); free(p->miss_free);
+    for (int64_t g = 0; g < 16; g++) {
+        free(p->ports[g].used); free(p->ports[g].far_c); free(p->ports[g].far_n); free(p->ports[g].far_t);
+        free(p->ports[g].skip);
+    }
+}
+
+/* The dispatch jump's predictor (ember/predictor.py, DispatchPredictor.miss) over tokens by their index:
+ * *last is the index of the token before (-1 before the first), follows[1 + k] the index of the token that
+ * came after token k last time (-1: none yet).  Returns whether the jump to token j was mispredicted. */
+static inline int dispatch_miss(int64_t *follows, int64_t *last, int64_t j) {
+    int64_t seen = *last + 1;
+    *last = j;
+    if (follows[seen] == j) return 0;
+    follows[seen] = j;
+    return 1;
+}
+
 /* access.AccessUnit.slots: a binary min-heap of n times; only its minimum is ever read, so any heap
    holding the same times gives the same timing as Python's heapq. */
 static inline void heap_push(double *h, int64_t n, double v) {
