@@ -78,6 +78,8 @@ int64_t t_place(Mem *m, int64_t addr, int64_t n, int64_t k, double ready, double
     return mem_place(m, addr, n, k, ready, t);
 }
 double t_book(Mem *m, int64_t ch, double now) { return book(m, ch, now); }
+double t_write_around(Mem *m, int64_t addr, double t) { return mem_write_around(m, addr, t); }
+double t_stream(Pipe *p, Mem *m, int64_t addr, int64_t n, double r) { return core_stream(p, m, addr, n, r); }
 double t_push(Queue *q, int64_t nbytes, double t) { return q_push(q, nbytes, t); }
 void t_set_pop(Queue *q, int64_t seq, double t) { q->pop[seq & q->mask] = t; }
 int64_t t_predict(int64_t *follows, int64_t *last, int64_t j) { return dispatch_miss(follows, last, j); }
@@ -89,6 +91,7 @@ SIGNATURES = {  # the driver's functions: (return type, argument types)
     "t_forwarded": (_D, [_P, _I, _I]), "t_miss_slot": (_I, [_P]), "t_set_miss": (None, [_P, _I, _D]),
     "t_miss_free": (_D, [_P, _I]), "t_fe": (_D, [_P]), "t_stall": (_D, [_P, _I]), "t_count": (_I, [_P, _I]),
     "t_lines": (_D, [_P, _P, _I, _I, _D, _I, _I, _P]), "t_access": (_D, [_P, _I, _D, _I, _I]),
+    "t_write_around": (_D, [_P, _I, _D]), "t_stream": (_D, [_P, _P, _I, _I, _D]),
     "t_contains": (_I, [_P, _I, _I]), "t_place": (_I, [_P, _I, _I, _I, _D, _D]), "t_book": (_D, [_P, _I, _D]),
     "t_push": (_D, [_P, _I, _D]), "t_set_pop": (None, [_P, _I, _D]), "t_predict": (_I, [_P, _P, _I]),
 }
@@ -230,7 +233,9 @@ def test_caches_and_dram(lib: ctypes.CDLL, name: str, seed: int) -> None:
             ready = when + 40.0
             py.place(addr, nbytes, names[k], ready, when)
             assert lib.t_place(mem, addr, nbytes, k, ready, when) == 0
-        elif action < 0.95:
+        elif action < 0.93:  # a non-temporal store's line, around the caches
+            same(py.write_around(addr, when), lib.t_write_around(mem, addr, when), "write around", step)
+        elif action < 0.96:
             ch = int(rng.integers(m.dram.channels))
             same(py.book(when, ch), lib.t_book(mem, ch, when), "DRAM booking", step)
         else:
@@ -255,6 +260,17 @@ def test_fill_buffers_and_prefetch(lib: ctypes.CDLL, name: str, seed: int) -> No
         t += float(rng.choice([0.0, 0.5, 2.0, 30.0]))
         addr = int(rng.integers(0, 1 << 14)) * 4 if rng.random() < 0.7 else int(rng.integers(0, 1 << 24)) * 4
         nbytes, write = int(rng.choice([4, 8, 64, 130])), bool(rng.random() < 0.3)
+        if rng.random() < 0.15:  # a non-temporal store: dispatched, retired, then its lines through write-combining
+            # buffers (every retirement has its dispatch: the reorder buffer holds rob_entries of them)
+            same(pipe_py.dispatch(1), lib.t_dispatch(pipe_c.p, 1), "dispatch", step)
+            Core.stream_lines(core, addr, nbytes, t)  # type: ignore[arg-type]
+            r = lib.t_retire(pipe_c.p, t, CATEGORIES.index("store"))
+            handed = lib.t_stream(pipe_c.p, ctypes.byref(mem_c.mem), addr, nbytes, r)
+            lib.t_commit(pipe_c.p, addr, addr + nbytes, t, r, handed)
+            same(pipe_py.last_commit, max(r, handed), "commit of a non-temporal store", step)
+            pipeline_agrees(lib, pipe_py, pipe_c, step)
+            memory_agrees(mem_py, mem_c, step)
+            continue
         want = Core.lines(core, addr, nbytes, t, write)  # type: ignore[arg-type]
         got = lib.t_lines(pipe_c.p, ctypes.byref(mem_c.mem), addr, nbytes, t, int(write), m.execute.prefetch_lines,
                           prefetches.ctypes.data)

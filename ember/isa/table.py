@@ -76,6 +76,7 @@ class Opcode:
     lanes: int | None = None  # the operand that is a lane count
     span: str = ""
     stores: bool = False  # it writes memory (takes a store-buffer entry)
+    nontemporal: bool = False  # a store that bypasses the caches through a write-combining buffer
     alu: bool = False  # an access-unit ALU stream may compute it (`alu` names it)
 
 

@@ -35,6 +35,13 @@ Definition of `MemorySystem.access(addr, t, write, entry)`:
    memory-mapped in its cache level): every line of the range leaves the levels inside `level`
    (the data there is stale; nothing is written back), and in `level` becomes the most recently
    used line, clean, with ready time `ready` (filled if absent, which may evict as above, at `t`).
+7. `write_around(addr, t)` is a non-temporal store's line, leaving a write-combining buffer at `t`:
+   no level is looked up or filled (no write-allocate read), the line leaves every level that holds
+   it (a dirty copy is not written back: the line written carries it, an assumption for partial
+   lines, whose bytes outside the store hardware would merge), and it is written to DRAM, booked at
+   `t` like a write-back and counted in `write_bytes`.  Intel's SDM (vol. 1, 10.4.6.2; vol. 3,
+   11.3) defines these stores as write-combining and non-allocating; its optimization manual
+   says the fill buffers serve as the write-combining buffers (`execute.Core.stream_lines`).
 
 Statistics: per level `hits`, `misses` and `bytes` (bytes filled into the level from below =
 misses * line_bytes); DRAM `requests`, `bytes` and `busy_cycles` (`line_bytes / bytes_per_cycle` a
@@ -238,6 +245,16 @@ class MemorySystem:
         self.dram_busy += self.line_busy
         self.busy_until = max(self.busy_until, start + self.xfer)
         return start
+
+    def write_around(self, addr: int, t: float) -> float:
+        """A non-temporal store's line written to DRAM from `t` (module docstring, 7); returns when its transfer
+        ends, which frees its write-combining buffer."""
+        line = addr // self.line_bytes
+        for lv in self.levels:
+            lv.drop(line)
+        start = self.transfer(t, line)
+        self.dram_write_bytes += self.line_bytes
+        return start + self.xfer
 
     def place(self, addr: int, nbytes: int, level: str, ready: float, t: float) -> None:
         """Lines the access unit wrote into `level`, ready at `ready`; their victims leave at `t` (module

@@ -370,6 +370,20 @@ class Core:
         for (addr, n, e), line in zip(parts, ready):
             self.pipe.commit(addr, addr + n, e, r, line)
 
+    def stream_lines(self, addr: int, nbytes: int, e: float) -> None:
+        """A non-temporal store issued at `e`: it retires, and then each line it covers takes a write-combining
+        buffer (one of the fill buffers, free earliest), from which the line is written to DRAM without being read
+        or cached (cache.MemorySystem.write_around); the buffer is busy until the write's transfer ends.  The
+        store's entry is committed once every line has its buffer."""
+        r = self.pipe.retire(e, "store")
+        lb = self.mem.line_bytes
+        handed = r
+        for line in range(addr // lb, (addr + max(nbytes, 1) - 1) // lb + 1):
+            k, start = self.pipe.miss_slot(r)
+            self.pipe.miss_free[k] = self.mem.write_around(line * lb, start)
+            handed = max(handed, start)
+        self.pipe.commit(addr, addr + nbytes, e, r, handed)
+
     def vector_load_uop(self, t: float) -> float:
         """The first of a 512-bit load's two uops (LLVM's model puts one on an ALU port, 0, 1 or 5, beside the
         load itself); returns when the second, dispatched now, may issue."""
@@ -444,7 +458,10 @@ class Core:
         nbytes = self.t.addr(m.sym, hi) - addr + arr.itemsize
         if store:
             flat[base + on] = self.regs[a[0]][on]
-            self.store(ins, [(addr, nbytes, e)], e)
+            if isa.OPS[ins.base].nontemporal:
+                self.stream_lines(addr, nbytes, e)
+            else:
+                self.store(ins, [(addr, nbytes, e)], e)
         else:
             out = np.zeros(len(mask), dtype=arr.dtype)
             out[on] = flat[base + on]

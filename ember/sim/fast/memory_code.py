@@ -5,6 +5,7 @@ helpers (variables, sites, issue and completion) it uses."""
 
 from __future__ import annotations
 
+from ... import isa
 from ...backend.dae import Instr, Mem, Reg
 from ...machine import ExecuteUnit
 from ..tensors import is_table
@@ -108,6 +109,15 @@ class MemoryCode:
         for (addr, n, e), line in zip(parts, lines):
             self(f"pipe_commit(P, {addr}, {addr} + {n}, {e}, {r}, {line});")
 
+    def stream(self, addr: str, nbytes: str, e: str) -> None:
+        """execute.Core.stream_lines: a non-temporal store retires, its lines go around the caches through
+        write-combining buffers (runtime.h core_stream), and it commits once they all have one."""
+        k = self.new_site()
+        r, h = self.var(f"r{k}", "double"), self.var(f"h{k}", "double")
+        self(f"{r} = pipe_retire(P, {e}, CAT_STORE); {h} = core_stream(P, mem, {addr}, {nbytes}, {r});")
+        self(f"if ({h} < 0.0) {self.fail()}")
+        self(f"pipe_commit(P, {addr}, {addr} + {nbytes}, {e}, {r}, {h});")
+
     def vector_contiguous(self, ins: Instr, store: bool) -> None:
         """execute.Core.vector_contiguous: one access per line the lanes on cover."""
         a = ins.args
@@ -148,7 +158,10 @@ class MemoryCode:
         if store:
             if m.sym not in self.virtual:
                 self(f"for (int64_t l = 0; l < {mt.lanes}; l++) if (V{a[2].n}[l]) a{m.sym}[{base} + l] = V{a[0].n}[l];")
-            self.commit([(addr, nbytes, e)], e)
+            if isa.OPS[ins.base].nontemporal:
+                self.stream(addr, nbytes, e)
+            else:
+                self.commit([(addr, nbytes, e)], e)
         else:
             self(f"for (int64_t l = 0; l < {mt.lanes}; l++) V{a[0].n}[l] = V{a[2].n}[l] ? "
                  f"{self.elem(m.sym, f'{base} + l')} : 0;")

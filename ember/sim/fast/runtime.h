@@ -177,17 +177,29 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, int writ
 }
 
 /* cache.MemorySystem.place: lines the access unit wrote into level k (its queue); victims leave at t. */
+/* cache.CacheLevel.drop: level k forgets the line, dirty or not (nothing is written back). */
+static void mem_drop(Mem *m, int64_t k, int64_t line) {
+    int64_t *tg = set_tags(m, k, line), pos = find_line(tg, line);
+    if (pos < 0) return;
+    double *rd = set_rdy(m, k, line);
+    memmove(tg + 1 + pos, tg + 2 + pos, (size_t)(tg[0] - pos - 1) * sizeof(int64_t));
+    memmove(rd + pos, rd + pos + 1, (size_t)(tg[0] - pos - 1) * sizeof(double));
+    tg[0] -= 1;
+}
+/* cache.MemorySystem.write_around: a non-temporal store's line leaves every level and is written to DRAM from
+ * t, counted as a write; returns when its transfer ends (< 0: no room for the booking). */
+static double mem_write_around(Mem *m, int64_t addr, double t) {
+    int64_t lb = m->lv[0].line_bytes, line = addr / lb;
+    for (int64_t k = 0; k < m->nlev; k++) mem_drop(m, k, line);
+    double start = transfer(m, t, line);
+    if (start < 0.0) return -1.0;
+    m->dram_write_bytes += (double)lb;
+    return start + m->line_time;
+}
 static int mem_place(Mem *m, int64_t addr, int64_t nbytes, int64_t k, double ready, double t) {
     int64_t lb = m->lv[0].line_bytes, lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
     for (int64_t line = lo; line <= hi; line++) {
-        for (int64_t j = 0; j < k; j++) {
-            int64_t *tg = set_tags(m, j, line), pos = find_line(tg, line);
-            if (pos < 0) continue;
-            double *rd = set_rdy(m, j, line);
-            memmove(tg + 1 + pos, tg + 2 + pos, (size_t)(tg[0] - pos - 1) * sizeof(int64_t));
-            memmove(rd + pos, rd + pos + 1, (size_t)(tg[0] - pos - 1) * sizeof(double));
-            tg[0] -= 1;
-        }
+        for (int64_t j = 0; j < k; j++) mem_drop(m, j, line);
         int64_t *tg = set_tags(m, k, line), pos = find_line(tg, line);
         if (pos >= 0) {
             double *rd = set_rdy(m, k, line);
@@ -638,4 +650,20 @@ static double core_lines(Pipe *p, Mem *m, int64_t addr, int64_t nbytes, double e
         if (d > done) done = d;
     }
     return done;
+}
+/* execute.Core.stream_lines: a non-temporal store retired at r; each line it covers takes the fill buffer free
+ * earliest as its write-combining buffer and is written around the caches.  Returns when the last line had its
+ * buffer (the store's entry then commits), < 0 on failure. */
+static double core_stream(Pipe *p, Mem *m, int64_t addr, int64_t nbytes, double r) {
+    int64_t lb = m->lv[0].line_bytes, lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
+    double handed = r;
+    for (int64_t line = lo; line <= hi; line++) {
+        int64_t k = miss_slot(p);
+        double start = p->miss_free[k] > r ? p->miss_free[k] : r;
+        double sent = mem_write_around(m, line * lb, start);
+        if (sent < 0.0) return -1.0;
+        p->miss_free[k] = sent;
+        if (start > handed) handed = start;
+    }
+    return handed;
 }
