@@ -81,7 +81,7 @@ def test_a_planted_engine_bug_is_reported_and_shrunk(monkeypatch: pytest.MonkeyP
     """The reference engine's scalar fmin computed as fmax (a mutant the issue found surviving): the fuzzer
     reports a disagreement, shrinks it and saves a program that still shows it."""
     monkeypatch.setitem(OPS, "fmin", dataclasses.replace(OPS["fmin"], py=OPS["fmax"].py))  # the Python form only
-    s = campaign(20, seed=6, max_cycles=1e5, timeout=60, jobs=1, shrink_seconds=20)  # 4 of the 20 show it
+    s = campaign(20, seed=2, max_cycles=1e5, timeout=60, jobs=1, shrink_seconds=20)  # 4 of the 20 show it
     assert s.counts["disagreement"] >= 1, s.line()
     [failure] = [f for f in s.failures.values() if f.verdict.status == "disagreement"][:1]
     assert failure.minimized

@@ -342,6 +342,26 @@ def vector_case() -> tuple[str, dict[str, np.ndarray]]:
     return body, {"f": f, "i": i, "g": g}
 
 
+def nontemporal_case() -> tuple[str, dict[str, np.ndarray]]:
+    """vstnt: a whole line written around the caches over a line a vst had just cached, a partial unaligned one,
+    and the line read back (forwarded from the store buffer or read from DRAM)."""
+    body = """  vmask v2, 0, 16, 16
+  vmask v5, 0, 5, 16
+  vld v3, @0[0], v2
+  vst v3, @2[0], v2
+  vfadd.f32 v4, v3, v3
+  vstnt v4, @2[0], v2
+  vstnt v3, @2[17], v5
+  vld v6, @2[0], v2
+  vcvt.f64 v8, v6
+  vst v8, @4[0], v2"""
+    f = np.zeros(32, np.float32)
+    f[0:16], f[17:22] = X + X, X[:5]
+    g = np.zeros(32)
+    g[0:16] = (X + X).astype(np.float64)
+    return body, {"f": f, "i": np.zeros(64, np.int64), "g": g}
+
+
 def exact_fma32(a: float, b: float, c: float) -> np.float32:
     """a * b + c in exact rational arithmetic, rounded to the nearest float32 (ties to even): independent of the
     engines' double-based construction."""
@@ -425,6 +445,7 @@ CASES = {"int": (int_case, ""), "f32": (lambda: float_case("f32"), ""), "f64": (
          "li_mov_sel": (li_mov_sel_case, ""), "fcvt": (fcvt_case, ""), "branches": (branch_case, ""),
          "access": (access_case, ACCESS), "vector_access": (vector_access_case, VECTOR_ACCESS),
          "vectors": (vector_case, ""), "host": (host_case, ""), "fma": (fma_case, ""),
+         "nontemporal": (nontemporal_case, ""),
          "typed_reads": (typed_read_case, TYPED_ACCESS)}
 
 

@@ -160,6 +160,10 @@ ROWS: tuple[Opcode, ...] = (
            writes=True, pipe="load"),
     Opcode("vst", "W M W", "masked store of consecutive elements to [..., start]", "vstore", pipe="store",
            stores=True),
+    # x86's vmovntps: LLVM 14's icelake-server model gives it vmovups's cost (2 uops, latency 1, one a cycle)
+    Opcode("vstnt", "W M W", "masked non-temporal store of consecutive elements to [..., start]: no write-allocate, "
+           "the lines go to DRAM around the caches through write-combining buffers", "vstore", pipe="store",
+           stores=True, nontemporal=True),
     Opcode("vgather", "W M W", "masked gather: the last index is a vector of indices", "gather", writes=True,
            pipe="load"),
     Opcode("vscatter", "W M W", "masked scatter: the last index is a vector of indices", "scatter", pipe="store",
