@@ -29,7 +29,7 @@ from ember.frontends import import_model, load_weights_any
 from ember.ir.core import Op, Value
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 
 ATEN = ROOT / "samples" / "aten"
 COMMITTED = sorted(p.stem for p in ATEN.glob("*.pt"))

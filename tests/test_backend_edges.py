@@ -36,7 +36,7 @@ from ember.ir.parser import parse_module
 from ember.ir.printer import DenseAttr
 from ember.ir.types import ScalarType, ShapedType
 from ember.machine import load_machine
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 
 EXAMPLE_TEXT = (Path(__file__).resolve().parent / "data" / "example.dae").read_text()
 

@@ -11,7 +11,7 @@ from ember.ir.parser import parse_module
 from ember.ir.types import ScalarType
 from ember.machine import load_machine
 from ember.passes import PRESETS, parse_pipeline, run_passes
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 
 ROWS, DIM = 30, 40  # 40 is not a multiple of the 32 16-bit lanes of a 512-bit vector
 

@@ -21,10 +21,10 @@ from ember.backend.binary import assemble
 from ember.backend.dae import Program
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
-from ember.sim import engine as reference
+from ember.sim import reference
 from ember.sim.fast import build
 from ember.sim.fast import engine as fast
-from ember.sim.fast.codegen import generate
+from ember.sim.fast.c_source import generate
 
 MACHINE = load_machine("default")
 MODEL = "embedding.ts.onnx"

@@ -27,7 +27,7 @@ import ember.dialects  # noqa: F401
 from ember.frontends import import_model, load_weights_any
 from ember.ir.printer import print_module
 from ember.machine import load_machine
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 from ember.sim.stats import Stats
 
 CORPUS = ROOT / "samples" / "corpus"

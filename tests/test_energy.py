@@ -19,7 +19,7 @@ from ember.bench.run import compile_variant, run
 from ember.bench.workloads import suite
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
-from ember.sim import engine as reference
+from ember.sim import reference
 from ember.sim.energy import peak_power_w, scaled
 from ember.sim.multicore import simulate_cores, split_bags
 from ember.sim.stats import Stats

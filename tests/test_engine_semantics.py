@@ -21,8 +21,8 @@ from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
-from ember.sim import engine as reference
-from ember.sim import limits
+from ember.sim import cycle_limit as limits
+from ember.sim import reference
 from ember.sim.fast import engine as fast
 from ember.sim.stats import Stats
 

@@ -15,7 +15,7 @@ from ember.backend.dae import Program
 from ember.backend.dae_text import parse_dae
 from ember.ir.diagnostics import EmberError
 from ember.sim.fast import boundary, build
-from ember.sim.fast.codegen import generate
+from ember.sim.fast.c_source import generate
 
 pytestmark = pytest.mark.skipif(build.compiler() is None, reason="no C compiler")
 

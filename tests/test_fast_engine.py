@@ -14,7 +14,7 @@ from ember.bench.run import VARIANTS, compile_variant
 from ember.bench.workloads import suite
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
-from ember.sim import engine as reference
+from ember.sim import reference
 from ember.sim.fast import build
 from ember.sim.fast import engine as fast
 from ember.sim.stats import Stats

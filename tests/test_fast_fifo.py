@@ -12,7 +12,7 @@ from test_survivors import TOKENLESS
 
 from ember.backend.dae_text import parse_dae
 from ember.ir.diagnostics import EmberError
-from ember.sim import engine as reference
+from ember.sim import reference
 from ember.sim.fast import engine as fast
 
 HEAD = """.dae 2

@@ -30,7 +30,7 @@ from ember.ir.parser import parse_module
 from ember.ir.printer import print_module
 from ember.machine import load_machine
 from ember.passes import PRESETS
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 
 MODELS = Path(__file__).resolve().parent.parent / "samples" / "models"
 BAGS = ["embedding", "bag_sum", "bag_mean", "bag_max", "bag_last", "bag_weighted", "dlrm"]

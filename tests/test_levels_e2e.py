@@ -8,7 +8,7 @@ from conftest import MODELS, compile_model
 
 import ember.dialects  # noqa: F401
 from ember.machine import load_machine
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 from ember.sim.stats import Stats
 
 LEVELS = ["O0", "O1", "O2", "O3", "core"]

@@ -46,7 +46,7 @@ def test_scatter_rows_repeated_rows_accumulate(tmp_path: Path) -> None:
     from conftest import compile_model
 
     from ember.machine import load_machine
-    from ember.sim.engine import simulate
+    from ember.sim.reference import simulate
 
     model = Path(__file__).resolve().parent.parent / "samples" / "models" / "mp_sum.dynamo.onnx"
     feeds = dict(np.load(model.parent / "mp_sum.in.npz"))
@@ -73,7 +73,7 @@ def test_gather_nd_of_rows_by_int32_indices_is_a_row_gather(tmp_path: Path) -> N
     from conftest import compile_model
 
     from ember.machine import load_machine
-    from ember.sim.engine import simulate
+    from ember.sim.reference import simulate
 
     path = tmp_path / "m.onnx"
     _unsqueezed_model(path, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 3]),

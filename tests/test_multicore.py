@@ -114,8 +114,8 @@ def test_the_benchmark_splits_its_workloads(name: str) -> None:
 
 
 def test_the_interleaved_model_on_one_core_is_the_single_core_run() -> None:
-    from ember.sim.engine import simulate as reference
     from ember.sim.interleave import simulate_interleaved
+    from ember.sim.reference import simulate as reference
 
     w = suite("tiny", ["RM2_L1"])[0]
     inputs = w.inputs(0)

@@ -18,8 +18,8 @@ from ember.frontends import import_model
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
 from ember.passes import PRESETS
-from ember.sim.engine import simulate
 from ember.sim.engines import simulate as simulate_with
+from ember.sim.reference import simulate
 
 MACHINE = load_machine("default")
 RNG = np.random.default_rng(21)

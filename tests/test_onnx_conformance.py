@@ -29,7 +29,7 @@ from gen_conformance_doc import (
 import ember.dialects  # noqa: F401
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 
 MACHINE = load_machine("default")
 

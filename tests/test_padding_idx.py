@@ -22,7 +22,7 @@ from ember.frontends.onnx import import_onnx
 from ember.ir.core import Op
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 
 MODELS = Path(__file__).resolve().parent.parent / "samples" / "models"
 MODES = ("sum", "mean", "max")

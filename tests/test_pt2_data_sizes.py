@@ -22,7 +22,7 @@ from ember.frontends.aten.values import SymBool, SymInt
 from ember.ir.core import Block
 from ember.ir.types import tensor
 from ember.machine import load_machine
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 
 TORCHREC = ROOT / "samples" / "corpus" / "torchrec_ebc"
 

@@ -19,7 +19,7 @@ from ember.frontends.pt2 import import_pt2
 from ember.ir.diagnostics import EmberError
 from ember.ir.printer import print_module
 from ember.machine import load_machine
-from ember.sim.engine import simulate
+from ember.sim.reference import simulate
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit.script and trace are deprecated
 SCRIPTED = ["embedding", "bag_mean", "bag_weighted", "mp_mean", "spmm", "kg_transe", "spattn", "bag_gated"]

@@ -695,8 +695,7 @@ def test_a_pop_waits_for_an_operand_pushed_without_a_token(monkeypatch: pytest.M
     ready at once: every pop must issue no earlier than its operand arrived."""
     from ember.backend.dae_text import parse_dae
     from ember.machine import load_machine
-    from ember.sim import engine as reference
-    from ember.sim import execute
+    from ember.sim import execute, reference
 
     popped = []
     pop_entry = execute.Core.pop_entry

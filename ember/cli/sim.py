@@ -11,7 +11,7 @@ import numpy as np
 from ..bounded_zip import check_declared
 from ..files import display_name, read_bytes
 from ..ir.diagnostics import EmberError
-from ..sim.limits import DEFAULT_MAX_CYCLES
+from ..sim.cycle_limit import DEFAULT_MAX_CYCLES
 from .common import guarded, host_runtime_option, write_outputs
 
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",

@@ -38,7 +38,7 @@ from ..ir.diagnostics import EmberError
 from ..ir.types import ScalarType
 from ..isa import OPS, integers
 from ..machine import Machine
-from . import limits
+from . import cycle_limit
 from .cache import MemorySystem
 from .queue import TOKEN_BYTES, Entry, OutputQueue
 from .tensors import Tensors, dtype_of
@@ -82,7 +82,7 @@ def check_resources(program: Program, machine: Machine) -> None:
 
 class AccessUnit:
     def __init__(self, acc: Access, params: list[int], tensors: Tensors, mem: MemorySystem, machine: Machine,
-                 queue: OutputQueue, start: float, max_cycles: float = limits.DEFAULT_MAX_CYCLES):
+                 queue: OutputQueue, start: float, max_cycles: float = cycle_limit.DEFAULT_MAX_CYCLES):
         self.t = tensors
         self.max_cycles = max_cycles
         self.mem = mem
@@ -348,7 +348,7 @@ class AccessUnit:
         yield from self.fire(tu, "beg")
         vl = tu.vl
         for i in range(lb, ub, step):
-            limits.check(self.max_cycles, self.clock)
+            cycle_limit.check(self.max_cycles, self.clock)
             if vl:
                 self.active[tu.n] = min(vl, ub - i)
             self.vals[iv] = i

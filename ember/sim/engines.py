@@ -12,8 +12,8 @@ import numpy as np
 from ..backend.dae import Program
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
-from .engine import simulate as reference
 from .fast.engine import simulate as fast
+from .reference import simulate as reference
 from .stats import Stats
 
 ENGINES = ("fast", "reference")
@@ -34,7 +34,7 @@ def needs_fast(engine: str, timing_only: bool) -> None:
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None = None,
              engine: str = DEFAULT_ENGINE, timing_only: bool = False) -> tuple[dict[str, np.ndarray], Stats]:
     """Run `program` on `inputs` with the named engine; returns (outputs by name, statistics).  A run past
-    `max_cycles` simulated cycles (None: limits.DEFAULT_MAX_CYCLES; inf: no limit) stops with an EmberError."""
+    `max_cycles` simulated cycles (None: cycle_limit.DEFAULT_MAX_CYCLES; inf: no limit) stops with an EmberError."""
     check_engine(engine)
     if machine.cores > 1:
         raise EmberError(f"the machine has {machine.cores} cores: a multi-core run splits a batch across them, which "

@@ -19,7 +19,7 @@ from ..ir.diagnostics import EmberError
 from ..isa import integers
 from ..machine import Machine
 from ..predictor import DispatchPredictor
-from . import limits
+from . import cycle_limit
 from .cache import MemorySystem
 from .host import HostRunner, host_cost
 from .pipeline import Pipeline
@@ -121,7 +121,7 @@ class Core:
                 self.host_index[id(ins)] = i
         self.hosts = HostRunner(program, tensors.get)
         self.pops: list[Entry] = []
-        self.max_cycles = limits.DEFAULT_MAX_CYCLES  # checked after every taken backward branch
+        self.max_cycles = cycle_limit.DEFAULT_MAX_CYCLES  # checked after every taken backward branch
         self.run_hook: Callable[[Instr, float], None] | None = None
 
     @property
@@ -168,7 +168,7 @@ class Core:
             target = self.step(ins, op)
             if target is not None:
                 if self.labels[target] < pc:
-                    limits.check(self.max_cycles, self.pipe.fe)
+                    cycle_limit.check(self.max_cycles, self.pipe.fe)
                 pc = self.labels[target]
 
     def step(self, ins: Instr, op: str) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..machine import Machine
-from . import engine as reference
+from . import reference
 from .cache import CacheLevel, MemorySystem
 from .multicore import combine
 from .stats import Stats

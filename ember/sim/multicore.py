@@ -19,7 +19,7 @@ import numpy as np
 from ..backend.dae import Program
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
-from . import engine as reference
+from . import reference
 from .bounds import report_roofline, report_sol
 from .cache import SharedMemory
 from .energy import report_energy

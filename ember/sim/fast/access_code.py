@@ -1,6 +1,6 @@
 """The access unit's part of the generated function: the traversal-unit nest as C loops, its streams, the
-marshaling rules' pushes, and at each token the dispatch and the callback inlined (codegen.py emits the
-callback's instructions).  A mixin of codegen.Generator, whose emission helpers it uses."""
+marshaling rules' pushes, and at each token the dispatch and the callback inlined (c_source.py emits the
+callback's instructions).  A mixin of c_source.Generator, whose emission helpers it uses."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class _TU:
 
 
 class AccessCode:
-    """Generator methods for `run` and everything under it (the instance is a codegen.Generator)."""
+    """Generator methods for `run` and everything under it (the instance is a c_source.Generator)."""
 
     def run(self, ins: Instr) -> None:
         """A `run`: the access unit's nest as loops, each token's callback inlined at its rule."""
@@ -294,7 +294,7 @@ class AccessCode:
             if label not in self.labels:
                 raise Unsupported(f"no case label {label}")
             saved = self.pushes
-            self.pushes = None if unit.fifo else pushes  # None: pops take from the FIFO (codegen.pop_fifo)
+            self.pushes = None if unit.fifo else pushes  # None: pops take from the FIFO (c_source.pop_fifo)
             self.region(self.labels[label], "ret", f"RET{k}")
             if self.pushes:
                 raise Unsupported(f"{label} pops fewer operands than its rule pushes")

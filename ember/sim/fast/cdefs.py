@@ -1,4 +1,4 @@
-"""What the two halves of the fast engine's generator (codegen.py, access_code.py) share: the C type of each
+"""What the two halves of the fast engine's generator (c_source.py, access_code.py) share: the C type of each
 DAE element type, the generated function's status codes, the instruction counters' names, and how a
 pushed operand is described."""
 

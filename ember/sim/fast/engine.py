@@ -1,4 +1,4 @@
-"""The fast engine: compile the program to C (codegen.py), run it, report exactly as the reference does.
+"""The fast engine: compile the program to C (c_source.py), run it, report exactly as the reference does.
 
 The C compiler is the system's (`$CC`, else cc, gcc or clang), called with the flags that keep
 Python's rounding (no fast-math, no FP contraction).  Why C and not numba: numba needed 10-20 s
@@ -25,12 +25,12 @@ import numpy as np
 from ...backend.dae import Program
 from ...ir.diagnostics import EmberError
 from ...machine import Machine
-from .. import engine as reference
+from .. import reference
 from ..access import check_resources
 from ..cache import CacheLevel, MemorySystem
+from ..cycle_limit import check, cycle_limit, exceeded
 from ..execute import queue_latency
 from ..host import HostRunner, host_cost
-from ..limits import check, cycle_limit, exceeded
 from ..queue import OutputQueue
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
@@ -51,8 +51,8 @@ from .boundary import (
     count_field,
 )
 from .build import load, notes
+from .c_source import generate
 from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
-from .codegen import generate
 
 DRAM_ROOM = 1 << 16  # booked DRAM intervals the C side makes room for at first, over all channels; every one is
 # kept (as the reference keeps them), and a channel's room doubles when it fills (runtime.h, channel_grow)
@@ -111,7 +111,7 @@ def compiled_or_none(program: Program, timing_only: bool, simd_bits: int) -> cty
 
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None,
              timing_only: bool, shared: SharedArrays | None = None) -> tuple[dict[str, np.ndarray], Stats]:
-    """Run `program`; the same results and statistics as ember.sim.engine.simulate.  `host_seconds`
+    """Run `program`; the same results and statistics as ember.sim.reference.simulate.  `host_seconds`
     leaves out the one-off compilation of a program not yet in the cache."""
     notes.clear()
     limit = cycle_limit(max_cycles)

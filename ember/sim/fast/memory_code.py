@@ -1,6 +1,6 @@
 """The core's memory instructions in the generated function: bounds-checked element indices, loads through the
 cache model with store-to-load forwarding, stores committed at retirement, and the vector loads, stores,
-gathers and scatters, each timed as execute.Core times it.  A mixin of codegen.Generator, whose emission
+gathers and scatters, each timed as execute.Core times it.  A mixin of c_source.Generator, whose emission
 helpers (variables, sites, issue and completion) it uses."""
 
 from __future__ import annotations

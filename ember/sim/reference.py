@@ -16,7 +16,7 @@ import numpy as np
 from ..backend.dae import Instr, Program
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
-from . import limits
+from . import cycle_limit
 from .access import AccessUnit, check_resources
 from .bounds import report_roofline, report_sol, sol_cycles
 from .cache import MemorySystem, SharedMemory
@@ -69,7 +69,7 @@ class _Run:
             core.dispatch(name, msg.token, msg.operands[-1])
             core.run_from(core.labels[label], "ret")
             self.callbacks += 1
-            limits.check(self.max_cycles, core.clock)
+            cycle_limit.check(self.max_cycles, core.clock)
         if core.pops:
             raise EmberError(f"{len(core.pops)} operands pushed by {name} were never popped")
         core.pipe.wait(unit.clock, "token")
@@ -84,13 +84,13 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
     """Run `program`; inputs and outputs are keyed by their names in the model.  `shared` carries the
     last cache level and DRAM from the previous core's run (multicore.py)."""
     t0 = time.perf_counter()
-    limit = limits.cycle_limit(max_cycles)
+    limit = cycle_limit.cycle_limit(max_cycles)
     check_resources(program, machine)
     r = _Run(program, machine, limit, shared)
     set_symbols(r.t, program, inputs)
     r.core.run_from(0, "halt")
     r.cycles = r.core.finish(r.mem.busy_until)
-    limits.check(limit, r.cycles)
+    cycle_limit.check(limit, r.cycles)
     r.counts = work_counts(program, tensor_values(r.t), vector_lanes(machine.execute.simd_bits))
     outputs = {s.name: r.t.get(n) for n, s in enumerate(program.symbols) if s.kind == "output"}
     return outputs, statistics(r, time.perf_counter() - t0)

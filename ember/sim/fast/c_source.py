@@ -297,7 +297,7 @@ class Generator(AccessCode, MemoryCode):
             elif op in BRANCH:
                 self.plain(ins)
                 to = self.labels[ins.args[-1].name]
-                # a taken backward branch checks the cycle limit (limits.py), as execute.Core.run_from does
+                # a taken backward branch checks the cycle limit (cycle_limit.py), as execute.Core.run_from does
                 jump = f"{{ if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')} goto {names[to]}; }}" \
                     if to <= pc else f"goto {names[to]};"
                 row = isa.OPS[op]
