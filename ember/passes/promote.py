@@ -59,7 +59,10 @@ class PromoteRow(RewritePattern):
         if nest.name != "slc.for" or (nest.parent_op() or nest).name != "func":
             return False
         inside = defined_in(nest)
-        written = {o.operands[1] for o in nest.walk() if o.name in ("loop.vstore", "loop.scatter", "loop.store")}
+        # in program order (a set of Values would iterate by address, and which output is tried first decides
+        # what is promoted: -O3's code changed from run to run)
+        written = dict.fromkeys(o.operands[1] for o in nest.walk() if o.name in ("loop.vstore", "loop.scatter",
+                                                                                  "loop.store"))
         done = False
         for out in written:
             if out in inside:
