@@ -3,9 +3,7 @@
 For every workload of the chosen suites (timing only) and every variant, and for every file of the corpus at -O0
 and -O3: the compiler's program as `.dae` text (its sha256) and every statistic of the run on the fast engine
 (host-time figures aside).  The corpus is also run on the reference engine, whose statistics must be the fast
-engine's.  Run both snapshots under one PYTHONHASHSEED: with the host runtime left to `auto`, two corpus files
-(bag_pad_sum's exported.pt2 and dynamo20.static.hs1.onnx at -O3) run differently under different seeds.
-Two snapshots are compared with `--diff A.json B.json`, which prints each point and statistic that differs and
+engine's.  Two snapshots are compared with `--diff A.json B.json`, which prints each point and statistic that differs and
 exits 1 if any does.
 
     python tools/snapshot.py --suites tiny,quick,paper --corpus -o before.json
