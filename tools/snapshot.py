@@ -3,8 +3,8 @@
 For every workload of the chosen suites (timing only) and every variant, and for every file of the corpus at -O0
 and -O3: the compiler's program as `.dae` text (its sha256) and every statistic of the run on the fast engine
 (host-time figures aside).  The corpus is also run on the reference engine, whose statistics must be the fast
-engine's.  Two snapshots are compared with `--diff A.json B.json`, which prints each point and statistic that differs and
-exits 1 if any does.
+engine's.  Two snapshots are compared with `--diff A.json B.json`, which prints each point and statistic that
+differs and exits 1 if any does.
 
     python tools/snapshot.py --suites tiny,quick,paper --corpus -o before.json
     python tools/snapshot.py --diff before.json after.json
