@@ -75,7 +75,6 @@ class Opcode:
     fault: Fault | None = None
     lanes: int | None = None  # the operand that is a lane count
     span: str = ""
-    stores: bool = False  # it writes memory (takes a store-buffer entry)
     nontemporal: bool = False  # a store that bypasses the caches through a write-combining buffer
     alu: bool = False  # an access-unit ALU stream may compute it (`alu` names it)
 
@@ -141,7 +140,7 @@ ROWS: tuple[Opcode, ...] = (
     # --- execute unit: memory, control, the queue, the host ---
     Opcode("ld", "D M", "load an element (ld.T of a byte tensor: the bytes of one T value)", "load", writes=True,
            pipe="load"),
-    Opcode("st", "D M", "store an element", "store", pipe="store", stores=True),
+    Opcode("st", "D M", "store an element", "store", pipe="store"),
     Opcode("dim", "R S I", "extent of a symbol's dimension", "dim", writes=True, uops=INT_ALU),
     Opcode("alloc", "S *I", "give a temporary or output symbol its runtime shape", "alloc", uops=INT_ALU),
     _branch("blt", "branch if less", lambda a, b: a < b, "{a} < {b}"),
@@ -158,16 +157,14 @@ ROWS: tuple[Opcode, ...] = (
     # --- execute unit, vectors (v registers; masks are v registers of booleans) ---
     Opcode("vld", "W M W", "masked load of consecutive elements from [..., start] along the last axis", "vload",
            writes=True, pipe="load"),
-    Opcode("vst", "W M W", "masked store of consecutive elements to [..., start]", "vstore", pipe="store",
-           stores=True),
+    Opcode("vst", "W M W", "masked store of consecutive elements to [..., start]", "vstore", pipe="store"),
     # x86's vmovntps: LLVM 14's icelake-server model gives it vmovups's cost (2 uops, latency 1, one a cycle)
     Opcode("vstnt", "W M W", "masked non-temporal store of consecutive elements to [..., start]: no write-allocate, "
            "the lines go to DRAM around the caches through write-combining buffers", "vstore", pipe="store",
-           stores=True, nontemporal=True),
+           nontemporal=True),
     Opcode("vgather", "W M W", "masked gather: the last index is a vector of indices", "gather", writes=True,
            pipe="load"),
-    Opcode("vscatter", "W M W", "masked scatter: the last index is a vector of indices", "scatter", pipe="store",
-           stores=True),
+    Opcode("vscatter", "W M W", "masked scatter: the last index is a vector of indices", "scatter", pipe="store"),
     Opcode("vsplat", "W D I", "a vector of `lanes` copies of a scalar", "splat", writes=True,
            uops=(Uop("vec_alu_latency", "shuffle"),), lanes=2),
     # vpbroadcastq of start, vpaddq 0..15 (ember/bench/kernels/)
