@@ -218,10 +218,11 @@ def power_of_two(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
 
 
-def uops_of(op: str, args: list[Any]) -> tuple[Uop, ...]:
-    """The uops of a fixed-latency instruction.  A multiply, floor division or floor remainder by a power-of-two
-    immediate is what an x86 compiler emits as shl, sar or and (the same values, as docs/isa.md defines div and
-    rem): one integer-ALU uop, not the multiplier or the divider."""
+def uops_of(row: Opcode, args: list[Any]) -> tuple[Uop, ...]:
+    """The uops of a fixed-latency instruction of opcode `row`.  A multiply, floor division or floor remainder by a
+    power-of-two immediate is what an x86 compiler emits as shl, sar or and (the same values, as docs/isa.md defines
+    div and rem): one integer-ALU uop, not the multiplier or the divider."""
+    op = row.name
     if op in POWER_OF_TWO_SHIFTS and (power_of_two(args[2]) or (op == "mul" and power_of_two(args[1]))):
         return SHIFT
-    return OPS[op].uops
+    return row.uops

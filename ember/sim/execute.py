@@ -182,8 +182,9 @@ class Core:
             return self.special(ins, row.kind)
         t0 = self.begin(ins)
         t = done = t0
+        uops = isa.uops_of(row, a)
         for p in range(self.pieces(self.vector_bits(ins, row))):
-            for k, uop in enumerate(isa.uops_of(ins.base, ins.args)):
+            for k, uop in enumerate(uops):
                 if p or k:  # the next uop: its piece's first starts from the operands, the others from the uop before
                     t = self.pipe.next_uop(t, "compute", t if k else t0)
                 t = self.pipe.issue(uop.pipe, t) + self.lat[uop.latency]

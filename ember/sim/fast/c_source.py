@@ -345,7 +345,7 @@ class Generator(AccessCode, MemoryCode):
         t, done = self.var(f"u{k0}", "double"), self.var(f"ud{k0}", "double")
         self(f"{t} = {t0}; {done} = {t0};")
         for p in range(self.pieces(self.vector_bits(ins))):
-            for k, uop in enumerate(isa.uops_of(ins.base, ins.args)):
+            for k, uop in enumerate(isa.uops_of(isa.OPS[ins.base], ins.args)):
                 if p or k:
                     src = t if k else t0
                     self(f"{t} = pipe_next(P, {t}, CAT_COMPUTE, {src});")
