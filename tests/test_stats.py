@@ -69,7 +69,7 @@ def test_set_add_and_lookup() -> None:
 
 def write_stats(s: Stats, path: Path) -> None:
     """What ember-sim does with --stats."""
-    write_outputs({str(path): stats_text(s, path)})
+    write_outputs([(str(path), stats_text(s, path))])
 
 
 def test_stats_file_format_follows_the_suffix(tmp_path: Path) -> None:

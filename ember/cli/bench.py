@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ import click
 
 from ..ir.diagnostics import EmberError
 from ..sim.engines import DEFAULT_ENGINE, ENGINES, check_engine
-from .common import guarded, write_output
+from .common import guarded, write_output, write_outputs
 
 if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
     from rich.console import Console
@@ -223,11 +224,8 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
 
     if json_path or csv_path:
         table = report.rows(results, workloads, m, overrides)
-        if json_path:
-            write_output(json_path, _json_doc(scale, chosen, m, overrides, table, engine=engine,
-                                              timing_only=timing_only))
-        if csv_path:
-            write_output(csv_path, to_csv(table))
+        _write_rows(json_path, lambda: _json_doc(scale, chosen, m, overrides, table, engine=engine,
+                                                 timing_only=timing_only), csv_path, table)
     if plot_dir:
         _plot(results, f"{report.caption(m, overrides, scale)} {report.published_note('Markers')}", plot_dir)
     if not quiet:
@@ -282,6 +280,17 @@ def _machine_doc(m: Machine, overrides: tuple[str, ...]) -> dict[str, Any]:
     return {"name": m.name, "overrides": list(overrides), "parameters": {k: v for k, v, _ in m.describe()}}
 
 
+def _write_rows(json_path: str | None, json_text: Callable[[], str], csv_path: str | None,
+               rows: list[dict[str, Any]]) -> None:
+    """--json and --csv, all or none: a CSV that cannot be written leaves no JSON behind."""
+    files: list[tuple[str, str | bytes]] = []
+    if json_path:
+        files.append((json_path, json_text()))
+    if csv_path:
+        files.append((csv_path, to_csv(rows)))
+    write_outputs(files)
+
+
 def _console(json_path: str | None, csv_path: str | None) -> Console:
     """Tables go to stdout, or to stderr when stdout carries --json - or --csv -."""
     from rich.console import Console
@@ -312,11 +321,8 @@ def _compare(scale: str, workloads: list[Workload], variants: list[str], m: Mach
         if diff is not None:
             raise EmberError(f"{ref.workload} {ref.variant}: the engines disagree on {diff}")
     table = report.compare_rows(pairs, m, overrides)
-    if json_path:
-        write_output(json_path, _json_doc(scale, variants, m, overrides, table, engine="reference,fast",
-                                          timing_only=False))
-    if csv_path:
-        write_output(csv_path, to_csv(table))
+    _write_rows(json_path, lambda: _json_doc(scale, variants, m, overrides, table, engine="reference,fast",
+                                             timing_only=False), csv_path, table)
     if not quiet:
         console = _console(json_path, csv_path)
         console.print(report.compare_table(pairs))
@@ -364,13 +370,9 @@ def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides
         points = vs_gpu.compare(workloads, gpu, overrides, simulate)
         points += vs_gpu.compare_models(cases, gpu, overrides, simulate_model)
     table = [p.row() for p in points]
-    if json_path:
-        doc = {"suite": scale, "vs_gpu": True, "gpu": {"device": gpu.device, "torch": gpu.torch},
-               "machines": {basis: _machine_doc(m, overrides) for basis, m in vs_gpu.machines(overrides)},
-               "rows": table}
-        write_output(json_path, json.dumps(doc, indent=1) + "\n")
-    if csv_path:
-        write_output(csv_path, to_csv(table))
+    doc = {"suite": scale, "vs_gpu": True, "gpu": {"device": gpu.device, "torch": gpu.torch},
+           "machines": {basis: _machine_doc(m, overrides) for basis, m in vs_gpu.machines(overrides)}, "rows": table}
+    _write_rows(json_path, lambda: json.dumps(doc, indent=1) + "\n", csv_path, table)
     if plot_dir:
         from ..bench.plot import render_vs_gpu
 
@@ -496,13 +498,9 @@ def _sweep(scale: str, workloads: list[Workload], variants: list[str], m: Machin
             client.close()
 
     rows = [done[p.key()] for p in plan.points]
-    if json_path:
-        doc = {"suite": scale, "machine": _machine_doc(m, overrides),
-               "sweep": {"variant": plan.variants, **{a.key: a.values for a in plan.axes}},
-               "rows": rows}
-        write_output(json_path, json.dumps(doc, indent=1) + "\n")
-    if csv_path:
-        write_output(csv_path, to_csv(rows))
+    doc = {"suite": scale, "machine": _machine_doc(m, overrides),
+           "sweep": {"variant": plan.variants, **{a.key: a.values for a in plan.axes}}, "rows": rows}
+    _write_rows(json_path, lambda: json.dumps(doc, indent=1) + "\n", csv_path, rows)
     if plot_dir:
         from ..bench.plot import render_sweep, sweep_file_name
 

@@ -42,48 +42,86 @@ def guarded(prog: str) -> Callable[[F], F]:
     return deco
 
 
-
-
-
-
-
-
 def write_output(path: str, data: str | bytes) -> None:
-    """Write to stdout for `-`, else atomically (a temporary file renamed into place)."""
-    write_outputs({path: data})
+    """Write one output: see write_outputs."""
+    write_outputs([(path, data)])
 
 
-def write_outputs(files: dict[str, str | bytes]) -> None:
-    """Write several outputs all or none: each goes to a temporary file beside its target first, and
-    only when every one is written are they renamed into place (stdout, `-`, is written last)."""
-    staged: list[tuple[str, Path]] = []
+def write_outputs(files: list[tuple[str, str | bytes]]) -> None:
+    """Write several outputs all or none, respecting what each path is.  A regular file, or a path that does not
+    exist yet, gets a temporary file beside it first, renamed into place only when every output is staged; a
+    symlink is followed and its target written so (the link stays).  A path that exists and is not a regular
+    file (a device such as /dev/null, a FIFO, a socket) cannot be staged or replaced: it is written through,
+    after the renames, as stdout (`-`) is, last.  Two outputs naming one file, by any path, are an error."""
+    seen: dict[object, str] = {}
+    for path, _ in files:
+        key: object = "-" if path == "-" else _identity(path)
+        if key in seen:
+            raise EmberError(f"two outputs name the same file: '{seen[key]}' and '{path}'")
+        seen[key] = path
+    staged: list[tuple[str, Path, str]] = []
+    through: list[tuple[str, bytes]] = []
     try:
-        for path, data in files.items():
-            if path != "-":
-                staged.append((_stage(path, data.encode() if isinstance(data, str) else data), Path(path)))
-        for tmp, target in staged:
+        for path, data in files:
+            raw = data.encode() if isinstance(data, str) else data
+            if path == "-":
+                continue
+            real = Path(os.path.realpath(path))
+            if real.exists() and not real.is_file():
+                through.append((path, raw))
+            else:
+                staged.append((_stage(str(real), raw, path), real, path))
+        for tmp, real, path in staged:
             try:
-                os.replace(tmp, target)
+                os.replace(tmp, real)
             except OSError as e:
-                raise EmberError(f"cannot write: {e.strerror or e}", str(target)) from None
+                raise EmberError(f"cannot write: {e.strerror or e}", path) from None
         staged = []
     finally:
-        for tmp, _ in staged:
+        for tmp, _, _ in staged:
             Path(tmp).unlink(missing_ok=True)
-    if "-" in files:
-        data = files["-"]
-        sys.stdout.buffer.write(data.encode() if isinstance(data, str) else data)
-        sys.stdout.buffer.flush()
+    for path, raw in through:
+        try:
+            with open(path, "wb") as f:
+                f.write(raw)
+        except OSError as e:
+            raise EmberError(f"cannot write: {e.strerror or e}", path) from None
+    for path, data in files:
+        if path == "-":
+            _write_stdout(data.encode() if isinstance(data, str) else data)
 
 
-def _stage(path: str, raw: bytes) -> str:
-    """`raw` in a new temporary file in `path`'s directory, with the permissions a new file gets."""
+def _identity(path: str) -> object:
+    """What makes two paths one file: the device and inode of what exists (links and aliases resolved), else the
+    resolved path."""
+    try:
+        st = os.stat(path)
+        return (st.st_dev, st.st_ino)
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _write_stdout(raw: bytes) -> None:
+    """All of `raw` to stdout, or an error (a reader that stopped early, a closed stdout) that says so."""
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        raise EmberError("cannot write the output: standard output is closed")
+    try:
+        stream.write(raw)
+        stream.flush()
+    except (BrokenPipeError, ValueError) as e:
+        raise EmberError(f"cannot write the output to standard output: {e}") from None
+
+
+def _stage(path: str, raw: bytes, shown: str) -> str:
+    """`raw` in a new temporary file in `path`'s directory, with the permissions a new file gets; errors name the
+    output as given (`shown`)."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
     except OSError as e:
-        raise EmberError(f"cannot write: {e.strerror}", path) from None
+        raise EmberError(f"cannot write: {e.strerror}", shown) from None
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -93,13 +131,9 @@ def _stage(path: str, raw: bytes) -> str:
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError):
-            raise EmberError(f"cannot write: {e.strerror or e}", path) from None
+            raise EmberError(f"cannot write: {e.strerror or e}", shown) from None
         raise
     return tmp
-
-
-
-
 
 
 def host_runtime_option(fn: F) -> F:

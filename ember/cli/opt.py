@@ -135,11 +135,11 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
     last = passes[-1] if passes else None
     if isinstance(last, Codegen):
         assert last.program is not None
-        files = {output: print_dae(last.program)}
+        files = [(output, print_dae(last.program))]
     else:
-        files = {output: print_module(module)}
+        files = [(output, print_module(module))]
     if stats_path:  # all or none, with the output
-        files[stats_path] = table_stats(passes)
+        files.append((stats_path, table_stats(passes)))
     write_outputs(files)
     sys.stdout.flush()
 

@@ -133,15 +133,15 @@ def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], obje
                          f"({float_bytes / smallest:.2f}x smaller than the float32 tables' {float_bytes:,})")
     outcome = Outcome(source.label, m.name, objective, limit, measured, chosen, front(options), errors_known,
                       simulations=len(measurer.runs), note=source.note)
-    files: dict[str, str | bytes] = {}
+    files: list[tuple[str, str | bytes]] = []
     if output:
         apply_plan(source.module, measured, chosen.picks)
-        files[output] = print_module(source.module)
+        files.append((output, print_module(source.module)))
     outcome.seconds = time.perf_counter() - start
     if plot_path:
-        files[plot_path] = plot(outcome, fmt)
+        files.append((plot_path, plot(outcome, fmt)))
     if json_path:
-        files[json_path] = as_json(outcome)
+        files.append((json_path, as_json(outcome)))
     if remarks:
         for x in measured:
             for r in x.remarks:

@@ -112,14 +112,14 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
 
         for note in notes:
             click.echo(f"ember-sim: note: {note}", err=True)
-    files: dict[str, str | bytes] = {}
-    if outputs_path:
-        files[outputs_path] = npz_bytes(outputs)
-    if stats_path:
-        files[stats_path] = stats_text(stats, stats_path)
-    write_outputs(files)  # all or none: a --stats that cannot be written leaves no --outputs behind
-    if check_path:
+    if check_path:  # before writing: a failed check leaves no outputs
         check_outputs(outputs, load_inputs(check_path), check_path)
+    files: list[tuple[str, str | bytes]] = []
+    if outputs_path:
+        files.append((outputs_path, npz_bytes(outputs)))
+    if stats_path:
+        files.append((stats_path, stats_text(stats, stats_path)))
+    write_outputs(files)  # all or none: a --stats that cannot be written leaves no --outputs behind
     if not quiet:
         from rich.console import Console
         from rich.table import Table

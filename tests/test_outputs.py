@@ -1,0 +1,95 @@
+"""Outputs respect what is at their path: a device or a FIFO is written through, never replaced by a regular file; a
+symlink is followed and its target written; two outputs of one command may not be one file; ember-bench's
+--json and --csv, and ember-sim's files after a failed --check, are all or none.  No test writes to a real device
+node: the device here is a private one made in the test's directory."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import MODELS, ROOT, run_tool
+
+LEVELS = ROOT / "samples" / "levels"
+EIR = LEVELS / "bag_sum.ts.emb.eir"
+
+
+def test_a_fifo_is_written_through_not_replaced(tmp_path: Path) -> None:
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)  # blocks if replaced
+    reader.start()
+    r = run_tool("opt", "-O0", str(EIR), "-o", str(fifo))
+    reader.join(timeout=30)
+    assert r.returncode == 0, r.stderr.decode()
+    assert stat.S_ISFIFO(fifo.stat().st_mode), "the FIFO was replaced"
+    assert got and got[0].startswith(b".dae"), got
+    assert [p.name for p in tmp_path.iterdir()] == ["out.fifo"]  # no temporary left beside it
+
+
+def test_a_device_node_is_written_through_not_replaced(tmp_path: Path) -> None:
+    """A private character device with /dev/null's numbers: `-o` onto it works as onto /dev/null in any Unix
+    tool, and it stays a device."""
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, OSError) as e:
+        pytest.skip(f"cannot make a device node here ({e})")
+    r = run_tool("opt", "-O0", str(EIR), "-o", str(null))
+    assert r.returncode == 0, r.stderr.decode()
+    assert stat.S_ISCHR(null.stat().st_mode), "the device node was replaced by a regular file"
+
+
+def test_a_symlink_is_followed_and_stays(tmp_path: Path) -> None:
+    target = tmp_path / "real.eir"
+    target.write_text("old\n")
+    link = tmp_path / "link.eir"
+    link.symlink_to(target)
+    r = run_tool("opt", "--pass=lower-emb", str(EIR), "-o", str(link))
+    assert r.returncode == 0, r.stderr.decode()
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert "loop.for" in target.read_text()
+
+
+@pytest.mark.parametrize("alias", ["same", "symlink"])
+def test_two_outputs_naming_one_file_are_refused(tmp_path: Path, alias: str) -> None:
+    """ember-sim --outputs F --stats F used to write the statistics over the outputs and exit 0."""
+    binary = tmp_path / "m.bin"
+    assert run_tool("asm", str(LEVELS / "bag_sum.ts.dae"), "-o", str(binary)).returncode == 0
+    out = tmp_path / "r.npz"
+    other = out
+    if alias == "symlink":
+        out.write_bytes(b"kept")
+        other = tmp_path / "alias.npz"
+        other.symlink_to(out)
+    r = run_tool("sim", str(binary), "--inputs", str(MODELS / "bag_sum.in.npz"), "--outputs", str(out),
+                 "--stats", str(other), "-q")
+    assert r.returncode == 1
+    assert "two outputs name the same file" in r.stderr.decode()
+    assert (out.read_bytes() == b"kept") if alias == "symlink" else not out.exists()
+
+
+def test_a_failed_check_leaves_no_outputs(tmp_path: Path) -> None:
+    binary = tmp_path / "m.bin"
+    assert run_tool("asm", str(LEVELS / "bag_sum.ts.dae"), "-o", str(binary)).returncode == 0
+    wrong = tmp_path / "wrong.npz"  # the expected outputs of another model
+    wrong.write_bytes((MODELS / "embedding.ts.out.npz").read_bytes())
+    out, stats = tmp_path / "out.npz", tmp_path / "stats.txt"
+    r = run_tool("sim", str(binary), "--inputs", str(MODELS / "bag_sum.in.npz"), "--outputs", str(out),
+                 "--stats", str(stats), "--check", str(wrong), "-q")
+    assert r.returncode == 1, r.stderr.decode()
+    assert not out.exists() and not stats.exists()
+
+
+def test_bench_json_and_csv_are_all_or_none(tmp_path: Path) -> None:
+    """--json that can be written and --csv that cannot: neither is left behind (the JSON used to be)."""
+    ok = tmp_path / "ok.json"
+    r = run_tool("bench", "--suite", "tiny", "--only", "RM1_L0", "--variants", "O0", "--json", str(ok),
+                 "--csv", str(tmp_path / "missing" / "x.csv"), "-q")
+    assert r.returncode == 1
+    assert "cannot write" in r.stderr.decode()
+    assert not ok.exists()
