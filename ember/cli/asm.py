@@ -6,10 +6,10 @@ import click
 
 from ..files import base_dir, display_name, read_text
 from ..ir.diagnostics import EmberError
-from .common import guarded, write_output
+from .common import command, guarded, write_output
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(**command("ember-asm"))
 @click.argument("input", default="-")
 @click.option("-o", "--output", default="-", show_default=True, help="output .bin file ('-' for stdout)")
 @click.option("--no-tables", is_flag=True,

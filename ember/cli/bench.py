@@ -13,7 +13,7 @@ import click
 
 from ..ir.diagnostics import EmberError
 from ..sim.engines import DEFAULT_ENGINE, ENGINES, check_engine
-from .common import guarded, write_output, write_outputs
+from .common import command, guarded, write_output, write_outputs
 
 if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
     from rich.console import Console
@@ -48,7 +48,7 @@ def to_csv(table: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(**command("ember-bench"))
 @click.option("--suite", "scale", default="quick", show_default=True,
               metavar="tiny|quick|paper|huge|representations[-tiny|-paper]",
               help="workload sizes: tiny (seconds), quick (make bench), paper (the published sizes; graphs as one "

@@ -17,6 +17,35 @@ from ..ir.diagnostics import EmberError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Command(click.Command):
+    """A command whose usage errors (an unknown option, a bad option value, a missing argument) are one line,
+    `prog: error: ...`, with exit status 1, as every other error is, instead of click's usage block and status 2."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        prog = prog_name or self.name or os.path.basename(sys.argv[0])
+        try:
+            rv = super().main(args, prog, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as e:
+            click.echo(f"{prog}: error: {e.format_message().rstrip('.')} ({prog} --help lists the options)", err=True)
+            sys.exit(1)
+        except click.ClickException as e:
+            click.echo(f"{prog}: error: {e.format_message()}", err=True)
+            sys.exit(1)
+        except click.Abort:
+            click.echo(f"{prog}: interrupted", err=True)
+            sys.exit(1)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)  # click returns the code of --help and ctx.exit() here
+
+
+def command(prog: str) -> dict[str, Any]:
+    """click.command's arguments for the tool `prog`: its name in usage lines and messages however it is started
+    (a console script, `python -m`, `python -c`), one-line usage errors, and -h beside --help."""
+    return {"name": prog, "cls": Command, "context_settings": {"help_option_names": ["-h", "--help"]}}
+
+
 def guarded(prog: str) -> Callable[[F], F]:
     """Turn every failure into `prog: file:line:col: error: ...` on stderr and exit status 1."""
 

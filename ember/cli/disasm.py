@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from ..files import display_name, read_bytes
-from .common import guarded, write_output
+from .common import command, guarded, write_output
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(**command("ember-disasm"))
 @click.argument("input", default="-")
 @click.option("-o", "--output", default="-", show_default=True, help="output .dae file ('-' for stdout)")
 @guarded("ember-disasm")

@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 
 from ..ir.diagnostics import EmberError
-from .common import guarded
+from .common import command, guarded
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(**command("ember-fuzz"))
 @click.option("--runs", default=1000, show_default=True, help="programs to run (generated and mutated)")
 @click.option("--seed", default=0, show_default=True,
               help="seed of the run: the same seed (and --jobs) draws the same programs")

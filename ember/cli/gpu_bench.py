@@ -8,13 +8,13 @@ import click
 
 from ..bench.gpu import KERNELS, model_case
 from ..ir.diagnostics import EmberError
-from .common import guarded, write_output
+from .common import command, guarded, write_output
 from .sim import load_inputs
 
 OPS = ("embedding_bag", "spmm")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(**command("ember-gpu-bench"))
 @click.option("-o", "--output", "out", required=True, metavar="FILE.json",
               help="where to write the measurements (the format of ember/bench/data/gpu_h100_torch.json)")
 @click.option("--ops", default=",".join(OPS), show_default=True, metavar="OP,...",

@@ -13,13 +13,13 @@ from ..files import base_dir
 from ..ir.core import Op
 from ..ir.diagnostics import EmberError
 from ..ir.printer import print_module
-from .common import guarded, host_runtime_option, write_output
+from .common import command, guarded, host_runtime_option, write_output
 
 if TYPE_CHECKING:
     from ..frontends import NeedsTorch
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(**command("ember-import"))
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", default="-", show_default=True, help="output .eir file ('-' for stdout)")
 @click.option("--example-inputs", "example_inputs", metavar="IN.npz",

@@ -10,7 +10,7 @@ import click
 
 from ..files import base_dir, display_name, read_text, rebase
 from ..ir.diagnostics import EmberError
-from .common import guarded, write_outputs
+from .common import command, guarded, write_outputs
 
 if TYPE_CHECKING:
     from ..passes.base import Pass
@@ -55,7 +55,7 @@ LEVELS = {
 LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]},
+@click.command(**command("ember-opt"),
                epilog="Levels: " + "; ".join(f"-O{k}: {v}" for k, v in LEVELS.items()) + ".")
 @click.argument("input", default="-")
 @click.option("-o", "--output", default="-", show_default=True, help="output file ('-' for stdout)")

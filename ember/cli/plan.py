@@ -11,7 +11,7 @@ import click
 
 from ..files import display_name
 from ..ir.diagnostics import EmberError
-from .common import guarded, write_outputs
+from .common import command, guarded, write_outputs
 
 UNITS = {"": 1, "k": 10 ** 3, "kb": 10 ** 3, "m": 10 ** 6, "mb": 10 ** 6, "g": 10 ** 9, "gb": 10 ** 9,
          "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30}
@@ -32,7 +32,7 @@ def parse_budget(text: str, float_bytes: int) -> int:
     return int(number * UNITS[unit])
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(**command("ember-plan"))
 @click.argument("model")
 @click.option("--budget", required=True, metavar="BYTES|FACTORx",
               help="memory for the embedding tables: bytes (4000000, 400MB, 1.5GiB) or a compression factor of the "

@@ -12,7 +12,7 @@ from ..bounded_zip import check_declared
 from ..files import display_name, read_bytes
 from ..ir.diagnostics import EmberError
 from ..sim.cycle_limit import DEFAULT_MAX_CYCLES
-from .common import guarded, host_runtime_option, write_outputs
+from .common import command, guarded, host_runtime_option, write_outputs
 
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
            "execute.starved_cycles", "access.stall_cycles", "queue_max_occupancy", "dram_bytes",
@@ -55,7 +55,7 @@ def check_outputs(got: dict[str, np.ndarray], want: dict[str, np.ndarray], path:
     click.echo(f"outputs match {path} ({', '.join(want)}; rtol 1e-5, atol 1e-6)", err=True)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(**command("ember-sim"))
 @click.argument("program")
 @click.option("--inputs", "inputs_path", required=True, help=".npz with one array per model input, by name")
 @click.option("--outputs", "outputs_path", help="write the model outputs here (.npz, by output name)")
