@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.diagnostics import EmberError
-
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 _MASK = (1 << 64) - 1
@@ -36,15 +34,13 @@ def mul(a: int, b: int) -> int:
     return wrap(a * b)
 
 
-def div(a: int, b: int, where: str) -> int:
-    if b == 0:
-        raise EmberError(f"integer division by zero in {where}")
+def div(a: int, b: int) -> int:
+    """Floor division; a zero divisor is the instruction's fault (table.ZERO_DIVISOR), checked before."""
     return wrap(a // b)
 
 
-def rem(a: int, b: int, where: str) -> int:
-    if b == 0:
-        raise EmberError(f"integer division by zero in {where}")
+def rem(a: int, b: int) -> int:
+    """Floor modulo (the divisor's sign); a zero divisor is checked before, as for div."""
     return a % b
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..ir.diagnostics import EmberError
 from . import floats, integers
 
 
@@ -78,6 +79,18 @@ class Opcode:
     nontemporal: bool = False  # a store that bypasses the caches through a write-combining buffer
     alu: bool = False  # an access-unit ALU stream may compute it (`alu` names it)
 
+    def value(self, *operands: Any, where: str) -> Any:
+        """`py` of the operands, or the error of the fault they meet (`where` names the instruction or stream):
+        the reference engine's one evaluation of a value row, in the core and in the access unit's ALU streams."""
+        if self.fault is not None and self.fault.py(*operands):
+            raise EmberError(f"{self.fault.message} in {where}")
+        return self.py(*operands)  # type: ignore[misc]
+
+    def c_lines(self, dst: str, fail: str, **operands: str) -> list[str]:
+        """The fast engine's C for `dst = value`: the fault's test stopping the run with `fail`, then the value."""
+        check = [f"if ({self.fault.c.format(**operands)}) {fail}"] if self.fault is not None else []
+        return [*check, f"{dst} = {self.c.format(**operands)};"]
+
 
 INT_ALU = (Uop("int_alu_latency", "int_alu"),)
 FP_ALU = (Uop("fp_alu_latency", "fp"),)
@@ -116,9 +129,9 @@ ROWS: tuple[Opcode, ...] = (
     _int("add", "integer add", integers.add, "wadd({a}, {b})"),
     _int("sub", "integer subtract", integers.sub, "wsub({a}, {b})"),
     _int("mul", "integer multiply", integers.mul, "wmul({a}, {b})", uops=(Uop("int_mul_latency", "int_mul"),)),
-    _int("div", "integer divide (floor)", lambda a, b: integers.wrap(a // b), "floordiv({a}, {b})",
+    _int("div", "integer divide (floor)", integers.div, "floordiv({a}, {b})",
          uops=(Uop("int_div_latency", "int_div"),), fault=ZERO_DIVISOR),
-    _int("rem", "integer remainder", lambda a, b: a % b, "floormod({a}, {b})",
+    _int("rem", "integer remainder", integers.rem, "floormod({a}, {b})",
          uops=(Uop("int_div_latency", "int_div"),), fault=ZERO_DIVISOR),
     _int("min", "integer minimum", min, "mini({a}, {b})"),
     _int("max", "integer maximum", max, "maxi({a}, {b})"),

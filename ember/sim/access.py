@@ -216,10 +216,8 @@ class AccessUnit:
         self.elements += 1
         if ins.base == "alu":
             (x, tx), (y, ty) = self.value(ins.args[2]), self.value(ins.args[3])
-            row = OPS[ins.args[1]]  # the execute unit's integer op of that name
-            if row.fault is not None and row.fault.py(int(x), int(y)):
-                raise EmberError(f"{row.fault.message} in an access-unit ALU stream")
-            self.vals[dst] = row.py(int(x), int(y))
+            # the execute unit's integer op of that name
+            self.vals[dst] = OPS[ins.args[1]].value(int(x), int(y), where="an access-unit ALU stream")
             self.ready[dst] = max(issue_t, tx, ty) + 1.0
             return
         m: Mem = ins.args[1]

@@ -192,10 +192,7 @@ class Core:
         self.done(ins, done, "compute")
         kind = row.kind
         if kind == "int":
-            x, y = self.val(a[1]), self.val(a[2])
-            if row.fault is not None and row.fault.py(x, y):
-                raise EmberError(f"{row.fault.message} in '{ins.op}'")
-            regs[a[0]] = row.py(x, y)
+            regs[a[0]] = row.value(self.val(a[1]), self.val(a[2]), where=f"'{ins.op}'")
         elif kind == "float":
             regs[a[0]] = round_to(ins.op.split(".")[1])(row.py(regs[a[1]], regs[a[2]]))
         elif kind == "move":

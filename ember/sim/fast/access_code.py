@@ -134,10 +134,8 @@ class AccessCode:
             self.int_stream(a[3])
             self(f"{it} = ac; ac += xp_access_slot; is_elements += 1;")
             (x, tx), (y, ty) = self.aval(a[2]), self.aval(a[3])
-            row = OPS[a[1]]  # the execute unit's integer op of that name
-            if row.fault is not None:
-                self(f"if ({row.fault.c.format(a=x, b=y)}) {self.fail()}")
-            self(f"S{pre}{dst} = {row.c.format(a=x, b=y)};")
+            for line in OPS[a[1]].c_lines(f"S{pre}{dst}", self.fail(), a=x, b=y):  # the execute unit's op
+                self(line)
             self(f"RS{pre}{dst} = maxd(maxd({it}, {tx}), {ty}) + 1.0;")
             return
         m: Mem = a[1]

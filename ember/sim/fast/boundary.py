@@ -21,12 +21,12 @@ from typing import Any
 
 from ...ir.diagnostics import EmberError
 from ...machine import ExecuteUnit
+from ..pipeline import CATEGORIES  # runtime.h's CAT_* are in this order
 from .cdefs import OP_NAMES
 
 _D, _I, _P = ctypes.c_double, ctypes.c_int64, ctypes.c_void_p
 HOST_FN = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64)  # C `HostFn`: a host op by its code index, < 0 on error
 
-CATEGORIES = ("compute", "load", "pop", "token", "store", "mispredict")  # pipeline.CATEGORIES, runtime.h's CAT_*
 # Numbers: the machine's numbers the generated code reads (the source holds none but the vector width, so one build
 # serves every machine of that width); all doubles, copied into `xp_<name>` locals at the function's entry
 NUMBERS = ("issue_slot", "rob_entries", "store_buffer", "miss_slots", "prefetch_lines", "queue_latency",

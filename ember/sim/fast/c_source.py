@@ -393,10 +393,8 @@ class Generator(AccessCode, MemoryCode):
             self.plain(ins)
         if kind == "int":
             self.need(a[0], "r")
-            x, y = self.ival(a[1]), self.ival(a[2])
-            if row.fault is not None:
-                self(f"if ({row.fault.c.format(a=x, b=y)}) {self.fail()}")
-            self(f"R{a[0].n} = {row.c.format(a=x, b=y)};")
+            for line in row.c_lines(f"R{a[0].n}", self.fail(), a=self.ival(a[1]), b=self.ival(a[2])):
+                self(line)
         elif kind == "float":
             val = row.c.format(a=self.fval(a[1]), b=self.fval(a[2]))
             self(f"F{a[0].n} = {self.round(ins.op.split('.')[1], val)};")
