@@ -223,19 +223,15 @@ class _State:
 
         caches = machine.caches
         names = [c.name for c in caches]
-        memory = MemoryState(machine, shared)
-        self.tags, self.rdy, self.levels = memory.tags, memory.rdy, memory.levels
-        self.bookings_of, self.channels, self.mem = memory.bookings_of, memory.channels, memory.mem
-        self.args.mem = ctypes.pointer(self.mem)
+        self.memory = MemoryState(machine, shared)
+        self.args.mem = ctypes.pointer(self.memory.mem)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
                 raise EmberError(f"unknown cache level '{name}' (levels: {', '.join(names)})")
         self.args.access_level = names.index(machine.access.cache_level)
 
-        queue = QueueState(machine)
-        self.qh, self.fifo, self.queue = queue.hist, queue.fifo, queue.queue
-        self.queue_state = queue  # owns the arrays the queue points into
-        self.args.q = ctypes.pointer(self.queue)
+        self.queue_state = QueueState(machine)  # owns the queue and the arrays it points into
+        self.args.q = ctypes.pointer(self.queue_state.queue)
 
         ex = machine.execute
         xp = {"issue_slot": 1.0 / ex.issue_width, "rob_entries": ex.rob_entries, "store_buffer": ex.store_buffer,
@@ -253,13 +249,13 @@ class _State:
 
     def share(self, shared: SharedArrays) -> None:
         """Hand the last level and the DRAM bookings on to the next core."""
-        shared.level = (self.tags[-1].copy(), self.rdy[-1].copy())
+        shared.level = (self.memory.tags[-1].copy(), self.memory.rdy[-1].copy())
         shared.dram = [(start.copy(), end.copy()) for start, end in self.bookings()]
 
     def bookings(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each channel's booked intervals (starts, ends), wherever the run left them (grown rooms are C's)."""
         out = []
-        for c, (start, end) in zip(self.channels, self.bookings_of):
+        for c, (start, end) in zip(self.memory.channels, self.memory.bookings_of):
             if c.grown:
                 start, end = (np.ctypeslib.as_array((ctypes.c_double * c.cap).from_address(p))
                               for p in (c.start, c.end))
@@ -268,7 +264,7 @@ class _State:
 
     def release_bookings(self) -> None:
         """Free the rooms the C side grew (once)."""
-        for c in self.channels:
+        for c in self.memory.channels:
             if c.grown:
                 _free([c.start, c.end])
                 c.grown = 0
@@ -357,15 +353,15 @@ class _State:
         core = SimpleNamespace(pipe=pipe, counts=counts, lookups=0, prefetches=is_["prefetches"],
                                host_cycles=fs["host_cycles"], host_flops=fs["host_flops"])
         q = OutputQueue(m.access.queue_total_bytes)
-        q.stall = float(self.queue.stall)
-        q.max_bytes = int(self.queue.max_bytes)
-        q.max_entries = int(self.queue.max_entries)
-        for value in np.flatnonzero(self.qh):
-            q.hist.add(int(value), int(self.qh[value]))
+        q.stall = float(self.queue_state.queue.stall)
+        q.max_bytes = int(self.queue_state.queue.max_bytes)
+        q.max_entries = int(self.queue_state.queue.max_entries)
+        for value in np.flatnonzero(self.queue_state.hist):
+            q.hist.add(int(value), int(self.queue_state.hist[value]))
         levels = [CacheLevel(c.name, c.ways * c.line_bytes, c.ways, c.line_bytes, c.latency) for c in m.caches]
-        for lv, counted in zip(levels, self.levels):  # counters only: one set each
+        for lv, counted in zip(levels, self.memory.levels):  # counters only: one set each
             lv.hits, lv.misses, lv.bytes = int(counted.hits), int(counted.misses), int(counted.bytes)
-        d = self.mem
+        d = self.memory.mem
         mem = SimpleNamespace(levels=levels, dram_requests=int(d.dram_requests), dram_bytes=int(d.dram_bytes),
                               dram_busy=float(d.dram_busy), dram_write_bytes=int(d.dram_write_bytes))
         mem.report = lambda st, prefix="": MemorySystem.report(mem, st, prefix)  # type: ignore[arg-type]
