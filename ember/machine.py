@@ -16,6 +16,7 @@ cycles).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import tomllib
@@ -134,13 +135,63 @@ class CacheConfig:
 
 
 @dataclass(frozen=True)
-class Dram:
-    """Main memory: fixed latency behind a bandwidth token bucket (see ember.sim.cache)."""
+class DramDevice:
+    """One channel's DRAM devices as a JEDEC standard defines them (ember/machines/dram/*.toml): the
+    organization and every timing the bank model (ember.sim.dram) obeys, in the device's clock (tCK)."""
 
-    latency: float = field(metadata=_doc("cycles from a request reaching DRAM to its line being sent"))
-    bytes_per_cycle: float = field(metadata=_doc("DRAM bandwidth in bytes per cycle, shared by all cores"))
+    name: str = field(metadata=_doc("the device preset's name"))
+    description: str = field(metadata=_doc("one-line summary: standard, speed grade, organization"))
+    tck_ps: float = field(metadata=_doc("device clock period in picoseconds (timings below are in these clocks)"))
+    burst_bytes: int = field(metadata=_doc("bytes one burst moves over the channel (one cache line)"))
+    ranks: int = field(metadata=_doc("ranks on the channel"))
+    bankgroups: int = field(metadata=_doc("bank groups per rank"))
+    banks: int = field(metadata=_doc("banks per bank group"))
+    row_bytes: int = field(metadata=_doc("bytes of one row across the channel's width (the page a rank opens)"))
+    nburst: float = field(metadata=_doc("clocks one burst holds the data bus (BL/2)"))
+    ncl: float = field(metadata=_doc("read command to its data (CAS latency)"))
+    ncwl: float = field(metadata=_doc("write command to its data"))
+    nrcd: float = field(metadata=_doc("activate to a column command of the row"))
+    nrp: float = field(metadata=_doc("precharge to the next activate of the bank"))
+    nras: float = field(metadata=_doc("activate to precharge of the bank, at least"))
+    nrc: float = field(metadata=_doc("activate to the next activate of the bank, at least"))
+    nwr: float = field(metadata=_doc("end of write data to precharge (write recovery)"))
+    nrtp: float = field(metadata=_doc("read command to precharge"))
+    nccd_s: float = field(metadata=_doc("column command to column command, different bank groups"))
+    nccd_l: float = field(metadata=_doc("column command to column command, same bank group"))
+    nrrd_s: float = field(metadata=_doc("activate to activate, different bank groups of a rank"))
+    nrrd_l: float = field(metadata=_doc("activate to activate, same bank group"))
+    nfaw: float = field(metadata=_doc("window holding at most four activates of a rank"))
+    nrefi: float = field(metadata=_doc("refresh interval (all-bank refresh)"))
+    nrfc: float = field(metadata=_doc("refresh cycle time: the rank is busy this long per refresh"))
+
+
+@dataclass(frozen=True)
+class Dram:
+    """Main memory behind the last cache level (ember.sim.dram): ideal channels, or banked devices."""
+
+    latency: float = field(metadata=_doc(
+        "cycles a request spends outside the DRAM devices (controller, interconnect), besides their own timing"))
+    bytes_per_cycle: float = field(default=0.0, metadata=_doc(
+        "ideal DRAM's bandwidth in bytes per cycle, shared by all cores; a device's peak is derived from it"))
     channels: int = field(default=1, metadata=_doc(
-        "independent channels sharing bytes_per_cycle equally; line n is served by channel n mod channels"))
+        "independent channels; line n is served by channel n mod channels"))
+    device: str = field(default="ideal", metadata=_doc(
+        "'ideal' (a bus per channel, no banks or rows) or a device preset in ember/machines/dram/"))
+    bank_hash: bool = field(default=True, metadata=_doc(
+        "XOR a row's low bits into its bank group and bank, as memory controllers do"))
+
+    @property
+    def device_spec(self) -> DramDevice | None:
+        """The device preset `device` names, None for ideal DRAM."""
+        return None if self.device == "ideal" else load_dram_device(self.device)
+
+    def peak_bytes_per_cycle(self, clock_ghz: float) -> float:
+        """Peak bandwidth in bytes per core cycle: ideal DRAM's setting, or every channel's bursts back to back
+        (before refresh, rows and banks take their share)."""
+        d = self.device_spec
+        if d is None:
+            return self.bytes_per_cycle
+        return self.channels * d.burst_bytes / (max(d.nburst, d.nccd_s) * d.tck_ps / 1000.0 * clock_ghz)
 
 
 @dataclass(frozen=True)
@@ -210,6 +261,11 @@ class Machine:
         """The line size (validation makes it the same at every level)."""
         return self.caches[0].line_bytes
 
+    @property
+    def dram_bytes_per_cycle(self) -> float:
+        """Peak DRAM bandwidth in bytes per core cycle (Dram.peak_bytes_per_cycle)."""
+        return self.dram.peak_bytes_per_cycle(self.clock_ghz)
+
     def seconds(self, cycles: float) -> float:
         """Wall time of `cycles` at this clock."""
         return cycles / (self.clock_ghz * 1e9)
@@ -238,7 +294,10 @@ class Machine:
         if head in sections and len(parts) == 2:
             section = sections[head]
             f = _field(type(section), parts[1], head, _section_keys(head, type(section)))
-            new = dataclasses.replace(section, **{parts[1]: _convert(key, f, type(section), value)})
+            changes = {parts[1]: _convert(key, f, type(section), value)}
+            if key == "dram.device":  # a device brings its own bandwidth; ideal DRAM keeps the device's peak
+                changes["bytes_per_cycle"] = self.dram_bytes_per_cycle if value == "ideal" else 0.0
+            new = dataclasses.replace(section, **changes)
             return dataclasses.replace(self, **{head: new})
         if head == "caches" and len(parts) == 3:
             names = self.cache_names
@@ -315,6 +374,18 @@ def _preset_text(name: str, chain: list[str]) -> str:
         via = f" (inherited by {chain[-1]})" if chain else ""
         raise EmberError(f"unknown machine preset '{name}'{via} (presets: {', '.join(names)})")
     return resources.files("ember").joinpath(*_PRESET_DIR, f"{name}.toml").read_text(encoding="utf-8")
+
+
+@functools.cache
+def load_dram_device(name: str) -> DramDevice:
+    """A DRAM device preset (ember/machines/dram/NAME.toml) by name."""
+    folder = resources.files("ember").joinpath(*_PRESET_DIR, "dram")
+    names = sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+    if name not in names:
+        raise EmberError(f"unknown DRAM device '{name}' (devices: ideal, {', '.join(names)})")
+    text = folder.joinpath(f"{name}.toml").read_text(encoding="utf-8")
+    data = _parse_toml(text, f"dram/{name}.toml")
+    return _build_section(f"dram device '{name}'", DramDevice, {"name": name, **data})
 
 
 def _parse_toml(text: str, where: str) -> dict[str, Any]:
@@ -445,6 +516,8 @@ def _from_toml(key: str, f: dataclasses.Field[Any], cls: type, value: Any) -> An
         return value
     if want is str and isinstance(value, str):
         return value
+    if want is bool and isinstance(value, bool):
+        return value
     raise EmberError(f"machine key '{key}' expects {_type_name(want)}, got {value!r}")
 
 
@@ -453,6 +526,10 @@ def _convert(key: str, f: dataclasses.Field[Any], cls: type, text: str) -> Any:
     want = _type_of(cls, f)
     if want is str:
         return text
+    if want is bool:
+        if text.lower() not in ("true", "false"):
+            raise EmberError(f"machine key '{key}' expects true or false, got '{text}'")
+        return text.lower() == "true"
     try:
         if want is int:
             try:
@@ -465,7 +542,7 @@ def _convert(key: str, f: dataclasses.Field[Any], cls: type, text: str) -> Any:
 
 
 def _type_name(t: type) -> str:
-    return {int: "an integer", float: "a number", str: "a string"}.get(t, t.__name__)
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(t, t.__name__)
 
 
 def _fmt(v: Any) -> str:
@@ -536,9 +613,35 @@ def _validate(m: Machine) -> None:
     need(a.cache_level in seen, "access.cache_level", a.cache_level,
          f"must name a cache level ({', '.join(m.cache_names)})")
     non_negative("dram.latency", m.dram.latency)
-    positive("dram.bytes_per_cycle", m.dram.bytes_per_cycle)
+    device = m.dram.device_spec
+    if device is None:
+        positive("dram.bytes_per_cycle", m.dram.bytes_per_cycle)
+    else:
+        need(m.dram.bytes_per_cycle == 0, "dram.bytes_per_cycle", m.dram.bytes_per_cycle,
+             f"device '{device.name}' sets the bandwidth (use dram.channels, or dram.device=ideal)")
+        _validate_device(device, m.line_bytes)
     need(1 <= m.dram.channels <= MAX_DRAM_CHANNELS, "dram.channels", m.dram.channels,
          f"must be from 1 to {MAX_DRAM_CHANNELS}")
     for f in dataclasses.fields(Energy):
         non_negative(f"energy.{f.name}", getattr(m.energy, f.name))
 
+
+
+def _validate_device(d: DramDevice, line_bytes: int) -> None:
+    """A device preset the bank model can use with this line size."""
+    def need(ok: bool, key: str, why: str) -> None:
+        if not ok:
+            raise EmberError(f"DRAM device '{d.name}': {key} = {_fmt(getattr(d, key))}: {why}")
+
+    need(d.burst_bytes == line_bytes, "burst_bytes", f"must equal the cache line ({line_bytes} bytes)")
+    for key in ("ranks", "bankgroups", "banks"):
+        need(getattr(d, key) > 0 and getattr(d, key) & (getattr(d, key) - 1) == 0, key,
+             "must be a power of two (the bank hash XORs row bits into it)")
+    need(d.row_bytes >= line_bytes and d.row_bytes % line_bytes == 0, "row_bytes",
+         f"must be a multiple of the cache line ({line_bytes} bytes)")
+    need(math.isfinite(d.tck_ps) and d.tck_ps > 0, "tck_ps", "must be positive")
+    for f in dataclasses.fields(DramDevice):
+        if f.name.startswith("n") and f.name != "name":
+            need(math.isfinite(getattr(d, f.name)) and getattr(d, f.name) >= 0, f.name, "must be >= 0")
+    need(d.nburst > 0, "nburst", "must be positive")
+    need(d.nrefi > d.nrfc, "nrefi", "must exceed nrfc (a refresh must end before the next)")

@@ -25,6 +25,7 @@ from ember.ir.diagnostics import EmberError
 from ember.machine import ExecuteUnit, Machine, load_machine
 from ember.predictor import DispatchPredictor
 from ember.sim.cache import MemorySystem
+from ember.sim.dram import BankedDram
 from ember.sim.execute import Core
 from ember.sim.fast.boundary import Mem
 from ember.sim.fast.build import CFLAGS, compiler
@@ -39,6 +40,10 @@ MACHINES = {
     "small": ("caches.l1.ways=2", "caches.l1.size_bytes=1024", "caches.l2.ways=4", "caches.l2.size_bytes=4096",
               "caches.llc.ways=4", "caches.llc.size_bytes=16384", "dram.channels=3", "execute.store_buffer=3",
               "execute.miss_slots=2", "execute.rob_entries=16", "execute.prefetch_lines=2", "access.queue_bytes=16"),
+    "ddr5": ("dram.device=ddr5-4800",),
+    "ddr5-small": ("caches.l1.ways=2", "caches.l1.size_bytes=1024", "caches.l2.ways=4", "caches.l2.size_bytes=4096",
+                   "caches.llc.ways=4", "caches.llc.size_bytes=16384", "dram.device=ddr5-4800", "dram.channels=3",
+                   "dram.bank_hash=false", "clock_ghz=0.1"),  # a slow core: a refresh window every 390 cycles
 }
 SEEDS = range(3)
 GROUPS = ExecuteUnit.GROUPS
@@ -77,7 +82,7 @@ int64_t t_contains(Mem *m, int64_t k, int64_t line) { return mem_contains(m, k, 
 int64_t t_place(Mem *m, int64_t addr, int64_t n, int64_t k, double ready, double t) {
     return mem_place(m, addr, n, k, ready, t);
 }
-double t_book(Mem *m, int64_t ch, double now) { return book(m, ch, now); }
+double t_transfer(Mem *m, double now, int64_t line, int64_t write) { return transfer(m, now, line, (int)write); }
 double t_write_around(Mem *m, int64_t addr, double t) { return mem_write_around(m, addr, t); }
 double t_stream(Pipe *p, Mem *m, int64_t addr, int64_t n, double r) { return core_stream(p, m, addr, n, r); }
 double t_push(Queue *q, int64_t nbytes, double t) { return q_push(q, nbytes, t); }
@@ -92,7 +97,7 @@ SIGNATURES = {  # the driver's functions: (return type, argument types)
     "t_miss_free": (_D, [_P, _I]), "t_fe": (_D, [_P]), "t_stall": (_D, [_P, _I]), "t_count": (_I, [_P, _I]),
     "t_lines": (_D, [_P, _P, _I, _I, _D, _I, _I, _P]), "t_access": (_D, [_P, _I, _D, _I, _I]),
     "t_write_around": (_D, [_P, _I, _D]), "t_stream": (_D, [_P, _P, _I, _I, _D]),
-    "t_contains": (_I, [_P, _I, _I]), "t_place": (_I, [_P, _I, _I, _I, _D, _D]), "t_book": (_D, [_P, _I, _D]),
+    "t_contains": (_I, [_P, _I, _I]), "t_place": (_I, [_P, _I, _I, _I, _D, _D]), "t_transfer": (_D, [_P, _D, _I, _I]),
     "t_push": (_D, [_P, _I, _D]), "t_set_pop": (None, [_P, _I, _D]), "t_predict": (_I, [_P, _P, _I]),
 }
 
@@ -206,6 +211,12 @@ def memory_agrees(py: MemorySystem, c: MemoryState, step: int) -> None:
     mem: Mem = c.mem
     same((py.dram_requests, py.dram_bytes, py.dram_write_bytes, py.dram_busy),
          (mem.dram_requests, mem.dram_bytes, mem.dram_write_bytes, mem.dram_busy), "DRAM counters", step)
+    if isinstance(py.dram, BankedDram):
+        d = py.dram
+        same((d.activates, d.hits, d.misses, d.conflicts), c.bank_counts(), "activates, hits, misses, conflicts",
+             step)
+        for mine, theirs in zip((d.row, d.act, d.pre_ok, d.act_ok), c.bank_state):
+            same(mine, theirs.tolist(), "bank state", step)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -236,8 +247,9 @@ def test_caches_and_dram(lib: ctypes.CDLL, name: str, seed: int) -> None:
         elif action < 0.93:  # a non-temporal store's line, around the caches
             same(py.write_around(addr, when), lib.t_write_around(mem, addr, when), "write around", step)
         elif action < 0.96:
-            ch = int(rng.integers(m.dram.channels))
-            same(py.book(when, ch), lib.t_book(mem, ch, when), "DRAM booking", step)
+            write = bool(rng.random() < 0.5)
+            same(py.transfer(when, addr // lb, write), lib.t_transfer(mem, when, addr // lb, int(write)),
+                 "DRAM transfer", step)
         else:
             k, line = int(rng.integers(len(names))), addr // lb
             same(py.levels[k].contains(line), bool(lib.t_contains(mem, k, line)), "contains", step)

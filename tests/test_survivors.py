@@ -575,10 +575,10 @@ def test_onnx_padding_index_past_the_table_is_refused(tmp_path: Path, shift: int
 
 
 # ---------------------------------------------------------------------------------------------------------
-# DRAM bookings that exactly abut (cache.py's MemorySystem.book and runtime.h's book).
+# DRAM bookings that exactly abut (dram.py's Calendar.book and runtime.h's book).
 
 # (request time, start) for transfers of xfer = 4 cycles, worked out by hand from the definition in
-# ember/sim/cache.py (the earliest [start, start + 4) at or after the request overlapping no booking):
+# ember/sim/dram.py (the earliest [start, start + 4) at or after the request overlapping no booking):
 ABUTTING = [(10, 10),  # [10, 14)
             (2, 2),    # [2, 6): ends 4 cycles before [10, 14)
             (6, 6),    # [6, 10) fits exactly between [2, 6) and [10, 14), abutting both
@@ -597,8 +597,9 @@ def test_dram_booking_that_abuts_the_next_is_taken_in_the_python_model() -> None
     machine = load_machine("default").with_overrides(["dram.bytes_per_cycle=16"])
     mem = MemorySystem.from_machine(machine)
     assert mem.xfer == 64 / 16 == 4
-    assert [mem.book(float(now), 0) for now, _ in ABUTTING] == [float(s) for _, s in ABUTTING]
-    assert list(zip(mem.busy_starts[0], mem.busy_ends[0])) == [(2.0, 38.0)]  # merged: no gap left, no overlap
+    bus = mem.dram.buses[0]
+    assert [bus.book(float(now), mem.xfer) for now, _ in ABUTTING] == [float(s) for _, s in ABUTTING]
+    assert list(zip(bus.starts, bus.ends)) == [(2.0, 38.0)]  # merged: no gap left, no overlap
 
 
 def test_dram_booking_that_abuts_the_next_is_taken_in_the_fast_engine(tmp_path: Path) -> None:

@@ -39,7 +39,8 @@ TOLERANCE = 0.25  # the simulator must land within +-25% of llvm-mca on every ke
 SETTINGS = ("access.cache_level=l1", "access.lanes=64", "access.outstanding=1024", "access.queue_bytes=16384",
             "execute.mispredict_penalty=0",  # llvm-mca predicts every branch
             # every access costs an L1 hit, as llvm-mca assumes: nothing beyond L1 adds latency or waits for DRAM
-            "caches.l2.latency=0", "caches.llc.latency=0", "dram.latency=0", "dram.bytes_per_cycle=1000000")
+            "caches.l2.latency=0", "caches.llc.latency=0", "dram.latency=0", "dram.device=ideal",
+            "dram.bytes_per_cycle=1000000")
 ROWS = 16  # table rows: 16 x 128 floats = 8 KiB, in L1 after the first pass
 
 

@@ -71,7 +71,7 @@ def caption(machine: Machine, overrides: Sequence[str], scale: str | None = None
     """Which machine (and suite) the numbers are for; bandwidth fractions depend on its DRAM bandwidth."""
     sets = f"--set {' '.join(overrides)}" if overrides else "no --set overrides"
     suite = f"suite '{scale}' on " if scale else ""
-    return (f"{suite}machine '{machine.name}' ({machine.clock_ghz:g} GHz, DRAM {machine.dram.bytes_per_cycle:g} "
+    return (f"{suite}machine '{machine.name}' ({machine.clock_ghz:g} GHz, DRAM {machine.dram_bytes_per_cycle:g} "
             f"B/cycle), {sets}.")
 
 

@@ -169,8 +169,8 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
     s["roofline_fraction"] = bound / s["cycles"] if s["cycles"] else 0.0
     s["sol.bound_cycles"] = max(s["sol.access_cycles"], s["sol.dram_cycles"], s["sol.execute_cycles"])
     s["sol_fraction"] = s["sol.bound_cycles"] / s["cycles"] if s["cycles"] else 0.0
-    s["dram_bandwidth_fraction"] = s["dram_bytes"] / (s["cycles"] * machine.dram.bytes_per_cycle)
-    s["useful_bandwidth_fraction"] = w.useful_bytes() / (s["cycles"] * machine.dram.bytes_per_cycle)
+    s["dram_bandwidth_fraction"] = s["dram_bytes"] / (s["cycles"] * machine.dram_bytes_per_cycle)
+    s["useful_bandwidth_fraction"] = w.useful_bytes() / (s["cycles"] * machine.dram_bytes_per_cycle)
     s["lookups_per_kcycle"] = 1000.0 * w.lookups / s["cycles"]
     s["power_w"] = s["energy_j"] / machine.seconds(s["cycles"]) if s["cycles"] else 0.0
     host = s["host_seconds"]

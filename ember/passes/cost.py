@@ -74,7 +74,7 @@ class Target:
         values = {k: getattr(section, k) for section in (m.access, m.execute) for k in names
                   if hasattr(section, k)}
         return cls(**values, line_bytes=m.line_bytes, latencies=tuple(c.latency for c in m.caches),
-                   dram_latency=m.dram.latency, dram_bytes_per_cycle=m.dram.bytes_per_cycle,
+                   dram_latency=m.dram.latency, dram_bytes_per_cycle=m.dram_bytes_per_cycle,
                    access_level=m.cache_names.index(m.access.cache_level) + 1)
 
     @property

@@ -41,7 +41,7 @@ def sol_cycles(counts: WorkCounts, machine: Machine, decoupled: bool) -> dict[st
     ex = machine.execute
     execute = max(counts.vector_fp_ops * ex.throughput("fp"), counts.row_chunks * ex.throughput("load"),
                   counts.output_chunks * ex.throughput("store"))
-    return {"dram": counts.compulsory_bytes / machine.dram.bytes_per_cycle,
+    return {"dram": counts.compulsory_bytes / machine.dram_bytes_per_cycle,
             "access": counts.access_elements / machine.access.lanes if decoupled else 0.0,
             "execute": execute}
 

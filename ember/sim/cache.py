@@ -14,22 +14,17 @@ Definition of `MemorySystem.access(addr, t, write, entry)`:
      makes the hit wait for its data); the line becomes most recently used at level k.
    - Miss at level k: counted, and the lookup goes on to the next level.
 3. A miss at every level from `entry` outward goes to DRAM at time `now` (all visited latencies
-   added).  DRAM has `channels` channels sharing `bytes_per_cycle` equally; line n belongs to
-   channel `n % channels`.  A channel moves one line at a time, each transfer taking
-   `xfer = line_bytes * channels / bytes_per_cycle` cycles: the request takes the earliest interval
-   [start, start + xfer) of its channel with `start >= now` that overlaps no transfer already booked
-   on that channel, and completes at `done = start + dram_latency + xfer`.
-   Booking by time (not by call order) matters because the engines make calls in program order
-   while the access unit runs ahead of the core: a core request must not delay an access-unit
-   request that reached DRAM earlier in simulated time.
+   added): the DRAM model (dram.py) books the line's transfer and gives the start of its data on
+   the bus, and the access completes at `done = start + dram_latency + xfer`, `xfer` being a line's
+   time on the bus and `dram_latency` the time outside the devices.
 4. Every visited level that missed is then filled with the line, `ready = done`, as its most
    recently used line; a full set first evicts its least recently used line.  Writes allocate
    exactly like reads (write-allocate) and complete at the same time; a write marks the line
    dirty at `entry`.  Levels are neither inclusive nor exclusive: an eviction touches only its own
    level, except that a dirty victim is written back to the next level out (marked dirty there,
    or filled there as a dirty most recently used line with ready time `t`, which may evict in
-   turn), and a dirty victim of the last level goes to DRAM: it books a transfer at `t` like a
-   read does and counts in DRAM requests, bytes and busy cycles.
+   turn), and a dirty victim of the last level goes to DRAM: it books a write at `t` and counts in
+   DRAM requests, bytes and busy cycles.
 5. Cache state is updated in call order (LRU order follows the calls, not `t`).
 6. `place(addr, nbytes, level, ready)` puts lines written by the access unit (its output queue is
    memory-mapped in its cache level): every line of the range leaves the levels inside `level`
@@ -52,12 +47,12 @@ this memory system booked: a run is not over before it.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 
 from ember.ir.diagnostics import EmberError
 
 from ..machine import CacheConfig, Dram, Machine
+from .dram import BankedDram, IdealDram, dram_of
 from .stats import Stats
 
 
@@ -128,7 +123,7 @@ class CacheLevel:
 
 
 class SharedMemory:
-    """The last cache level and the DRAM bookings, carried from one core's run to the next (multicore.py).
+    """The last cache level and the DRAM, carried from one core's run to the next (multicore.py).
 
     Each core gets its private levels fresh; `attach` swaps in the shared ones and zeroes the shared
     level's counters, so every core's statistics count its own hits and misses.  The lines an earlier
@@ -138,15 +133,15 @@ class SharedMemory:
 
     def __init__(self) -> None:
         self.level: CacheLevel | None = None
-        self.starts: list[list[float]] = []  # per channel, as MemorySystem's
-        self.ends: list[list[float]] = []
+        self.dram: IdealDram | BankedDram | None = None
 
     def attach(self, mem: MemorySystem) -> None:
         if self.level is None:
-            self.level = mem.levels[-1]
-            self.starts, self.ends = mem.busy_starts, mem.busy_ends
+            self.level, self.dram = mem.levels[-1], mem.dram
+        assert self.dram is not None
         mem.levels[-1] = self.level
-        mem.busy_starts, mem.busy_ends = self.starts, self.ends
+        mem.dram = self.dram
+        self.dram.reset_counters()
         self.level.hits = self.level.misses = self.level.bytes = 0
         for lines in self.level.sets:
             for line in lines:
@@ -156,7 +151,7 @@ class SharedMemory:
 class MemorySystem:
     """Cache levels (core outward) plus DRAM; `access` is the whole model (see module docstring)."""
 
-    def __init__(self, caches: Sequence[CacheConfig], dram: Dram):
+    def __init__(self, caches: Sequence[CacheConfig], dram: Dram, clock_ghz: float = 2.0):
         if not caches:
             raise EmberError("a memory system needs at least one cache level")
         self.levels = [CacheLevel.from_config(c) for c in caches]
@@ -165,11 +160,9 @@ class MemorySystem:
             raise EmberError("every cache level must have the same line size")
         self._entry = {lv.name: i for i, lv in enumerate(self.levels)}
         self.dram_latency = float(dram.latency)
-        self.channels = dram.channels
-        self.xfer = self.line_bytes * self.channels / dram.bytes_per_cycle  # a line's time on its channel
-        self.line_busy = self.line_bytes / dram.bytes_per_cycle  # its share of the whole DRAM's cycles
-        self.busy_starts: list[list[float]] = [[] for _ in range(self.channels)]  # per channel
-        self.busy_ends: list[list[float]] = [[] for _ in range(self.channels)]
+        self.dram = dram_of(dram, clock_ghz, self.line_bytes)
+        self.xfer = self.dram.burst  # a line's time on its channel's bus
+        self.line_busy = self.line_bytes / dram.peak_bytes_per_cycle(clock_ghz)  # its share of the whole DRAM's cycles
         self.dram_requests = 0
         self.dram_bytes = 0
         self.dram_write_bytes = 0
@@ -179,7 +172,7 @@ class MemorySystem:
     @classmethod
     def from_machine(cls, machine: Machine) -> MemorySystem:
         """The memory system a machine description asks for."""
-        return cls(machine.caches, machine.dram)
+        return cls(machine.caches, machine.dram, machine.clock_ghz)
 
     def level(self, name: str) -> CacheLevel:
         """The level called `name`."""
@@ -212,7 +205,7 @@ class MemorySystem:
             lv.misses += 1
             missed.append(k)
         else:
-            done = self.transfer(now, line) + self.dram_latency + self.xfer
+            done = self.transfer(now, line, False) + self.dram_latency + self.xfer
         for k in missed:
             lv = self.levels[k]
             lv.bytes += lv.line_bytes
@@ -229,7 +222,7 @@ class MemorySystem:
             return
         lv.dirty.discard(victim)
         if k + 1 == len(self.levels):
-            self.transfer(t, victim)
+            self.transfer(t, victim, True)
             self.dram_write_bytes += self.line_bytes
             return
         outer = self.levels[k + 1]
@@ -237,9 +230,9 @@ class MemorySystem:
             self.fill(k + 1, victim, t, t)
         outer.dirty.add(victim)
 
-    def transfer(self, now: float, line: int) -> float:
-        """`line` moved to or from DRAM, booked on its channel at or after `now`; returns its start."""
-        start = self.book(now, line % self.channels)
+    def transfer(self, now: float, line: int, write: bool) -> float:
+        """`line` moved to or from DRAM, requested at `now`; returns the start of its data on the bus."""
+        start = self.dram.transfer(now, line, write)
         self.dram_requests += 1
         self.dram_bytes += self.line_bytes
         self.dram_busy += self.line_busy
@@ -252,7 +245,7 @@ class MemorySystem:
         line = addr // self.line_bytes
         for lv in self.levels:
             lv.drop(line)
-        start = self.transfer(t, line)
+        start = self.transfer(t, line, True)
         self.dram_write_bytes += self.line_bytes
         return start + self.xfer
 
@@ -271,34 +264,10 @@ class MemorySystem:
             else:
                 self.fill(k, line, ready, t)
 
-    def book(self, now: float, channel: int) -> float:
-        """Reserve the earliest free transfer slot of `channel` starting at or after `now`; returns its start.
-
-        Each channel's booked transfers are kept as sorted, disjoint, merged intervals [starts[i], ends[i]).
-        """
-        starts, ends, x = self.busy_starts[channel], self.busy_ends[channel], self.xfer
-        i = bisect.bisect_right(ends, now)  # first interval that ends after `now`
-        t = now
-        while i < len(starts) and starts[i] < t + x:
-            t = max(t, ends[i])
-            i += 1
-        # [t, t + x) fits before interval i; merge with the neighbours it touches.
-        if i > 0 and ends[i - 1] == t:
-            ends[i - 1] = t + x
-            if i < len(starts) and starts[i] == t + x:
-                ends[i - 1] = ends[i]
-                del starts[i], ends[i]
-        elif i < len(starts) and starts[i] == t + x:
-            starts[i] = t
-        else:
-            starts.insert(i, t)
-            ends.insert(i, t + x)
-        return t
-
     @property
     def dram_free(self) -> float:
         """End of the last booked transfer, over every channel."""
-        return max((ends[-1] for ends in self.busy_ends if ends), default=0.0)
+        return max((bus.ends[-1] for bus in self.dram.buses if bus.ends), default=0.0)
 
     def access_range(self, addr: int, nbytes: int, t: float, write: bool, entry: str) -> float:
         """Completion of an access to [addr, addr + nbytes): every line touched, in address order, at `t`."""
@@ -324,3 +293,4 @@ class MemorySystem:
         stats.set(prefix + "dram.write_bytes", self.dram_write_bytes, "bytes written back to DRAM", "Byte")
         stats.set(prefix + "dram.busy_cycles", self.dram_busy, "cycles the DRAM bandwidth was in use",
                   "Cycle")
+        self.dram.report(stats, prefix)

@@ -101,5 +101,5 @@ def peak_power_w(m: Machine) -> float:
     comparison holds to a budget (uop overhead only; datapaths and caches add a few percent)."""
     e, hz = m.energy, m.clock_ghz * 1e9
     per_core = (m.execute.issue_width * e.uop_pj + m.access.lanes * e.access_element_pj) * 1e-12 * hz
-    dram = m.dram.bytes_per_cycle * e.dram_byte_pj * 1e-12 * hz
+    dram = m.dram_bytes_per_cycle * e.dram_byte_pj * 1e-12 * hz
     return per_core * m.cores + dram + sum(w for w, _ in static_w(m, m.cores).values())

@@ -515,7 +515,7 @@ class Core:
                        f"result of host {op_type} ({self.t.describe(s.n)})")
             self.t.note_origin(s.n, op_type, [i.n for i in ins_syms])
         ex = self.m.execute
-        cycles, flops, moved = host_cost(op_type, inputs, outs, ex.host_flops_per_cycle, self.m.dram.bytes_per_cycle,
+        cycles, flops, moved = host_cost(op_type, inputs, outs, ex.host_flops_per_cycle, self.m.dram_bytes_per_cycle,
                                          ex.matrix_flops_per_cycle)
         pipe = self.pipe
         pipe.drain()

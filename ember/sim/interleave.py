@@ -61,9 +61,9 @@ class Shared:
     def attach(self, mem: MemorySystem) -> None:
         c = self.common
         if "level" not in c:
-            c["level"], c["starts"], c["ends"] = mem.levels[-1], mem.busy_starts, mem.busy_ends
+            c["level"], c["dram"] = mem.levels[-1], mem.dram
         mem.levels[-1] = c["level"]
-        mem.busy_starts, mem.busy_ends = c["starts"], c["ends"]
+        mem.dram = c["dram"]
         mem.access = self._in_turn(mem.access, 1)  # type: ignore[method-assign]
         mem.place = self._in_turn(mem.place, 4)  # type: ignore[method-assign]
 

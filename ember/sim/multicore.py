@@ -31,7 +31,8 @@ SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access
           "access.stall_cycles", "execute.instructions", "execute.busy_cycles", "execute.starved_cycles",
           "execute.load_stall_cycles", "execute.pop_stall_cycles", "execute.store_stall_cycles",
           "execute.compute_stall_cycles", "execute.mispredict_cycles", "execute.uops", "host.cycles", "host.flops",
-          "dram.requests", "dram.busy_cycles", "dram.write_bytes", "dram_bytes")
+          "dram.requests", "dram.busy_cycles", "dram.write_bytes", "dram_bytes", "dram.activates", "dram.row_hits",
+          "dram.row_misses", "dram.row_conflicts")
 SUMMED_PREFIXES = ("execute.op.", "execute.pipe.")  # counters a core may or may not have: summed by prefix
 
 
@@ -81,7 +82,7 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
         for name, stat in s.items():
             if name.startswith(SUMMED_PREFIXES):
                 st.add(name, stat.value, f"{stat.description} (all cores)", stat.unit)
-    peak = machine.dram.bytes_per_cycle
+    peak = machine.dram_bytes_per_cycle
     st.set("dram_bandwidth_fraction", st["dram_bytes"] / (cycles * peak) if cycles else 0.0,
            "achieved DRAM bandwidth / peak, all cores", "Ratio")
     report_roofline(st, cycles, {  # units per core, DRAM shared

@@ -167,7 +167,7 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     q.hist.report(st, "queue_occupancy", "output-queue bytes held at each push", "Count", "Byte")
     r.mem.report(st)
     dram_bytes = r.mem.dram_bytes
-    peak = m.dram.bytes_per_cycle
+    peak = m.dram_bytes_per_cycle
     st.set("dram_bytes", dram_bytes, "bytes moved to and from DRAM (reads and write-backs)", "Byte")
     st.set("dram_bandwidth_fraction", dram_bytes / (cycles * peak) if cycles else 0.0,
            "achieved DRAM bandwidth / peak", "Ratio")

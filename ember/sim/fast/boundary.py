@@ -1,15 +1,15 @@
 """The fast engine's Python–C boundary: every structure that engine.py and the generated C share, by name.
 
 The generated program exports `int64_t simulate(Args *x)` and `void release(Args *x)`; everything else crosses
-inside `Args`: the symbols (`Symbol`), the cache and DRAM state (`Mem`, its `Level`s and `Channel`s), the output
-queue (`Queue`), the machine's numbers (`Numbers`), the host op's cost (`HostCost`) and what the run counts
+inside `Args`: the symbols (`Symbol`), the cache and DRAM state (`Mem`, its `Level`s, `Channel`s and `Banks`), the
+output queue (`Queue`), the machine's numbers (`Numbers`), the host op's cost (`HostCost`) and what the run counts
 (`Counts`, `Totals`).  Why named structures: a positional pointer list, or a flat array read as `k * N + i`, goes
 wrong silently when one side changes and the other does not; a named field cannot be read at another's position.
 
 Each structure is one ctypes class here.  The C declarations of Symbol, HostCost, Numbers, Totals, Counts and Args
-are generated from those classes' `_fields_` (`c_declarations`), so the two sides cannot drift.  Level, Channel, Mem
-and Queue are declared by hand in runtime.h (its functions use them, and tests compile it alone), so their classes
-mirror them; for every structure the compiled program also exports the layout the C compiler gave it
+are generated from those classes' `_fields_` (`c_declarations`), so the two sides cannot drift.  Level, Channel,
+Banks, Mem and Queue are declared by hand in runtime.h (its functions use them, and tests compile it alone), so their
+classes mirror them; for every structure the compiled program also exports the layout the C compiler gave it
 (`ember_layout`, see `c_layout_table`), and `check` compares it with ctypes' before the first call: a field that
 differs in offset, size or kind (floating, integer, other) is an EmberError naming the structure and the field.
 """
@@ -60,20 +60,35 @@ class Level(Struct):
 
 
 class Channel(Struct):
-    """One DRAM channel's booked transfers (runtime.h Channel); `grown`: the arrays are C's, the engine frees them."""
+    """One DRAM resource's calendar (runtime.h Channel); `grown`: the arrays are C's, the engine frees them."""
 
     __slots__ = ()
     _fields_ = [("start", _P), ("end", _P), ("n", _I), ("cap", _I), ("grown", _I)]
 
 
+BANK_TIMINGS = ("cl", "cwl", "rcd", "rp", "ras", "rc", "wr", "rtp", "ccd_l", "rrd_l", "act_width", "refi", "rfc")
+BANK_COUNTERS = ("activates", "hits", "misses", "conflicts")
+
+
+class Banks(Struct):
+    """Banked DRAM (runtime.h Banks): organization, timings in core cycles, each bank's state, counters."""
+
+    __slots__ = ()
+    _fields_ = [("ranks", _I), ("groups", _I), ("banks", _I), ("lines_per_row", _I), ("hash", _I),
+                *((name, _D) for name in BANK_TIMINGS),
+                ("row", _P), ("act", _P), ("pre_ok", _P), ("act_ok", _P),
+                *((name, _D) for name in BANK_COUNTERS)]
+
+
 class Mem(Struct):
-    """The memory system (runtime.h Mem): the levels, the DRAM channels, DRAM's numbers and its counters."""
+    """The memory system (runtime.h Mem): the levels, the DRAM calendars, DRAM's numbers and its counters, and the
+    banks (NULL for ideal DRAM)."""
 
     __slots__ = ()
     _fields_ = [("nlev", _I), ("lv", _P), ("nch", _I), ("ch", _P),
                 ("dram_latency", _D), ("line_time", _D), ("line_share", _D),
                 ("dram_requests", _D), ("dram_bytes", _D), ("dram_busy", _D), ("dram_write_bytes", _D),
-                ("dram_end", _D)]
+                ("dram_end", _D), ("bk", _P)]
 
 
 class Queue(Struct):
@@ -131,7 +146,7 @@ class Args(Struct):
                 ("xp", Numbers), ("counts", Counts), ("totals", Totals)]
 
 
-RUNTIME = (Level, Channel, Mem, Queue)  # declared in runtime.h
+RUNTIME = (Level, Channel, Banks, Mem, Queue)  # declared in runtime.h
 GENERATED = (Symbol, HostCost, Numbers, Totals, Counts, Args)  # declared by c_declarations, in this order
 STRUCTS: tuple[type[Struct], ...] = RUNTIME + GENERATED  # what ember_layout reports, in this order
 

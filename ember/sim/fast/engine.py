@@ -29,6 +29,7 @@ from .. import reference
 from ..access import check_resources
 from ..cache import CacheLevel, MemorySystem
 from ..cycle_limit import check, cycle_limit, exceeded
+from ..dram import BankedDram, dram_of, report_banks
 from ..execute import queue_latency
 from ..host import HostRunner, host_cost
 from ..queue import OutputQueue
@@ -36,12 +37,15 @@ from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
 from ..work import vector_lanes, work_counts
 from .boundary import (
+    BANK_COUNTERS,
+    BANK_TIMINGS,
     CATEGORIES,
     FLOAT_TOTALS,
     HOST_FN,
     INT_TOTALS,
     NUMBERS,
     Args,
+    Banks,
     Channel,
     Level,
     Mem,
@@ -54,9 +58,9 @@ from .build import load, notes
 from .c_source import generate
 from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
 
-DRAM_ROOM = 1 << 16  # booked DRAM intervals the C side makes room for at first, over all channels; every one is
-# kept (as the reference keeps them), and a channel's room doubles when it fills (runtime.h, channel_grow)
-DRAM_ROOM_MIN = 1024  # a channel's room to start with, however many channels share DRAM_ROOM
+DRAM_ROOM = 1 << 16  # booked DRAM intervals the C side makes room for at first, over all calendars; every one is
+# kept (as the reference keeps them), and a calendar's room doubles when it fills (runtime.h, channel_grow)
+DRAM_ROOM_MIN = 1024  # a calendar's room to start with, however many calendars share DRAM_ROOM
 
 
 def _free(pointers: list[int]) -> None:
@@ -69,11 +73,12 @@ def _free(pointers: list[int]) -> None:
 
 
 class SharedArrays:
-    """The last cache level's state and the DRAM bookings, carried from one core's run to the next."""
+    """The last cache level's state and the DRAM's, carried from one core's run to the next."""
 
     def __init__(self) -> None:
         self.level: tuple[np.ndarray, np.ndarray] | None = None  # tags (with counts), ready times
-        self.dram: list[tuple[np.ndarray, np.ndarray]] | None = None  # per channel: its bookings' starts and ends
+        self.dram: list[tuple[np.ndarray, np.ndarray]] | None = None  # per calendar: its bookings' starts and ends
+        self.banks: tuple[np.ndarray, ...] | None = None  # banked DRAM: each bank's row, act, pre_ok, act_ok
 
 
 def virtual_symbols(program: Program) -> frozenset[int]:
@@ -159,22 +164,44 @@ class MemoryState:
         self.levels = (Level * len(caches))(*(
             Level(sets=c.sets, ways=c.ways, line_bytes=c.line_bytes, latency=float(c.latency), tags=tags.ctypes.data,
                   rdy=rdy.ctypes.data) for c, tags, rdy in zip(caches, self.tags, self.rdy)))
+        model = dram_of(machine.dram, machine.clock_ghz, caches[0].line_bytes)  # its numbers, as the reference's
         nch = machine.dram.channels
-        before = shared.dram if shared is not None else None  # an earlier core's bookings, each channel's
-        slots = max(DRAM_ROOM_MIN, DRAM_ROOM // nch, 2 * max(len(s) for s, _ in before) if before is not None else 0)
-        self.bookings_of = [(np.zeros(slots), np.zeros(slots)) for _ in range(nch)]  # each channel's starts, ends
-        booked = [0] * nch
+        ncal = nch
+        if isinstance(model, BankedDram):  # calendars in runtime.h Mem's order
+            ncal += len(model.rank_acts) + len(model.group_acts) + len(model.group_cols)
+        before = shared.dram if shared is not None else None  # an earlier core's bookings, each calendar's
+        slots = max(DRAM_ROOM_MIN, DRAM_ROOM // ncal, 2 * max(len(s) for s, _ in before) if before is not None else 0)
+        self.bookings_of = [(np.zeros(slots), np.zeros(slots)) for _ in range(ncal)]  # each calendar's starts, ends
+        booked = [0] * ncal
         if shared is not None and shared.level is not None and before is not None:
             self.tags[-1][:] = shared.level[0]  # the last level's ready times stay 0: present from cycle 0
             for (start, end), (was_start, was_end) in zip(self.bookings_of, before):  # (cache.SharedMemory)
                 start[:len(was_start)], end[:len(was_end)] = was_start, was_end
             booked = [len(was_start) for was_start, _ in before]
-        self.channels = (Channel * nch)(*(Channel(start=start.ctypes.data, end=end.ctypes.data, n=n, cap=slots)
-                                          for (start, end), n in zip(self.bookings_of, booked)))
-        line, bw = caches[0].line_bytes, machine.dram.bytes_per_cycle
+        self.channels = (Channel * ncal)(*(Channel(start=start.ctypes.data, end=end.ctypes.data, n=n, cap=slots)
+                                           for (start, end), n in zip(self.bookings_of, booked)))
         self.mem = Mem(nlev=len(caches), lv=ctypes.addressof(self.levels), nch=nch,
                        ch=ctypes.addressof(self.channels), dram_latency=float(machine.dram.latency),
-                       line_time=line * nch / bw, line_share=line / bw)  # as cache.MemorySystem rounds
+                       line_time=model.burst, line_share=caches[0].line_bytes / machine.dram_bytes_per_cycle)
+        self.bank_state: tuple[np.ndarray, ...] = ()
+        self.banks: Banks | None = None
+        if isinstance(model, BankedDram):
+            nbanks = model.banks
+            self.bank_state = (np.full(nbanks, -1, dtype=np.int64), *(np.zeros(nbanks) for _ in range(3)))
+            if shared is not None and shared.banks is not None:
+                for mine, was in zip(self.bank_state, shared.banks):
+                    mine[:] = was
+            row, act, pre_ok, act_ok = (a.ctypes.data for a in self.bank_state)
+            d, tm = model.dev, model.t
+            self.banks = Banks(ranks=d.ranks, groups=d.bankgroups, banks=d.banks,
+                               lines_per_row=model.lines_per_row, hash=int(model.bank_hash),
+                               act_width=model.act_width, row=row, act=act, pre_ok=pre_ok, act_ok=act_ok,
+                               **{name: getattr(tm, name) for name in BANK_TIMINGS if name != "act_width"})
+            self.mem.bk = ctypes.addressof(self.banks)
+
+    def bank_counts(self) -> tuple[int, ...] | None:
+        """Banked DRAM's counters (activates, hits, misses, conflicts), None for ideal DRAM."""
+        return None if self.banks is None else tuple(int(getattr(self.banks, k)) for k in BANK_COUNTERS)
 
 
 class QueueState:
@@ -251,6 +278,7 @@ class _State:
         """Hand the last level and the DRAM bookings on to the next core."""
         shared.level = (self.memory.tags[-1].copy(), self.memory.rdy[-1].copy())
         shared.dram = [(start.copy(), end.copy()) for start, end in self.bookings()]
+        shared.banks = tuple(a.copy() for a in self.memory.bank_state) or None
 
     def bookings(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each channel's booked intervals (starts, ends), wherever the run left them (grown rooms are C's)."""
@@ -317,7 +345,7 @@ class _State:
             ex = self.m.execute
             cost = self.args.cost
             cycles, flops, moved = host_cost(op_type, arrays, outs, ex.host_flops_per_cycle,
-                                             self.m.dram.bytes_per_cycle, ex.matrix_flops_per_cycle)
+                                             self.m.dram_bytes_per_cycle, ex.matrix_flops_per_cycle)
             cost.cycles, cost.flops, cost.bytes = float(cycles), float(flops), float(moved)
             return 0.0
         except EmberError as e:  # the host runtime's own error, worded already: raised once C returns
@@ -364,6 +392,8 @@ class _State:
         d = self.memory.mem
         mem = SimpleNamespace(levels=levels, dram_requests=int(d.dram_requests), dram_bytes=int(d.dram_bytes),
                               dram_busy=float(d.dram_busy), dram_write_bytes=int(d.dram_write_bytes))
+        banks = self.memory.bank_counts()
+        mem.dram = SimpleNamespace(report=lambda st, prefix: banks is not None and report_banks(st, prefix, *banks))
         mem.report = lambda st, prefix="": MemorySystem.report(mem, st, prefix)  # type: ignore[arg-type]
         totals = {k: is_[k] for k in ("elements", "requests", "tokens", "operands", "operand_bytes", "lookups")}
         def value(n: int) -> np.ndarray | None:

@@ -22,22 +22,34 @@ typedef struct {                 /* one cache level (machine.caches[k]) */
     int64_t hits, misses, bytes; /* counted: hits, misses, bytes filled */
 } Level;
 
-typedef struct {                 /* one DRAM channel's booked transfers: sorted disjoint intervals */
+typedef struct {                 /* one calendar of a DRAM resource (dram.Calendar): sorted disjoint intervals */
     double *start, *end;
     int64_t n, cap, grown;       /* how many, room for how many; whether start and end are this runtime's (grown
                                     by channel_grow: the engine frees them) or the engine's */
 } Channel;
 
+typedef struct {                 /* banked DRAM (dram.BankedDram): its organization, timings in core cycles, each
+                                    bank's state, and its counters */
+    int64_t ranks, groups, banks, lines_per_row, hash;
+    double cl, cwl, rcd, rp, ras, rc, wr, rtp, ccd_l, rrd_l, act_width, refi, rfc;
+    int64_t *row; double *act, *pre_ok, *act_ok;  /* per bank: open row (-1 closed), its activate, earliest
+                                    precharge, earliest next activate */
+    double activates, hits, misses, conflicts;
+} Banks;
+
 typedef struct {
     int64_t nlev; Level *lv;
-    int64_t nch; Channel *ch;    /* DRAM channels (line n is channel n % nch's) */
+    int64_t nch; Channel *ch;    /* DRAM channels (line n is channel n % nch's); ch holds every calendar: the nch
+                                    buses, then (banked DRAM) each rank's activates, each bank group's activates,
+                                    each bank group's column commands */
     double dram_latency, line_time, line_share;  /* DRAM's latency, a line's time on its channel, and its share of
                                     the whole DRAM's cycles */
     double dram_requests, dram_bytes, dram_busy, dram_write_bytes;  /* counted */
     double dram_end;             /* end of the last transfer */
+    Banks *bk;                   /* NULL: ideal DRAM */
 } Mem;
 
-/* Twice the room for a channel's bookings, kept in place at the start of its new room. */
+/* Twice the room for a calendar's bookings, kept in place at the start of its new room. */
 static int channel_grow(Channel *c) {
     int64_t cap = c->cap * 2;
     size_t bytes = (size_t)cap * sizeof(double);
@@ -50,18 +62,23 @@ static int channel_grow(Channel *c) {
     return 0;
 }
 
-/* cache.MemorySystem.book: every booking is kept, as the reference keeps them (a request may come earlier
- * in simulated time than one already booked, so no booking can be known never to matter again). */
-static double book(Mem *m, int64_t ch, double now) {
-    Channel *c = &m->ch[ch];
-    if (c->n + 2 > c->cap && channel_grow(c) < 0) return -1.0;
-    double x = m->line_time, *ds = c->start, *de = c->end;
-    int64_t n = c->n;
-    int64_t lo = 0, hi = n;  /* first interval ending after now (bisect_right on ends) */
+/* dram.Calendar.first_free: the earliest start >= now of `x` cycles overlapping no booking. */
+static double cal_free(const Channel *c, double now, double x) {
+    const double *ds = c->start, *de = c->end;
+    int64_t n = c->n, lo = 0, hi = n;  /* first interval ending after now (bisect_right on ends) */
     while (lo < hi) { int64_t mid = (lo + hi) / 2; if (now < de[mid]) hi = mid; else lo = mid + 1; }
-    int64_t i = lo;
     double t = now;
-    while (i < n && ds[i] < t + x) { if (de[i] > t) t = de[i]; i++; }
+    for (int64_t i = lo; i < n && ds[i] < t + x; i++) if (de[i] > t) t = de[i];
+    return t;
+}
+
+/* dram.Calendar.take: book [t, t + x), found free, merged with the intervals it touches (< 0: no room). */
+static int cal_take(Channel *c, double t, double x) {
+    if (c->n + 2 > c->cap && channel_grow(c) < 0) return -1;
+    double *ds = c->start, *de = c->end;
+    int64_t n = c->n, lo = 0, hi = n;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (t < de[mid]) hi = mid; else lo = mid + 1; }
+    int64_t i = lo;
     if (i > 0 && de[i - 1] == t) {
         de[i - 1] = t + x;
         if (i < n && ds[i] == t + x) {
@@ -78,7 +95,99 @@ static double book(Mem *m, int64_t ch, double now) {
         ds[i] = t; de[i] = t + x;
         c->n = n + 1;
     }
-    return t;
+    return 0;
+}
+
+/* dram.Calendar.book on channel `ch`'s bus (ideal DRAM): every booking is kept, as the reference keeps them (a
+ * request may come earlier in simulated time than one already booked, so none can be known never to matter). */
+static double book(Mem *m, int64_t ch, double now) {
+    Channel *c = &m->ch[ch];
+    double t = cal_free(c, now, m->line_time);
+    return cal_take(c, t, m->line_time) < 0 ? -1.0 : t;
+}
+
+/* dram.BankedDram.outside_refresh and refresh_after */
+static inline double outside_refresh(const Banks *b, double t) {
+    double k = floor(t / b->refi);
+    return (k >= 1.0 && t < k * b->refi + b->rfc) ? k * b->refi + b->rfc : t;
+}
+static inline double refresh_after(const Banks *b, double t) { return (floor(t / b->refi) + 1.0) * b->refi; }
+
+/* dram.BankedDram.column and activate */
+static double bank_column(const Mem *m, double t, const Channel *bus, const Channel *cols, double delay) {
+    for (;;) {
+        double c = outside_refresh(m->bk, t);
+        c = cal_free(cols, c, m->bk->ccd_l);
+        double d = cal_free(bus, c + delay, m->line_time);
+        if (d != c + delay) c = d - delay;
+        if (c == t) return c;
+        t = c;
+    }
+}
+static double bank_activate(const Banks *b, double t, const Channel *ranks, const Channel *groups) {
+    for (;;) {
+        double a = outside_refresh(b, t);
+        a = cal_free(ranks, a, b->act_width);
+        a = cal_free(groups, a, b->rrd_l);
+        if (a == t) return a;
+        t = a;
+    }
+}
+
+/* dram.BankedDram.transfer: the start on the bus of `line`'s data, requested at `now` (< 0: no room). */
+static double banked_transfer(Mem *m, double now, int64_t line, int write) {
+    Banks *bk = m->bk;
+    int64_t nch = m->nch, ch = line % nch, n = line / nch / bk->lines_per_row;
+    int64_t group = n % bk->groups; n /= bk->groups;
+    int64_t bank = n % bk->banks; n /= bk->banks;
+    int64_t rank = n % bk->ranks, row = n / bk->ranks;
+    if (bk->hash) { group ^= row % bk->groups; bank ^= (row / bk->groups) % bk->banks; }
+    int64_t rk = ch * bk->ranks + rank, rg = rk * bk->groups + group, b = rg * bk->banks + bank;
+    int64_t nrank = nch * bk->ranks, ngroup = nrank * bk->groups;
+    Channel *bus = &m->ch[ch], *racts = &m->ch[nch + rk], *gacts = &m->ch[nch + nrank + rg],
+            *cols = &m->ch[nch + nrank + ngroup + rg];
+    double delay = write ? bk->cwl : bk->cl, c = -1.0;
+    if (bk->row[b] == row) {
+        double e = bk->act[b] + bk->rcd;
+        c = bank_column(m, now > e ? now : e, bus, cols, delay);
+        if (c >= refresh_after(bk, bk->act[b])) {
+            bk->row[b] = -1;
+            double r = outside_refresh(bk, refresh_after(bk, bk->act[b]));
+            if (r > bk->act_ok[b]) bk->act_ok[b] = r;
+            c = -1.0;
+        }
+    }
+    if (c < 0.0) {
+        double start = now > bk->act_ok[b] ? now : bk->act_ok[b], a;
+        if (bk->row[b] >= 0 && refresh_after(bk, bk->act[b]) <= start) {
+            bk->row[b] = -1;
+            double r = outside_refresh(bk, refresh_after(bk, bk->act[b]));
+            if (r > start) start = r;
+        }
+        if (bk->row[b] >= 0) {
+            bk->conflicts += 1.0;
+            double p = outside_refresh(bk, now > bk->pre_ok[b] ? now : bk->pre_ok[b]);
+            if (p + bk->rp > start) start = p + bk->rp;
+        } else {
+            bk->misses += 1.0;
+        }
+        for (;;) {
+            a = bank_activate(bk, start, racts, gacts);
+            c = bank_column(m, a + bk->rcd, bus, cols, delay);
+            if (c < refresh_after(bk, a)) break;
+            start = outside_refresh(bk, refresh_after(bk, a));
+        }
+        if (cal_take(racts, a, bk->act_width) < 0 || cal_take(gacts, a, bk->rrd_l) < 0) return -1.0;
+        bk->activates += 1.0;
+        bk->row[b] = row; bk->act[b] = a; bk->pre_ok[b] = a + bk->ras;
+        bk->act_ok[b] = a + bk->rc;
+    } else {
+        bk->hits += 1.0;
+    }
+    if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, c + delay, m->line_time) < 0) return -1.0;
+    double done = write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp;
+    if (done > bk->pre_ok[b]) bk->pre_ok[b] = done;
+    return c + delay;
 }
 
 /* Set index of a line at a level: a mask when the set count is a power of two. */
@@ -106,8 +215,8 @@ static inline int mem_contains(Mem *m, int64_t k, int64_t line) {
 
 /* cache.MemorySystem.transfer: `line` to or from DRAM on its channel; returns its start (negative: out of
  * slots). */
-static double transfer(Mem *m, double now, int64_t line) {
-    double start = book(m, m->nch == 1 ? 0 : line % m->nch, now);
+static double transfer(Mem *m, double now, int64_t line, int write) {
+    double start = m->bk ? banked_transfer(m, now, line, write) : book(m, m->nch == 1 ? 0 : line % m->nch, now);
     if (start < 0.0) return -1.0;
     m->dram_requests += 1.0; m->dram_bytes += (double)m->lv[0].line_bytes; m->dram_busy += m->line_share;
     if (start + m->line_time > m->dram_end) m->dram_end = start + m->line_time;
@@ -128,7 +237,7 @@ static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t) {
     tg[0] = n + 1;
     if (victim < 0 || !(victim & 1)) return 0;
     if (k + 1 == m->nlev) {
-        if (transfer(m, t, victim >> 1) < 0.0) return -1;
+        if (transfer(m, t, victim >> 1, 1) < 0.0) return -1;
         m->dram_write_bytes += (double)m->lv[0].line_bytes;
         return 0;
     }
@@ -164,7 +273,7 @@ static double mem_access(Mem *m, int64_t addr, double t, int64_t first, int writ
         m->lv[k].misses += 1;
     }
     if (last == nlev) {
-        double start = transfer(m, now, line);
+        double start = transfer(m, now, line, 0);
         if (start < 0.0) return -1.0;
         done = start + m->dram_latency + m->line_time;
     }
@@ -191,7 +300,7 @@ static void mem_drop(Mem *m, int64_t k, int64_t line) {
 static double mem_write_around(Mem *m, int64_t addr, double t) {
     int64_t lb = m->lv[0].line_bytes, line = addr / lb;
     for (int64_t k = 0; k < m->nlev; k++) mem_drop(m, k, line);
-    double start = transfer(m, t, line);
+    double start = transfer(m, t, line, 1);
     if (start < 0.0) return -1.0;
     m->dram_write_bytes += (double)lb;
     return start + m->line_time;

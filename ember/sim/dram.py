@@ -1,0 +1,292 @@
+"""DRAM behind the last cache level: a calendar of transfers, either ideal or with banks and rows.
+
+Both engines must agree on every cycle, so each model is defined exactly here and the code below (and
+runtime.h's `dram_*` functions) is a direct transcription.  Times are float core cycles.  Requests come
+in the engines' call order, which is not time order (an access unit runs ahead of its core), so every
+shared resource is a *calendar*: sorted, disjoint, merged intervals [start, end) of booked use, where a
+request takes the earliest free interval of the resource's width at or after the time it may start.  A
+request later in call order may therefore take a slot earlier in time than one already booked, as a
+memory controller's scheduler would let it.
+
+`IdealDram` (`dram.device = "ideal"`): `channels` channels share `bytes_per_cycle` equally; line n is
+channel `n % channels`'s, whose bus moves one line at a time for `burst = line_bytes * channels /
+bytes_per_cycle` cycles.  A request at `now` takes its channel's earliest free burst at or after
+`now`; random and sequential lines are served alike, at full peak.
+
+`BankedDram` (any other `dram.device`, a file in ember/machines/dram/): JEDEC-style devices.
+
+1. Address map.  Line n: `channel = n % channels`, then (dividing each field off in turn) the column
+   (`lines_per_row` lines share a row), the bank group, the bank within its group, the rank, and the
+   row (what is left).  With `bank_hash`, the bank group and bank are XORed with the row's low bits
+   (permutation interleaving, Zhang et al., MICRO 2000), so rows a power-of-two stride apart spread
+   over banks.
+2. Resources, each a calendar of the given width: a channel's data bus (`burst`, no narrower than
+   tCCD_S); a rank's activates (`max(tRRD_S, tFAW / 4)`: at most four activates in any tFAW window
+   when they come steadily, a little stricter than JEDEC for a burst of four); a bank group's
+   activates (tRRD_L) and its column commands (tCCD_L).
+3. Refresh: every rank of a channel refreshes all its banks together in the windows
+   [k tREFI, k tREFI + tRFC), k >= 1.  No command starts inside a window, and a window closes every
+   open row (a row opened before a window's start cannot be read after it).
+4. Each bank keeps its open row (open-page policy: a row stays open until a request to another row
+   of the bank, or a refresh, closes it), the time of the activate that opened it, and the earliest
+   times it may be precharged and activated again.  Bank state only moves forward: a request for a
+   bank is served after what that bank has already been given, even if it comes earlier in time.
+5. A request for `line` at `now`, reading or writing (a write's data follows tCWL after its command,
+   a read's tCL):
+   - Row hit (its row is open and was opened in the current refresh interval): the column command
+     goes at the earliest `c >= max(now, act + tRCD)` where the bank group's column calendar is free
+     at `c` and the channel's bus at `c + tCL` (or tCWL), outside refresh windows.  If that `c` falls
+     in a later refresh interval than the activate, the row is closed (a miss).
+   - Otherwise the bank is activated: at the earliest `a` no earlier than `now`, than tRC after the
+     bank's last activate, than the end of a refresh that closed its row, and, if another row is
+     open (a conflict), than tRP after a precharge at `p = max(now, earliest precharge)` (moved out
+     of refresh windows); where the rank's and bank group's activate calendars are free; and then
+     its column command as for a hit from `a + tRCD`.  A column command that would fall past the
+     next refresh window moves the activate past that window.
+   The bank's earliest precharge becomes the latest of `a + tRAS`, a read's `c + tRTP` and a write's
+   `c + tCWL + burst + tWR`.  The request is booked on every calendar, and the model returns the
+   data's start on the bus, `c + tCL` (or tCWL).
+   Read/write turnaround (tWTR, tRTW) is not modelled per request: a controller that drains writes in
+   batches (as Ramulator's does) pays it once a batch; docs/dram.md gives the error this leaves.
+
+Counters: activates, row hits, misses (bank closed) and conflicts (another row open).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+from ..machine import Dram, DramDevice
+from .stats import Stats
+
+
+class Calendar:
+    """Booked intervals of one resource, sorted, disjoint and merged; every booking is kept (a later call
+    may come earlier in time, so none can be known never to matter again)."""
+
+    def __init__(self) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+
+    def first_free(self, now: float, width: float) -> float:
+        """The earliest start >= now of an interval of `width` that overlaps no booking."""
+        starts, ends = self.starts, self.ends
+        i = bisect.bisect_right(ends, now)  # first interval that ends after `now`
+        t = now
+        while i < len(starts) and starts[i] < t + width:
+            t = max(t, ends[i])
+            i += 1
+        return t
+
+    def take(self, t: float, width: float) -> None:
+        """Book [t, t + width), which `first_free` found free; merged with the intervals it touches."""
+        starts, ends = self.starts, self.ends
+        i = bisect.bisect_right(ends, t)
+        if i > 0 and ends[i - 1] == t:
+            ends[i - 1] = t + width
+            if i < len(starts) and starts[i] == t + width:
+                ends[i - 1] = ends[i]
+                del starts[i], ends[i]
+        elif i < len(starts) and starts[i] == t + width:
+            starts[i] = t
+        else:
+            starts.insert(i, t)
+            ends.insert(i, t + width)
+
+    def book(self, now: float, width: float) -> float:
+        """Take the earliest free interval at or after `now`; returns its start."""
+        t = self.first_free(now, width)
+        self.take(t, width)
+        return t
+
+
+class IdealDram:
+    """Channels of a bus each and nothing else (module docstring)."""
+
+    def __init__(self, channels: int, burst: float):
+        self.channels = channels
+        self.burst = burst
+        self.buses = [Calendar() for _ in range(channels)]
+
+    def transfer(self, now: float, line: int, write: bool) -> float:
+        """The start on the bus of `line`'s transfer, requested at `now`."""
+        return self.buses[line % self.channels].book(now, self.burst)
+
+    def reset_counters(self) -> None:
+        """Nothing is counted here."""
+
+    def report(self, stats: Stats, prefix: str) -> None:
+        """Nothing beyond what MemorySystem counts."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A device's timings in core cycles (the device file gives them in its own clock, tCK)."""
+
+    burst: float
+    cl: float
+    cwl: float
+    rcd: float
+    rp: float
+    ras: float
+    rc: float
+    wr: float
+    rtp: float
+    ccd_s: float
+    ccd_l: float
+    rrd_s: float
+    rrd_l: float
+    faw: float
+    refi: float
+    rfc: float
+
+    @classmethod
+    def of(cls, device: DramDevice, clock_ghz: float) -> Timing:
+        """Device clocks to core cycles: n tCK is n * tck_ps / 1000 ns, times clock_ghz."""
+        scale = device.tck_ps / 1000.0 * clock_ghz
+        return cls(**{f: getattr(device, f"n{f}") * scale for f in cls.__dataclass_fields__})
+
+
+class BankedDram:
+    """Channels of ranks, bank groups and banks, with rows, refresh and JEDEC timings (module docstring)."""
+
+    def __init__(self, device: DramDevice, channels: int, clock_ghz: float, bank_hash: bool):
+        self.dev = device
+        self.t = Timing.of(device, clock_ghz)
+        self.channels = channels
+        self.bank_hash = bank_hash
+        self.burst = max(self.t.burst, self.t.ccd_s)
+        self.act_width = max(self.t.rrd_s, self.t.faw / 4.0)
+        d = device
+        self.lines_per_row = d.row_bytes // d.burst_bytes  # validation makes a burst one line
+        self.banks = channels * d.ranks * d.bankgroups * d.banks
+        self.buses = [Calendar() for _ in range(channels)]
+        self.rank_acts = [Calendar() for _ in range(channels * d.ranks)]
+        self.group_acts = [Calendar() for _ in range(channels * d.ranks * d.bankgroups)]
+        self.group_cols = [Calendar() for _ in range(channels * d.ranks * d.bankgroups)]
+        self.row = [-1] * self.banks       # open row, -1: closed
+        self.act = [0.0] * self.banks      # when the open (or last) row was activated
+        self.pre_ok = [0.0] * self.banks   # earliest precharge of the open row
+        self.act_ok = [0.0] * self.banks   # earliest next activate (tRC, a refresh that closed the row)
+        self.activates = self.hits = self.misses = self.conflicts = 0
+
+    def decode(self, line: int) -> tuple[int, int, int, int, int]:
+        """(channel, rank, group, bank index over the whole memory, row) of a line (module docstring, 1)."""
+        d = self.dev
+        ch = line % self.channels
+        n = line // self.channels // self.lines_per_row
+        group = n % d.bankgroups
+        n //= d.bankgroups
+        bank = n % d.banks
+        n //= d.banks
+        rank = n % d.ranks
+        row = n // d.ranks
+        if self.bank_hash:
+            group ^= row % d.bankgroups
+            bank ^= (row // d.bankgroups) % d.banks
+        rg = (ch * d.ranks + rank) * d.bankgroups + group
+        return ch, ch * d.ranks + rank, rg, rg * d.banks + bank, row
+
+    def outside_refresh(self, t: float) -> float:
+        """`t`, or the end of the refresh window it falls in."""
+        k = math.floor(t / self.t.refi)
+        if k >= 1 and t < k * self.t.refi + self.t.rfc:
+            return k * self.t.refi + self.t.rfc
+        return t
+
+    def refresh_after(self, t: float) -> float:
+        """Start of the first refresh window after `t`."""
+        return (math.floor(t / self.t.refi) + 1) * self.t.refi
+
+    def column(self, t: float, bus: Calendar, cols: Calendar, delay: float) -> float:
+        """The earliest column command at or after `t` whose bank group and data burst are free."""
+        while True:
+            c = self.outside_refresh(t)
+            c = cols.first_free(c, self.t.ccd_l)
+            d = bus.first_free(c + delay, self.burst)
+            if d != c + delay:  # (c + delay) - delay need not be c again
+                c = d - delay
+            if c == t:
+                return c
+            t = c
+
+    def activate(self, t: float, ranks: Calendar, groups: Calendar) -> float:
+        """The earliest activate at or after `t` that its rank's and bank group's calendars allow."""
+        while True:
+            a = self.outside_refresh(t)
+            a = ranks.first_free(a, self.act_width)
+            a = groups.first_free(a, self.t.rrd_l)
+            if a == t:
+                return a
+            t = a
+
+    def transfer(self, now: float, line: int, write: bool) -> float:
+        """The start on the bus of `line`'s data, requested at `now` (module docstring, 5)."""
+        tm = self.t
+        ch, rank, rg, b, row = self.decode(line)
+        bus, cols = self.buses[ch], self.group_cols[rg]
+        delay = tm.cwl if write else tm.cl
+        c = -1.0
+        if self.row[b] == row:
+            c = self.column(max(now, self.act[b] + tm.rcd), bus, cols, delay)
+            if c >= self.refresh_after(self.act[b]):
+                self.row[b] = -1
+                self.act_ok[b] = max(self.act_ok[b], self.outside_refresh(self.refresh_after(self.act[b])))
+                c = -1.0
+        if c < 0.0:
+            start = max(now, self.act_ok[b])
+            if self.row[b] >= 0 and self.refresh_after(self.act[b]) <= start:
+                self.row[b] = -1  # a refresh closed it
+                start = max(start, self.outside_refresh(self.refresh_after(self.act[b])))
+            if self.row[b] >= 0:
+                self.conflicts += 1
+                p = self.outside_refresh(max(now, self.pre_ok[b]))
+                start = max(start, p + tm.rp)
+            else:
+                self.misses += 1
+            while True:
+                a = self.activate(start, self.rank_acts[rank], self.group_acts[rg])
+                c = self.column(a + tm.rcd, bus, cols, delay)
+                if c < self.refresh_after(a):
+                    break
+                start = self.outside_refresh(self.refresh_after(a))
+            self.rank_acts[rank].take(a, self.act_width)
+            self.group_acts[rg].take(a, tm.rrd_l)
+            self.activates += 1
+            self.row[b], self.act[b], self.pre_ok[b] = row, a, a + tm.ras
+            self.act_ok[b] = a + tm.rc
+        else:
+            self.hits += 1
+        cols.take(c, tm.ccd_l)
+        bus.take(c + delay, self.burst)
+        done = c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp
+        if done > self.pre_ok[b]:
+            self.pre_ok[b] = done
+        return c + delay
+
+    def reset_counters(self) -> None:
+        """Count from zero (the next core of a multi-core run, which shares this DRAM, counts its own)."""
+        self.activates = self.hits = self.misses = self.conflicts = 0
+
+    def report(self, stats: Stats, prefix: str) -> None:
+        """Row-buffer counters."""
+        report_banks(stats, prefix, self.activates, self.hits, self.misses, self.conflicts)
+
+
+def report_banks(stats: Stats, prefix: str, activates: int, hits: int, misses: int, conflicts: int) -> None:
+    """The banked DRAM's counters as statistics (both engines report through this)."""
+    p = prefix + "dram."
+    stats.set(p + "activates", activates, "row activations (each followed by a precharge)", "Count")
+    stats.set(p + "row_hits", hits, "requests whose row was open", "Count")
+    stats.set(p + "row_misses", misses, "requests to a bank with no row open", "Count")
+    stats.set(p + "row_conflicts", conflicts, "requests that closed another row of their bank", "Count")
+
+
+def dram_of(d: Dram, clock_ghz: float, line_bytes: int) -> IdealDram | BankedDram:
+    """The DRAM model a machine's `dram` section asks for."""
+    device = d.device_spec
+    if device is None:
+        return IdealDram(d.channels, line_bytes * d.channels / d.bytes_per_cycle)
+    return BankedDram(device, d.channels, clock_ghz, d.bank_hash)
