@@ -31,6 +31,7 @@ from ember.ir.diagnostics import EmberError, Loc
 
 _PRESET_DIR = ("machines",)
 _SECTIONS = ("access", "execute", "caches", "dram", "energy")
+ADDRESS_MAPS = ("row-bank-rank-column", "mop4-xor")  # ember.sim.dram's module docstring defines each
 MAX_DRAM_CHANNELS = 1024  # each channel keeps its own bookings (the fast engine reserves room for each)
 
 
@@ -163,6 +164,9 @@ class DramDevice:
     nfaw: float = field(metadata=_doc("window holding at most four activates of a rank"))
     nrefi: float = field(metadata=_doc("refresh interval (all-bank refresh)"))
     nrfc: float = field(metadata=_doc("refresh cycle time: the rank is busy this long per refresh"))
+    nbl: float = field(metadata=_doc("clocks of one burst on the data bus (a line may take several: nburst)"))
+    nrtw: float = field(metadata=_doc("read command to write command of a rank"))
+    nwtr_s: float = field(metadata=_doc("end of write data to a read command, different bank groups"))
 
 
 @dataclass(frozen=True)
@@ -177,13 +181,22 @@ class Dram:
         "independent channels; line n is served by channel n mod channels"))
     device: str = field(default="ideal", metadata=_doc(
         "'ideal' (a bus per channel, no banks or rows) or a device preset in ember/machines/dram/"))
-    bank_hash: bool = field(default=True, metadata=_doc(
-        "XOR a row's low bits into its bank group and bank, as memory controllers do"))
+    write_batch: float = field(default=19.2, metadata=_doc(
+        "lines the controller writes in one batch before it turns the bus back to reads"))
+    address_map: str = field(default="mop4-xor", metadata=_doc(
+        "how a line's address picks its rank, bank group, bank and row (ember.sim.dram): 'mop4-xor' or "
+        "'row-bank-rank-column'"))
 
     @property
     def device_spec(self) -> DramDevice | None:
         """The device preset `device` names, None for ideal DRAM."""
         return None if self.device == "ideal" else load_dram_device(self.device)
+
+    def idle_cycles(self, clock_ghz: float) -> float:
+        """Cycles from a request reaching DRAM to its data on the bus when nothing else is queued and its bank
+        is closed: `latency`, and a device's tRCD + tCL."""
+        d = self.device_spec
+        return self.latency + (0.0 if d is None else (d.nrcd + d.ncl) * d.tck_ps / 1000.0 * clock_ghz)
 
     def peak_bytes_per_cycle(self, clock_ghz: float) -> float:
         """Peak bandwidth in bytes per core cycle: ideal DRAM's setting, or every channel's bursts back to back
@@ -324,7 +337,7 @@ class Machine:
         for item in items:
             key, eq, value = item.partition("=")
             if not eq or not key.strip():
-                raise EmberError(f"bad --set '{item}' (expected key=value, e.g. dram.bytes_per_cycle=16)")
+                raise EmberError(f"bad --set '{item}' (expected key=value, e.g. dram.channels=2)")
             m = m.set(key.strip(), value.strip())
         return m
 
@@ -620,6 +633,10 @@ def _validate(m: Machine) -> None:
         need(m.dram.bytes_per_cycle == 0, "dram.bytes_per_cycle", m.dram.bytes_per_cycle,
              f"device '{device.name}' sets the bandwidth (use dram.channels, or dram.device=ideal)")
         _validate_device(device, m.line_bytes)
+    need(math.isfinite(m.dram.write_batch) and m.dram.write_batch >= 1, "dram.write_batch", m.dram.write_batch,
+         "must be at least 1")
+    need(m.dram.address_map in ADDRESS_MAPS, "dram.address_map", m.dram.address_map,
+         f"must be one of {', '.join(ADDRESS_MAPS)}")
     need(1 <= m.dram.channels <= MAX_DRAM_CHANNELS, "dram.channels", m.dram.channels,
          f"must be from 1 to {MAX_DRAM_CHANNELS}")
     for f in dataclasses.fields(Energy):
@@ -636,9 +653,10 @@ def _validate_device(d: DramDevice, line_bytes: int) -> None:
     need(d.burst_bytes == line_bytes, "burst_bytes", f"must equal the cache line ({line_bytes} bytes)")
     for key in ("ranks", "bankgroups", "banks"):
         need(getattr(d, key) > 0 and getattr(d, key) & (getattr(d, key) - 1) == 0, key,
-             "must be a power of two (the bank hash XORs row bits into it)")
-    need(d.row_bytes >= line_bytes and d.row_bytes % line_bytes == 0, "row_bytes",
-         f"must be a multiple of the cache line ({line_bytes} bytes)")
+             "must be a power of two (the mop4-xor map XORs column bits into it)")
+    lines = d.row_bytes // line_bytes
+    need(d.row_bytes % line_bytes == 0 and lines >= 4 and lines & (lines - 1) == 0, "row_bytes",
+         f"must be a power-of-two multiple of four cache lines ({4 * line_bytes} bytes)")
     need(math.isfinite(d.tck_ps) and d.tck_ps > 0, "tck_ps", "must be positive")
     for f in dataclasses.fields(DramDevice):
         if f.name.startswith("n") and f.name != "name":

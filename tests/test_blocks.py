@@ -43,7 +43,8 @@ MACHINES = {
     "ddr5": ("dram.device=ddr5-4800",),
     "ddr5-small": ("caches.l1.ways=2", "caches.l1.size_bytes=1024", "caches.l2.ways=4", "caches.l2.size_bytes=4096",
                    "caches.llc.ways=4", "caches.llc.size_bytes=16384", "dram.device=ddr5-4800", "dram.channels=3",
-                   "dram.bank_hash=false", "clock_ghz=0.1"),  # a slow core: a refresh window every 390 cycles
+                   "dram.address_map=row-bank-rank-column",
+                   "clock_ghz=0.1"),  # a slow core: a refresh window every 390 cycles
 }
 SEEDS = range(3)
 GROUPS = ExecuteUnit.GROUPS

@@ -16,7 +16,7 @@ from ember.sim.engines import simulate
 from ember.sim.stats import Stats
 
 MACHINES = {"default": load_machine("default"),
-            "dram1": load_machine("default").with_overrides(["dram.bytes_per_cycle=1"])}
+            "dram1": load_machine("default").with_overrides(["dram.device=ideal", "dram.bytes_per_cycle=1"])}
 
 
 # One workload of each class in `make test`, the rest of the tiny suite in `make bench`: a case compiles six programs.
@@ -40,12 +40,14 @@ def test_sol_is_the_same_for_every_variant_and_below_every_run(workload: str, ma
         assert s["sol.dram_cycles"] == stats["O0"]["sol.dram_cycles"]
         assert s["sol.execute_cycles"] == stats["O0"]["sol.execute_cycles"]
     assert stats["core"]["sol.access_cycles"] == 0
-    assert len({s["sol.access_cycles"] for v, s in stats.items() if v != "core"}) == 1
+    decoupled = [s for s in stats.values() if s["access.elements"]]  # choose-plan may keep a level's code on the core
+    assert len(decoupled) >= 2 and len({s["sol.access_cycles"] for s in decoupled}) == 1
 
 
 def test_sol_parts_follow_from_the_workload() -> None:
-    """For a sum bag on the default machine: DRAM = distinct rows + indices + offsets + output bytes over 32 B a
-    cycle; access = (lookups x D + indices + offsets) over 8 lanes; execute = one add per 16 lanes per lookup,
+    """For a sum bag on the default machine: DRAM = distinct rows + indices + offsets + output bytes over the peak
+    of four DDR5-4800 sub-channels (64 bytes a burst of 8 clocks of 0.416 ns, at 2 GHz); access = (lookups x D +
+    indices + offsets) over 8 lanes; execute = one add per 16 lanes per lookup,
     two a cycle (computed here from the workload's inputs with numpy)."""
     w = suite("tiny", ["RM2_L1"])[0]
     m = MACHINES["default"]
@@ -53,7 +55,7 @@ def test_sol_parts_follow_from_the_workload() -> None:
     x = w.inputs(0)
     distinct = len(np.unique(x["indices"]))
     compulsory = distinct * w.dim * 4 + x["indices"].nbytes + x["offsets"].nbytes + w.bags * w.dim * 4
-    assert s["sol.dram_cycles"] == compulsory / 32
+    assert s["sol.dram_cycles"] == pytest.approx(compulsory / (4 * 64 / (8 * 0.416 * 2.0)), rel=1e-12)
     assert s["sol.access_cycles"] == (w.lookups * w.dim + w.lookups + len(x["offsets"])) / 8
     assert s["sol.execute_cycles"] == w.lookups * (w.dim // 16) * 0.5
 
@@ -83,7 +85,7 @@ def test_multicore_sol_is_the_whole_machines_only() -> None:
     """A core's own speed of light would count the rows another core already brought into the shared LLC, so
     only the totals carry sol.*; they stay below the run."""
     w = suite("tiny", ["RM3_L0"])[0]
-    s = run(w, "O3", MACHINES["default"].with_overrides(["cores=2", "dram.bytes_per_cycle=4"])).stats
+    s = run(w, "O3", MACHINES["default"].with_overrides(["cores=2", "dram.channels=1"])).stats
     assert 0 < s["sol_fraction"] <= 1.0
     st = simulate_cores_stats(w)
     assert "sol_fraction" in st and not any(k.startswith("core0.sol") for k in st)

@@ -85,8 +85,11 @@ def test_identical_on_every_quick_workload(name: str, variant: str) -> None:
     check_workload("quick", name, variant)
 
 
-@pytest.mark.parametrize("overrides", [("dram.bytes_per_cycle=2",), ("dram.channels=3", "dram.bytes_per_cycle=6"),
-                                       ("dram.channels=80", "dram.bytes_per_cycle=7"),  # 64*80/7 != 64/7*80
+@pytest.mark.parametrize("overrides", [("dram.device=ideal", "dram.bytes_per_cycle=2"),
+                                       ("dram.device=ideal", "dram.channels=3", "dram.bytes_per_cycle=6"),
+                                       ("dram.device=ideal", "dram.channels=80", "dram.bytes_per_cycle=7"),  # 64*80/7
+                                       ("dram.channels=1", "dram.address_map=row-bank-rank-column"),
+                                       ("dram.device=hbm3", "dram.channels=3", "clock_ghz=0.2"),  # refresh every 780
                                        ("access.outstanding=2", "access.lanes=1"),
                                        ("caches.l1.size_bytes=768", "caches.l1.ways=3", "caches.l2.size_bytes=2048",
                                         "caches.l2.ways=2", "caches.llc.size_bytes=4096", "caches.llc.ways=4"),

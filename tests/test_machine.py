@@ -78,14 +78,15 @@ def test_file_errors(tmp_path: Path) -> None:
 
 def test_set_overrides_return_a_new_machine() -> None:
     d = load_machine("default")
-    m = d.set("dram.bytes_per_cycle", "16").set("caches.l2.size_bytes", "524288").set("access.lanes", "4")
+    m = d.set("dram.device", "ideal").set("dram.bytes_per_cycle", "16").set("caches.l2.size_bytes", "524288")
+    m = m.set("access.lanes", "4")
     assert m.dram.bytes_per_cycle == 16.0 and isinstance(m.dram.bytes_per_cycle, float)
     assert m.cache("l2").size_bytes == 524288 and m.access.lanes == 4
     assert d.access.lanes == 8 and d.cache("l2").size_bytes == 2097152
     assert d.set("clock_ghz", "3").clock_ghz == 3.0
     assert d.set("access.cache_level", "llc").access.cache_level == "llc"
     assert d.set("execute.fp_mul_latency", "2.5").execute.fp_mul_latency == 2.5
-    assert all(c.line_bytes == 128 for c in d.set("caches.line_bytes", "128").caches)
+    assert all(c.line_bytes == 128 for c in m.set("caches.line_bytes", "128").caches)  # ideal DRAM: any line
     assert d.with_overrides(["access.lanes=2", " dram.latency = 100 "]).dram.latency == 100.0
 
 
@@ -106,7 +107,10 @@ def test_every_described_key_round_trips_through_set() -> None:
         ("access.lanes", "4.5", r"'access.lanes' expects an integer"),
         ("access.lanes", "0", r"'access.lanes' = 0: must be positive"),
         ("dram.bytes_per_cycle", "fast", r"'dram.bytes_per_cycle' expects a number"),
-        ("dram.bytes_per_cycle", "inf", r"'dram.bytes_per_cycle' = inf: must be positive"),
+        ("dram.bytes_per_cycle", "inf", r"'dram.bytes_per_cycle' = inf: device 'ddr5-4800' sets the bandwidth"),
+        ("dram.device", "ddr9", r"unknown DRAM device 'ddr9' \(devices: ideal, ddr5-4800"),
+        ("dram.address_map", "diagonal", r"'dram.address_map' = diagonal: must be one of"),
+        ("dram.write_batch", "0.5", r"'dram.write_batch' = 0.5: must be at least 1"),
         ("dram.channels", "0", r"'dram.channels' = 0: must be from 1 to 1024"),
         ("dram.channels", "1025", r"'dram.channels' = 1025: must be from 1 to 1024"),
         ("dram.channels", "2.5", r"'dram.channels' expects an integer, got '2.5'"),

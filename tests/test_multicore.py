@@ -59,7 +59,7 @@ def test_a_shared_dram_limits_the_gain() -> None:
     programs = programs_for(w, slices, "O3")
     gains = []
     for bandwidth in ("64", "0.5"):
-        m1 = load_machine("default").with_overrides([f"dram.bytes_per_cycle={bandwidth}"])
+        m1 = load_machine("default").with_overrides(["dram.device=ideal", f"dram.bytes_per_cycle={bandwidth}"])
         m2 = m1.with_overrides(["cores=2"])
         _, one = simulate(programs_for(w, [inputs], "O3")[0], inputs, m1)
         _, two = simulate_cores(programs, slices, m2)

@@ -207,7 +207,8 @@ def test_the_margin_is_a_percentage() -> None:
 @pytest.mark.parametrize("overrides", [(), ("access.outstanding=4", "caches.l2.latency=20", "execute.miss_slots=3")])
 def test_the_estimate_reads_the_machine_it_is_given(overrides: tuple[str, ...]) -> None:
     m = load_machine("default").with_overrides(overrides)
-    e, a = m.execute, m.access
+    e, a, d = m.execute, m.access, m.dram.device_spec
+    assert d is not None
     want = {"lanes": a.lanes, "outstanding": a.outstanding, "issue_width": e.issue_width, "miss_slots": e.miss_slots,
             "rob_entries": e.rob_entries, "simd_bits": e.simd_bits, "mispredict_penalty": e.mispredict_penalty,
             "prefetch_lines": e.prefetch_lines, "int_alu_latency": e.int_alu_latency,
@@ -215,8 +216,9 @@ def test_the_estimate_reads_the_machine_it_is_given(overrides: tuple[str, ...]) 
             "branch_latency": e.branch_latency, "gather_latency": e.gather_latency,
             "load_throughput": e.load_throughput, "store_throughput": e.store_throughput,
             "fp_throughput": e.fp_throughput, "line_bytes": m.caches[0].line_bytes,
-            "latencies": tuple(c.latency for c in m.caches), "dram_latency": m.dram.latency,
-            "dram_bytes_per_cycle": m.dram.bytes_per_cycle,
+            "latencies": tuple(c.latency for c in m.caches),
+            "dram_latency": m.dram.latency + (d.nrcd + d.ncl) * d.tck_ps / 1000 * m.clock_ghz,  # tRCD + tCL
+            "dram_bytes_per_cycle": m.dram_bytes_per_cycle,
             "access_level": [c.name for c in m.caches].index(a.cache_level) + 1}
     target = Target.of(m) if overrides else default_target()
     assert {f.name: getattr(target, f.name) for f in dataclasses.fields(target)} == want

@@ -192,7 +192,7 @@ def test_a_matrix_product_on_the_host_counts_two_flops_per_multiply_add(op: str)
     ex = MACHINE.execute
     moved = (6 + 12 + 8) * 4  # bytes of a, b and y
     rate = ex.matrix_flops_per_cycle or ex.host_flops_per_cycle
-    assert st["host.cycles"] == max(48 / rate, moved / MACHINE.dram.bytes_per_cycle)
+    assert st["host.cycles"] == max(48 / rate, moved / MACHINE.dram_bytes_per_cycle)
 
 
 HOST_RUN = """

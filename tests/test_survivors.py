@@ -594,7 +594,8 @@ def test_dram_booking_that_abuts_the_next_is_taken_in_the_python_model() -> None
     from ember.machine import load_machine
     from ember.sim.cache import MemorySystem
 
-    machine = load_machine("default").with_overrides(["dram.bytes_per_cycle=16"])
+    machine = load_machine("default").with_overrides(["dram.device=ideal", "dram.channels=1",
+                                                      "dram.bytes_per_cycle=16"])
     mem = MemorySystem.from_machine(machine)
     assert mem.xfer == 64 / 16 == 4
     bus = mem.dram.buses[0]

@@ -22,8 +22,8 @@ from ember.machine import load_machine
 from ember.sim.engines import DEFAULT_ENGINE
 
 ONE = ("--suite", "tiny", "--only", "RM1_L0")
-SWEEP = ("--sweep", "variant=O3,hand", "--sweep", "dram.bytes_per_cycle=16,32")
-POINTS = [("O3", 16.0), ("O3", 32.0), ("hand", 16.0), ("hand", 32.0)]  # workload, then variant, then the rest
+SWEEP = ("--sweep", "variant=O3,hand", "--sweep", "dram.channels=2,4")
+POINTS = [("O3", 2), ("O3", 4), ("hand", 2), ("hand", 4)]  # workload, then variant, then the rest
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[bytes]:
@@ -55,8 +55,8 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_points_are_the_cartesian_product_in_sweep_order() -> None:
     m = load_machine("default")
-    axes = sw.parse_axes(["access.outstanding=32,64,0x40", "variant=O0,O3", "dram.bytes_per_cycle=8,16"], m)
-    assert [a.key for a in axes] == ["access.outstanding", "variant", "dram.bytes_per_cycle"]
+    axes = sw.parse_axes(["access.outstanding=32,64,0x40", "variant=O0,O3", "dram.latency=8,16"], m)
+    assert [a.key for a in axes] == ["access.outstanding", "variant", "dram.latency"]
     assert axes[0].values == [32, 64]  # 0x40 is 64 again: one point, not two
     assert axes[2].values == [8.0, 16.0] and all(isinstance(v, float) for v in axes[2].values)
     plan = sw.Sweep("tiny", suite("tiny", ["RM1_L0", "RM2_L0"]), ["O1"], axes, m, [], "reference")
@@ -64,11 +64,11 @@ def test_points_are_the_cartesian_product_in_sweep_order() -> None:
     assert len(plan.points) == 2 * 2 * 2 * 2 and len({p.key() for p in plan.points}) == 16
     first = plan.points[0]
     assert (first.workload, first.variant, first.settings) == (
-        "RM1_L0", "O0", (("access.outstanding", 32), ("dram.bytes_per_cycle", 8.0)))
+        "RM1_L0", "O0", (("access.outstanding", 32), ("dram.latency", 8.0)))
     assert [p.settings for p in plan.points[:4]] == [
-        (("access.outstanding", a), ("dram.bytes_per_cycle", d)) for a in (32, 64) for d in (8.0, 16.0)]
+        (("access.outstanding", a), ("dram.latency", d)) for a in (32, 64) for d in (8.0, 16.0)]
     task = plan.task(plan.points[3])
-    assert task.machine.access.outstanding == 64 and task.machine.dram.bytes_per_cycle == 16.0
+    assert task.machine.access.outstanding == 64 and task.machine.dram.latency == 16.0
     assert task.machine.access.lanes == m.access.lanes and task.engine == "reference"
 
 
@@ -97,22 +97,22 @@ def test_stats_lists_every_statistic_run_reports() -> None:
 
 def test_rows_hold_the_point_and_every_statistic(serial: Path) -> None:
     doc = json.loads((serial / "rows.json").read_text())
-    assert doc["sweep"] == {"variant": ["O3", "hand"], "dram.bytes_per_cycle": [16.0, 32.0]}
+    assert doc["sweep"] == {"variant": ["O3", "hand"], "dram.channels": [2, 4]}
     rows = doc["rows"]
-    assert [(r["variant"], r["dram.bytes_per_cycle"]) for r in rows] == POINTS
+    assert [(r["variant"], r["dram.channels"]) for r in rows] == POINTS
     for r in rows:
         assert r["workload"] == "RM1_L0" and r["engine"] == DEFAULT_ENGINE and r["machine"] == "default"
         assert r["suite"] == "tiny" and r["overrides"] == ""
         assert all(k in r for k in STATS), [k for k in STATS if k not in r]
-        assert r["dram_bandwidth_fraction"] == pytest.approx(r["dram_bytes"] / (r["cycles"] * r[
-            "dram.bytes_per_cycle"]))
+        peak = load_machine("default").set("dram.channels", str(r["dram.channels"])).dram_bytes_per_cycle
+        assert r["dram_bandwidth_fraction"] == pytest.approx(r["dram_bytes"] / (r["cycles"] * peak))
     assert rows[0]["dram_bandwidth_fraction"] > rows[1]["dram_bandwidth_fraction"]  # the machine really changed
     table = list(csv.DictReader(io.StringIO((serial / "rows.csv").read_text())))
     assert len(table) == len(rows)
     for got, want in zip(table, rows):
         assert list(got) == list(want)
         assert got["variant"] == want["variant"] and float(got["cycles"]) == want["cycles"]
-        assert float(got["dram.bytes_per_cycle"]) == want["dram.bytes_per_cycle"]
+        assert float(got["dram.channels"]) == want["dram.channels"]
     # the results file holds the same rows, one a line, in the order they finished
     assert sorted(map(json.dumps, json_rows(serial / "points.jsonl"))) == sorted(map(json.dumps, rows))
 
@@ -131,12 +131,12 @@ def test_resume_runs_only_the_missing_points(serial: Path, tmp_path: Path) -> No
     assert len(lines) == 4 and all(json.loads(line) for line in lines)  # the partial line was cut, not glued to
     assert json.loads(lines[0]) == first and json.loads(lines[1]) == second
     table = list(csv.DictReader(io.StringIO((tmp_path / "rows.csv").read_text())))
-    by_point = {(r["variant"], float(r["dram.bytes_per_cycle"])): r for r in table}
+    by_point = {(r["variant"], int(r["dram.channels"])): r for r in table}
     assert sorted(by_point) == sorted(POINTS)
-    assert float(by_point[(first["variant"], first["dram.bytes_per_cycle"])]["cycles"]) == 123.0
-    want = {(r["variant"], r["dram.bytes_per_cycle"]): r["cycles"] for r in done}
+    assert float(by_point[(first["variant"], first["dram.channels"])]["cycles"]) == 123.0
+    want = {(r["variant"], r["dram.channels"]): r["cycles"] for r in done}
     for point in POINTS:
-        if point != (first["variant"], first["dram.bytes_per_cycle"]):
+        if point != (first["variant"], first["dram.channels"]):
             assert float(by_point[point]["cycles"]) == want[point]
     again = bench(*ONE, *SWEEP, "--sweep-out", str(out), "--quiet")  # nothing left to run, nothing appended
     assert again.returncode == 0 and again.stderr == b"" and out.read_text().splitlines() == lines
@@ -203,8 +203,8 @@ def test_plot_without_plot_sweep_draws_cycles_against_each_swept_key(tmp_path: P
 
 @pytest.mark.parametrize("args, message", [
     (("--sweep", "dram.nope=1,2"), "--sweep dram.nope=1: unknown machine key 'dram.nope'"),
-    (("--sweep", "dram.bytes_per_cycle=8,fast"), "machine key 'dram.bytes_per_cycle' expects a number, got 'fast'"),
-    (("--sweep", "dram.bytes_per_cycle=0"), "dram.bytes_per_cycle' = 0.0: must be positive"),
+    (("--sweep", "dram.latency=8,fast"), "machine key 'dram.latency' expects a number, got 'fast'"),
+    (("--sweep", "dram.channels=0"), "'dram.channels' = 0: must be from 1 to 1024"),
     (("--sweep", "variant=O3,O4"), "--sweep variant: unknown variant 'O4'"),
     (("--sweep", "engine=warp"), "--sweep engine: unknown engine 'warp'"),
     (("--sweep", "dram.latency="), "--sweep dram.latency: no values given"),

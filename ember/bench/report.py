@@ -71,8 +71,10 @@ def caption(machine: Machine, overrides: Sequence[str], scale: str | None = None
     """Which machine (and suite) the numbers are for; bandwidth fractions depend on its DRAM bandwidth."""
     sets = f"--set {' '.join(overrides)}" if overrides else "no --set overrides"
     suite = f"suite '{scale}' on " if scale else ""
-    return (f"{suite}machine '{machine.name}' ({machine.clock_ghz:g} GHz, DRAM {machine.dram_bytes_per_cycle:g} "
-            f"B/cycle), {sets}.")
+    d = machine.dram
+    dram = "ideal DRAM" if d.device == "ideal" else f"{d.channels} x {d.device}"
+    return (f"{suite}machine '{machine.name}' ({machine.clock_ghz:g} GHz, {dram}, "
+            f"{machine.dram_bytes_per_cycle:.4g} B/cycle peak), {sets}.")
 
 
 # --- rows for JSON and CSV -----------------------------------------------------------------------------------

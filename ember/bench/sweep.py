@@ -103,7 +103,7 @@ def parse_axes(items: Sequence[str], base: Machine, fixed: Sequence[str] = ()) -
         key, eq, text = item.partition("=")
         key = key.strip()
         if not eq or not key:
-            raise EmberError(f"bad --sweep '{item}' (expected KEY=V1,V2,..., e.g. dram.bytes_per_cycle=8,16,32)")
+            raise EmberError(f"bad --sweep '{item}' (expected KEY=V1,V2,..., e.g. dram.channels=1,2,4,8)")
         if key in fixed:
             raise EmberError(f"--sweep {key} is also given with --set (sweep it or set it, not both)")
         if any(a.key == key for a in axes):
@@ -393,7 +393,7 @@ def parse_plots(items: Sequence[str], sweep: Sweep) -> list[tuple[str, str]]:
     for item in items:
         metric, colon, param = (s.strip() for s in item.rpartition(":"))
         if not colon or not metric or not param:
-            raise EmberError(f"bad --plot-sweep '{item}' (expected METRIC:PARAM, e.g. cycles:dram.bytes_per_cycle)")
+            raise EmberError(f"bad --plot-sweep '{item}' (expected METRIC:PARAM, e.g. cycles:dram.channels)")
         if not is_stat(metric):
             raise EmberError(f"--plot-sweep {item}: unknown statistic '{metric}' (valid: {', '.join(STATS)}, "
                               "energy.<block>_j)")

@@ -71,7 +71,7 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 @click.option("--machine", default="default", show_default=True, metavar="NAME|FILE.toml",
               help="machine preset name or .toml file")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="override a machine parameter (repeatable), e.g. dram.bytes_per_cycle=16")
+              help="override a machine parameter (repeatable), e.g. dram.channels=2")
 @click.option("--json", "json_path", metavar="FILE", help="write the machine and one row per workload x variant "
                                                           "with every statistic as JSON ('-' for stdout)")
 @click.option("--csv", "csv_path", metavar="FILE", help="write the same rows as CSV ('-' for stdout)")
@@ -94,7 +94,7 @@ def to_csv(table: list[dict[str, Any]]) -> str:
                    "per workload x variant, and the process's peak resident memory")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2,...",
               help="sweep mode: run every point of the cartesian product of these values (repeatable). KEY is any "
-                   "--set key, 'variant' (replaces --variants) or 'engine', e.g. --sweep dram.bytes_per_cycle=8,16,32")
+                   "--set key, 'variant' (replaces --variants) or 'engine', e.g. --sweep dram.channels=1,2,4,8")
 @click.option("--sweep-out", "sweep_out", metavar="FILE.jsonl",
               help="with --sweep: append one JSON row per point as it finishes; rerunning the same command skips "
                    "the points already in FILE, so a killed sweep resumes")
@@ -160,8 +160,8 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
 
     \b
       ember-bench --suite tiny --only RM1_L0 --sweep variant=O0,O3 \\
-          --sweep dram.bytes_per_cycle=8,16,32 --sweep-out sweep.jsonl \\
-          --csv sweep.csv --plot figs --plot-sweep cycles:dram.bytes_per_cycle
+          --sweep dram.channels=1,2,4,8 --sweep-out sweep.jsonl \\
+          --csv sweep.csv --plot figs --plot-sweep cycles:dram.channels
 
     Each row holds the workload, the variant, every swept value and every statistic.  Rerun
     the same command after an interruption and only the points missing from --sweep-out run.

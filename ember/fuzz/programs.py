@@ -548,13 +548,18 @@ def programs(draw: Any) -> Generated:
     return Generated(text, draw(st.integers(0, 2**32 - 1)), machine)
 
 
-# machine settings that change the timing paths: tight queues, one access lane, few requests, tiny caches, DRAM
-# channels behind a small last level (write-backs on every channel)
+# machine settings that change the timing paths: tight queues, one access lane, few requests, tiny caches, ideal
+# DRAM channels behind a small last level (write-backs on every channel), banked DRAM on one channel with the other
+# address map and a slow core (a refresh window every few hundred cycles), HBM3 on odd channels
 MACHINES: tuple[tuple[str, ...], ...] = (
     ("access.outstanding=1", "access.lanes=1"),
     ("access.queue_bytes=64",),
     ("caches.l1.size_bytes=768", "caches.l1.ways=3", "caches.l2.size_bytes=2048", "caches.l2.ways=2"),
     ("execute.rob_entries=3", "execute.store_buffer=2", "execute.miss_slots=1", "execute.issue_width=1"),
-    ("dram.bytes_per_cycle=2", "execute.mispredict_penalty=0"),
-    ("dram.channels=3", "dram.bytes_per_cycle=6", "caches.llc.size_bytes=4096", "caches.llc.ways=4"),
+    ("dram.device=ideal", "dram.bytes_per_cycle=2", "execute.mispredict_penalty=0"),
+    ("dram.device=ideal", "dram.channels=3", "dram.bytes_per_cycle=6", "caches.llc.size_bytes=4096",
+     "caches.llc.ways=4"),
+    ("dram.channels=1", "dram.address_map=row-bank-rank-column", "clock_ghz=0.1", "caches.llc.size_bytes=4096",
+     "caches.llc.ways=4"),
+    ("dram.device=hbm3", "dram.channels=3", "caches.llc.size_bytes=4096", "caches.llc.ways=4"),
 )

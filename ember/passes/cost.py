@@ -63,7 +63,7 @@ class Target:
     fp_throughput: float          # [execute.fp_throughput]
     line_bytes: int               # [caches.*.line_bytes]
     latencies: tuple[float, ...]  # [caches.*.latency] added by each level, from the core outward
-    dram_latency: float           # [dram.latency]
+    dram_latency: float           # [dram.latency], and a DRAM device's tRCD + tCL (Dram.idle_cycles)
     dram_bytes_per_cycle: float   # [dram.bytes_per_cycle]
     access_level: int             # [access.cache_level]: levels up to and including the access unit's
 
@@ -74,7 +74,7 @@ class Target:
         values = {k: getattr(section, k) for section in (m.access, m.execute) for k in names
                   if hasattr(section, k)}
         return cls(**values, line_bytes=m.line_bytes, latencies=tuple(c.latency for c in m.caches),
-                   dram_latency=m.dram.latency, dram_bytes_per_cycle=m.dram_bytes_per_cycle,
+                   dram_latency=m.dram.idle_cycles(m.clock_ghz), dram_bytes_per_cycle=m.dram_bytes_per_cycle,
                    access_level=m.cache_names.index(m.access.cache_level) + 1)
 
     @property

@@ -15,11 +15,16 @@ bytes_per_cycle` cycles.  A request at `now` takes its channel's earliest free b
 
 `BankedDram` (any other `dram.device`, a file in ember/machines/dram/): JEDEC-style devices.
 
-1. Address map.  Line n: `channel = n % channels`, then (dividing each field off in turn) the column
-   (`lines_per_row` lines share a row), the bank group, the bank within its group, the rank, and the
-   row (what is left).  With `bank_hash`, the bank group and bank are XORed with the row's low bits
-   (permutation interleaving, Zhang et al., MICRO 2000), so rows a power-of-two stride apart spread
-   over banks.
+1. Address map.  Line n is channel `n % channels`'s (lines interleave over channels); what is left,
+   `m = n // channels`, picks the rank, bank group, bank and row by `address_map`, dividing each field
+   off the low end of m in turn (`lines_per_row` lines make a row):
+   - `row-bank-rank-column` (Ramulator's RoBaRaCoCh): the column, the rank, the bank group, the bank,
+     and the row is what is left.  A sequential stream reads a whole row of one bank.
+   - `mop4-xor` (Ramulator's MOP4CLXOR, "minimalist open page"): two bits of column (four lines), the
+     rank, the bank group, the bank, the rest of the column, and the row is what is left; then the
+     rank, bank group, bank and row, in that order, are each XORed with the next bits of the column
+     (lowest first; ranks of one take none).  Four lines share a row; a stream moves through every
+     bank group and bank before it returns to a row.
 2. Resources, each a calendar of the given width: a channel's data bus (`burst`, no narrower than
    tCCD_S); a rank's activates (`max(tRRD_S, tFAW / 4)`: at most four activates in any tFAW window
    when they come steadily, a little stricter than JEDEC for a burst of four); a bank group's
@@ -46,8 +51,10 @@ bytes_per_cycle` cycles.  A request at `now` takes its channel's earliest free b
    The bank's earliest precharge becomes the latest of `a + tRAS`, a read's `c + tRTP` and a write's
    `c + tCWL + burst + tWR`.  The request is booked on every calendar, and the model returns the
    data's start on the bus, `c + tCL` (or tCWL).
-   Read/write turnaround (tWTR, tRTW) is not modelled per request: a controller that drains writes in
-   batches (as Ramulator's does) pays it once a batch; docs/dram.md gives the error this leaves.
+   Read/write turnaround: a controller drains writes in batches of `write_batch` lines (Ramulator's
+   does, between its write buffer's watermarks), and each batch costs the bus two turnarounds, read to
+   write (tRTW + tCWL - tCL - tBL) and write to read (tWTR_S + tCL).  A write therefore holds the bus
+   for its burst plus its share of those, `(tRTW + tCWL - tBL + tWTR_S) / write_batch`.
 
 Counters: activates, row hits, misses (bank closed) and conflicts (another row open).
 """
@@ -141,6 +148,9 @@ class Timing:
     faw: float
     refi: float
     rfc: float
+    bl: float
+    rtw: float
+    wtr_s: float
 
     @classmethod
     def of(cls, device: DramDevice, clock_ghz: float) -> Timing:
@@ -152,12 +162,15 @@ class Timing:
 class BankedDram:
     """Channels of ranks, bank groups and banks, with rows, refresh and JEDEC timings (module docstring)."""
 
-    def __init__(self, device: DramDevice, channels: int, clock_ghz: float, bank_hash: bool):
+    def __init__(self, device: DramDevice, channels: int, clock_ghz: float, address_map: str,
+                 write_batch: float):
         self.dev = device
         self.t = Timing.of(device, clock_ghz)
         self.channels = channels
-        self.bank_hash = bank_hash
+        self.mop = address_map == "mop4-xor"
         self.burst = max(self.t.burst, self.t.ccd_s)
+        turnaround = self.t.rtw + self.t.cwl - self.t.bl + self.t.wtr_s  # bus time a read-write-read switch loses
+        self.write_burst = self.burst + max(turnaround, 0.0) / write_batch
         self.act_width = max(self.t.rrd_s, self.t.faw / 4.0)
         d = device
         self.lines_per_row = d.row_bytes // d.burst_bytes  # validation makes a burst one line
@@ -166,28 +179,52 @@ class BankedDram:
         self.rank_acts = [Calendar() for _ in range(channels * d.ranks)]
         self.group_acts = [Calendar() for _ in range(channels * d.ranks * d.bankgroups)]
         self.group_cols = [Calendar() for _ in range(channels * d.ranks * d.bankgroups)]
+        self.sessions = [Calendar() for _ in range(self.banks)]  # each bank's rows, precharge to last use
         self.row = [-1] * self.banks       # open row, -1: closed
         self.act = [0.0] * self.banks      # when the open (or last) row was activated
         self.pre_ok = [0.0] * self.banks   # earliest precharge of the open row
         self.act_ok = [0.0] * self.banks   # earliest next activate (tRC, a refresh that closed the row)
         self.activates = self.hits = self.misses = self.conflicts = 0
 
-    def decode(self, line: int) -> tuple[int, int, int, int, int]:
-        """(channel, rank, group, bank index over the whole memory, row) of a line (module docstring, 1)."""
+    def place(self, line: int) -> tuple[int, int, int, int, int, int]:
+        """(channel, rank, bank group, bank, row, column) of a line, each within its parent (module docstring, 1)."""
         d = self.dev
         ch = line % self.channels
-        n = line // self.channels // self.lines_per_row
+        n = line // self.channels
+        if self.mop:
+            col = n % 4
+            n //= 4
+        else:
+            col = n % self.lines_per_row
+            n //= self.lines_per_row
+        rank = n % d.ranks
+        n //= d.ranks
         group = n % d.bankgroups
         n //= d.bankgroups
         bank = n % d.banks
         n //= d.banks
-        rank = n % d.ranks
-        row = n // d.ranks
-        if self.bank_hash:
-            group ^= row % d.bankgroups
-            bank ^= (row // d.bankgroups) % d.banks
-        rg = (ch * d.ranks + rank) * d.bankgroups + group
-        return ch, ch * d.ranks + rank, rg, rg * d.banks + bank, row
+        if self.mop:
+            rest = self.lines_per_row // 4
+            col += n % rest * 4
+            n //= rest
+            x = col
+            if d.ranks > 1:
+                rank ^= x % d.ranks
+                x //= d.ranks
+            group ^= x % d.bankgroups
+            x //= d.bankgroups
+            bank ^= x % d.banks
+            x //= d.banks
+            n ^= x
+        return ch, rank, group, bank, n, col
+
+    def decode(self, line: int) -> tuple[int, int, int, int, int]:
+        """(channel, rank, bank group, bank, row) of a line, ranks, groups and banks numbered over the whole
+        memory (the calendars' and bank state's indices)."""
+        ch, rank, group, bank, row, _ = self.place(line)
+        rk = ch * self.dev.ranks + rank
+        rg = rk * self.dev.bankgroups + group
+        return ch, rk, rg, rg * self.dev.banks + bank, row
 
     def outside_refresh(self, t: float) -> float:
         """`t`, or the end of the refresh window it falls in."""
@@ -200,12 +237,12 @@ class BankedDram:
         """Start of the first refresh window after `t`."""
         return (math.floor(t / self.t.refi) + 1) * self.t.refi
 
-    def column(self, t: float, bus: Calendar, cols: Calendar, delay: float) -> float:
+    def column(self, t: float, bus: Calendar, cols: Calendar, delay: float, width: float) -> float:
         """The earliest column command at or after `t` whose bank group and data burst are free."""
         while True:
             c = self.outside_refresh(t)
             c = cols.first_free(c, self.t.ccd_l)
-            d = bus.first_free(c + delay, self.burst)
+            d = bus.first_free(c + delay, width)
             if d != c + delay:  # (c + delay) - delay need not be c again
                 c = d - delay
             if c == t:
@@ -222,15 +259,42 @@ class BankedDram:
                 return a
             t = a
 
+    def earlier(self, now: float, b: int, ranks: Calendar, groups: Calendar, bus: Calendar, cols: Calendar,
+                delay: float, width: float, write: bool) -> float:
+        """A row opened for this request alone before the bank's latest one (module docstring, 5): its column
+        command, or -1 when no gap of the bank's fits it."""
+        tm = self.t
+        sessions, limit = self.sessions[b], self.act[b] - tm.rp
+        g = sessions.first_free(now, tm.rp + tm.ras)
+        if g + tm.rp + tm.ras > limit:
+            return -1.0
+        a = self.activate(self.outside_refresh(g) + tm.rp, ranks, groups)
+        c = self.column(a + tm.rcd, bus, cols, delay, width)
+        end = max(a + tm.ras, c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp)
+        if end > limit or c >= self.refresh_after(a) or sessions.first_free(a - tm.rp, end - a + tm.rp) != a - tm.rp:
+            return -1.0
+        ranks.take(a, self.act_width)
+        groups.take(a, tm.rrd_l)
+        sessions.take(a - tm.rp, end - a + tm.rp)
+        self.activates += 1
+        self.conflicts += 1
+        return c
+
     def transfer(self, now: float, line: int, write: bool) -> float:
         """The start on the bus of `line`'s data, requested at `now` (module docstring, 5)."""
         tm = self.t
         ch, rank, rg, b, row = self.decode(line)
         bus, cols = self.buses[ch], self.group_cols[rg]
-        delay = tm.cwl if write else tm.cl
+        delay, width = (tm.cwl, self.write_burst) if write else (tm.cl, self.burst)
         c = -1.0
+        if self.row[b] >= 0 and now < self.act[b] - tm.rp:
+            c = self.earlier(now, b, self.rank_acts[rank], self.group_acts[rg], bus, cols, delay, width, write)
+            if c >= 0.0:
+                cols.take(c, tm.ccd_l)
+                bus.take(c + delay, width)
+                return c + delay
         if self.row[b] == row:
-            c = self.column(max(now, self.act[b] + tm.rcd), bus, cols, delay)
+            c = self.column(max(now, self.act[b] + tm.rcd), bus, cols, delay, width)
             if c >= self.refresh_after(self.act[b]):
                 self.row[b] = -1
                 self.act_ok[b] = max(self.act_ok[b], self.outside_refresh(self.refresh_after(self.act[b])))
@@ -248,7 +312,7 @@ class BankedDram:
                 self.misses += 1
             while True:
                 a = self.activate(start, self.rank_acts[rank], self.group_acts[rg])
-                c = self.column(a + tm.rcd, bus, cols, delay)
+                c = self.column(a + tm.rcd, bus, cols, delay, width)
                 if c < self.refresh_after(a):
                     break
                 start = self.outside_refresh(self.refresh_after(a))
@@ -260,10 +324,15 @@ class BankedDram:
         else:
             self.hits += 1
         cols.take(c, tm.ccd_l)
-        bus.take(c + delay, self.burst)
+        bus.take(c + delay, width)
         done = c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp
         if done > self.pre_ok[b]:
             self.pre_ok[b] = done
+        sessions, start = self.sessions[b], self.act[b] - tm.rp  # the latest session, from its precharge
+        if sessions.ends and sessions.ends[-1] > start:
+            sessions.ends[-1] = max(sessions.ends[-1], self.pre_ok[b])
+        else:
+            sessions.take(start, self.pre_ok[b] - start)
         return c + delay
 
     def reset_counters(self) -> None:
@@ -289,4 +358,4 @@ def dram_of(d: Dram, clock_ghz: float, line_bytes: int) -> IdealDram | BankedDra
     device = d.device_spec
     if device is None:
         return IdealDram(d.channels, line_bytes * d.channels / d.bytes_per_cycle)
-    return BankedDram(device, d.channels, clock_ghz, d.bank_hash)
+    return BankedDram(device, d.channels, clock_ghz, d.address_map, d.write_batch)

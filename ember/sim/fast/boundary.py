@@ -66,7 +66,8 @@ class Channel(Struct):
     _fields_ = [("start", _P), ("end", _P), ("n", _I), ("cap", _I), ("grown", _I)]
 
 
-BANK_TIMINGS = ("cl", "cwl", "rcd", "rp", "ras", "rc", "wr", "rtp", "ccd_l", "rrd_l", "act_width", "refi", "rfc")
+BANK_TIMINGS = ("cl", "cwl", "rcd", "rp", "ras", "rc", "wr", "rtp", "ccd_l", "rrd_l", "act_width", "refi", "rfc",
+                "write_burst")
 BANK_COUNTERS = ("activates", "hits", "misses", "conflicts")
 
 
@@ -74,7 +75,7 @@ class Banks(Struct):
     """Banked DRAM (runtime.h Banks): organization, timings in core cycles, each bank's state, counters."""
 
     __slots__ = ()
-    _fields_ = [("ranks", _I), ("groups", _I), ("banks", _I), ("lines_per_row", _I), ("hash", _I),
+    _fields_ = [("ranks", _I), ("groups", _I), ("banks", _I), ("lines_per_row", _I), ("mop", _I),
                 *((name, _D) for name in BANK_TIMINGS),
                 ("row", _P), ("act", _P), ("pre_ok", _P), ("act_ok", _P),
                 *((name, _D) for name in BANK_COUNTERS)]

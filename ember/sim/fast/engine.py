@@ -60,7 +60,7 @@ from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
 
 DRAM_ROOM = 1 << 16  # booked DRAM intervals the C side makes room for at first, over all calendars; every one is
 # kept (as the reference keeps them), and a calendar's room doubles when it fills (runtime.h, channel_grow)
-DRAM_ROOM_MIN = 1024  # a calendar's room to start with, however many calendars share DRAM_ROOM
+DRAM_ROOM_MIN = 64  # a calendar's room to start with, however many calendars share DRAM_ROOM
 
 
 def _free(pointers: list[int]) -> None:
@@ -168,7 +168,7 @@ class MemoryState:
         nch = machine.dram.channels
         ncal = nch
         if isinstance(model, BankedDram):  # calendars in runtime.h Mem's order
-            ncal += len(model.rank_acts) + len(model.group_acts) + len(model.group_cols)
+            ncal += len(model.rank_acts) + len(model.group_acts) + len(model.group_cols) + len(model.sessions)
         before = shared.dram if shared is not None else None  # an earlier core's bookings, each calendar's
         slots = max(DRAM_ROOM_MIN, DRAM_ROOM // ncal, 2 * max(len(s) for s, _ in before) if before is not None else 0)
         self.bookings_of = [(np.zeros(slots), np.zeros(slots)) for _ in range(ncal)]  # each calendar's starts, ends
@@ -194,9 +194,11 @@ class MemoryState:
             row, act, pre_ok, act_ok = (a.ctypes.data for a in self.bank_state)
             d, tm = model.dev, model.t
             self.banks = Banks(ranks=d.ranks, groups=d.bankgroups, banks=d.banks,
-                               lines_per_row=model.lines_per_row, hash=int(model.bank_hash),
-                               act_width=model.act_width, row=row, act=act, pre_ok=pre_ok, act_ok=act_ok,
-                               **{name: getattr(tm, name) for name in BANK_TIMINGS if name != "act_width"})
+                               lines_per_row=model.lines_per_row, mop=int(model.mop),
+                               act_width=model.act_width, write_burst=model.write_burst, row=row, act=act,
+                               pre_ok=pre_ok, act_ok=act_ok,
+                               **{name: getattr(tm, name) for name in BANK_TIMINGS
+                                  if name not in ("act_width", "write_burst")})
             self.mem.bk = ctypes.addressof(self.banks)
 
     def bank_counts(self) -> tuple[int, ...] | None:

@@ -30,8 +30,8 @@ typedef struct {                 /* one calendar of a DRAM resource (dram.Calend
 
 typedef struct {                 /* banked DRAM (dram.BankedDram): its organization, timings in core cycles, each
                                     bank's state, and its counters */
-    int64_t ranks, groups, banks, lines_per_row, hash;
-    double cl, cwl, rcd, rp, ras, rc, wr, rtp, ccd_l, rrd_l, act_width, refi, rfc;
+    int64_t ranks, groups, banks, lines_per_row, mop;  /* mop: the mop4-xor address map, else row-bank-rank-column */
+    double cl, cwl, rcd, rp, ras, rc, wr, rtp, ccd_l, rrd_l, act_width, refi, rfc, write_burst;
     int64_t *row; double *act, *pre_ok, *act_ok;  /* per bank: open row (-1 closed), its activate, earliest
                                     precharge, earliest next activate */
     double activates, hits, misses, conflicts;
@@ -41,7 +41,7 @@ typedef struct {
     int64_t nlev; Level *lv;
     int64_t nch; Channel *ch;    /* DRAM channels (line n is channel n % nch's); ch holds every calendar: the nch
                                     buses, then (banked DRAM) each rank's activates, each bank group's activates,
-                                    each bank group's column commands */
+                                    each bank group's column commands, each bank's sessions */
     double dram_latency, line_time, line_share;  /* DRAM's latency, a line's time on its channel, and its share of
                                     the whole DRAM's cycles */
     double dram_requests, dram_bytes, dram_busy, dram_write_bytes;  /* counted */
@@ -114,11 +114,12 @@ static inline double outside_refresh(const Banks *b, double t) {
 static inline double refresh_after(const Banks *b, double t) { return (floor(t / b->refi) + 1.0) * b->refi; }
 
 /* dram.BankedDram.column and activate */
-static double bank_column(const Mem *m, double t, const Channel *bus, const Channel *cols, double delay) {
+static double bank_column(const Mem *m, double t, const Channel *bus, const Channel *cols, double delay,
+                          double width) {
     for (;;) {
         double c = outside_refresh(m->bk, t);
         c = cal_free(cols, c, m->bk->ccd_l);
-        double d = cal_free(bus, c + delay, m->line_time);
+        double d = cal_free(bus, c + delay, width);
         if (d != c + delay) c = d - delay;
         if (c == t) return c;
         t = c;
@@ -134,22 +135,59 @@ static double bank_activate(const Banks *b, double t, const Channel *ranks, cons
     }
 }
 
+/* dram.BankedDram.earlier: a row opened for this request alone before bank b's latest one; its column command,
+ * -1 when no gap of the bank's fits it, -2 when a booking found no room. */
+static double bank_earlier(Mem *m, double now, int64_t b, Channel *racts, Channel *gacts, Channel *bus, Channel *cols,
+                           Channel *sessions, double delay, double width, int write) {
+    Banks *bk = m->bk;
+    double limit = bk->act[b] - bk->rp, g = cal_free(sessions, now, bk->rp + bk->ras);
+    if (g + bk->rp + bk->ras > limit) return -1.0;
+    double a = bank_activate(bk, outside_refresh(bk, g) + bk->rp, racts, gacts);
+    double c = bank_column(m, a + bk->rcd, bus, cols, delay, width);
+    double used = write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp, end = a + bk->ras > used ? a + bk->ras : used;
+    if (end > limit || c >= refresh_after(bk, a) || cal_free(sessions, a - bk->rp, end - a + bk->rp) != a - bk->rp)
+        return -1.0;
+    if (cal_take(racts, a, bk->act_width) < 0 || cal_take(gacts, a, bk->rrd_l) < 0
+        || cal_take(sessions, a - bk->rp, end - a + bk->rp) < 0) return -2.0;
+    bk->activates += 1.0;
+    bk->conflicts += 1.0;
+    return c;
+}
+
 /* dram.BankedDram.transfer: the start on the bus of `line`'s data, requested at `now` (< 0: no room). */
 static double banked_transfer(Mem *m, double now, int64_t line, int write) {
     Banks *bk = m->bk;
-    int64_t nch = m->nch, ch = line % nch, n = line / nch / bk->lines_per_row;
+    int64_t nch = m->nch, ch = line % nch, n = line / nch;  /* dram.BankedDram.place and decode */
+    int64_t col = n % (bk->mop ? 4 : bk->lines_per_row);
+    n /= bk->mop ? 4 : bk->lines_per_row;
+    int64_t rank = n % bk->ranks; n /= bk->ranks;
     int64_t group = n % bk->groups; n /= bk->groups;
     int64_t bank = n % bk->banks; n /= bk->banks;
-    int64_t rank = n % bk->ranks, row = n / bk->ranks;
-    if (bk->hash) { group ^= row % bk->groups; bank ^= (row / bk->groups) % bk->banks; }
-    int64_t rk = ch * bk->ranks + rank, rg = rk * bk->groups + group, b = rg * bk->banks + bank;
+    if (bk->mop) {
+        int64_t rest = bk->lines_per_row / 4;
+        col += n % rest * 4; n /= rest;
+        int64_t x = col;
+        if (bk->ranks > 1) { rank ^= x % bk->ranks; x /= bk->ranks; }
+        group ^= x % bk->groups; x /= bk->groups;
+        bank ^= x % bk->banks; x /= bk->banks;
+        n ^= x;
+    }
+    int64_t row = n, rk = ch * bk->ranks + rank, rg = rk * bk->groups + group, b = rg * bk->banks + bank;
     int64_t nrank = nch * bk->ranks, ngroup = nrank * bk->groups;
     Channel *bus = &m->ch[ch], *racts = &m->ch[nch + rk], *gacts = &m->ch[nch + nrank + rg],
-            *cols = &m->ch[nch + nrank + ngroup + rg];
-    double delay = write ? bk->cwl : bk->cl, c = -1.0;
+            *cols = &m->ch[nch + nrank + ngroup + rg], *sessions = &m->ch[nch + nrank + 2 * ngroup + b];
+    double delay = write ? bk->cwl : bk->cl, width = write ? bk->write_burst : m->line_time, c = -1.0;
+    if (bk->row[b] >= 0 && now < bk->act[b] - bk->rp) {
+        c = bank_earlier(m, now, b, racts, gacts, bus, cols, sessions, delay, width, write);
+        if (c < -1.5) return -1.0;
+        if (c >= 0.0) {
+            if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, c + delay, width) < 0) return -1.0;
+            return c + delay;
+        }
+    }
     if (bk->row[b] == row) {
         double e = bk->act[b] + bk->rcd;
-        c = bank_column(m, now > e ? now : e, bus, cols, delay);
+        c = bank_column(m, now > e ? now : e, bus, cols, delay, width);
         if (c >= refresh_after(bk, bk->act[b])) {
             bk->row[b] = -1;
             double r = outside_refresh(bk, refresh_after(bk, bk->act[b]));
@@ -173,7 +211,7 @@ static double banked_transfer(Mem *m, double now, int64_t line, int write) {
         }
         for (;;) {
             a = bank_activate(bk, start, racts, gacts);
-            c = bank_column(m, a + bk->rcd, bus, cols, delay);
+            c = bank_column(m, a + bk->rcd, bus, cols, delay, width);
             if (c < refresh_after(bk, a)) break;
             start = outside_refresh(bk, refresh_after(bk, a));
         }
@@ -184,9 +222,15 @@ static double banked_transfer(Mem *m, double now, int64_t line, int write) {
     } else {
         bk->hits += 1.0;
     }
-    if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, c + delay, m->line_time) < 0) return -1.0;
+    if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, c + delay, width) < 0) return -1.0;
     double done = write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp;
     if (done > bk->pre_ok[b]) bk->pre_ok[b] = done;
+    double start = bk->act[b] - bk->rp;  /* the latest session, from its precharge */
+    if (sessions->n > 0 && sessions->end[sessions->n - 1] > start) {
+        if (bk->pre_ok[b] > sessions->end[sessions->n - 1]) sessions->end[sessions->n - 1] = bk->pre_ok[b];
+    } else if (cal_take(sessions, start, bk->pre_ok[b] - start) < 0) {
+        return -1.0;
+    }
     return c + delay;
 }
 

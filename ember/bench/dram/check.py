@@ -1,0 +1,141 @@
+"""Ember's DRAM model on the check's traces, beside Ramulator 2's results for the same requests.
+
+The closed loop (what Ramulator's LoadStoreTrace front end does): requests enter in trace order, at most one a
+cycle, into a read buffer or a write buffer of 32 entries each (Ramulator's GenericDDR and HBM34 controllers'
+defaults); a request leaves its buffer when its column command issues, which makes room for the next.  A read's
+latency runs from its entry to the end of its data burst.  Times are nanoseconds: the model runs at a 1 GHz
+"core" clock, and Ramulator's cycles are converted with its clock period.
+
+Both sides place every line the same way: Ember's address map gives the channel, rank, bank group, bank, row
+and column, and tools/dram_reference.py writes each request for Ramulator at the address its RoBaRaCoCh mapper
+decodes into exactly those, so the comparison is of the timing models alone.
+
+`python -m ember.bench.dram.check` prints the table docs/dram.md shows.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from ...machine import load_dram_device
+from ...sim.dram import BankedDram
+from .traces import trace
+
+BUFFER = 32  # Ramulator's read and write buffers hold 32 requests each
+WATERMARKS = (0.2, 0.8)  # its write buffer drains from the high watermark to the low one
+TOLERANCE = 0.15  # issue 33's bound on the difference, for bandwidth and mean read latency alike
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A memory both simulators model: Ember's device, channels and address map (Ramulator's organization is
+    in tools/dram_reference.py)."""
+
+    device: str
+    channels: int
+    address_map: str
+    requests_per_line: int = 1  # Ramulator's requests a 64-byte line (HBM3's are 32 bytes)
+
+    @property
+    def buffer(self) -> int:
+        """Lines the closed loop lets wait: Ramulator's buffer holds requests, a line may be two of them."""
+        return BUFFER // self.requests_per_line
+
+    def model(self) -> BankedDram:
+        """A fresh model, its cycles nanoseconds."""
+        batch = (WATERMARKS[1] - WATERMARKS[0]) * BUFFER / self.requests_per_line
+        return BankedDram(load_dram_device(self.device), self.channels, 1.0, self.address_map, batch)
+
+    @property
+    def peak_gbps(self) -> float:
+        """Every channel's bursts back to back, in GB/s."""
+        d = load_dram_device(self.device)
+        return self.channels * d.burst_bytes / (max(d.nburst, d.nccd_s) * d.tck_ps / 1000.0)
+
+
+MEMORIES = {
+    "DDR5-4800": Memory("ddr5-4800", 1, "mop4-xor"),
+    "HBM3": Memory("hbm3", 2, "mop4-xor", 2),
+    "DDR5-4800, row-bank-rank-column": Memory("ddr5-4800", 1, "row-bank-rank-column"),
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One trace on one memory: what the check compares, and the row-buffer counts beside it."""
+
+    ns: float
+    read_latency_ns: float
+    bytes: int
+    row_hits: int
+    row_misses: int
+    row_conflicts: int
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / self.ns if self.ns else 0.0
+
+
+def drive(model: BankedDram, lines: np.ndarray, writes: np.ndarray, buffer: int = BUFFER) -> Measured:
+    """The trace through the closed loop of the module docstring."""
+    held: dict[bool, list[float]] = {False: [], True: []}  # column times of the requests each buffer holds
+    t, end, latency, reads = -1.0, 0.0, 0.0, 0
+    tm = model.t
+    for line, write in zip(lines.tolist(), writes.tolist()):
+        t += 1.0
+        queue = held[write]
+        if len(queue) >= buffer:
+            t = max(t, heapq.heappop(queue))
+        start = model.transfer(t, line, write)
+        heapq.heappush(queue, start - (tm.cwl if write else tm.cl))
+        done = start + model.burst
+        end = max(end, done)
+        if not write:
+            latency += done - t
+            reads += 1
+    return Measured(end, latency / max(reads, 1), 64 * len(lines), model.hits, model.misses, model.conflicts)
+
+
+def reference() -> dict[str, dict[str, dict[str, float]]]:
+    """Ramulator's results: memory -> trace -> figures (reference.json)."""
+    with resources.files(__package__).joinpath("reference.json").open() as f:
+        return json.load(f)["results"]
+
+
+def rows() -> list[tuple[str, str, Measured, dict[str, float]]]:
+    """(memory, trace, Ember's figures, Ramulator's) for every pair reference.json holds."""
+    ref = reference()
+    out = []
+    for mem, per_trace in ref.items():
+        for name, theirs in per_trace.items():
+            lines, writes = trace(name)
+            memory = MEMORIES[mem]
+            out.append((mem, name, drive(memory.model(), lines, writes, memory.buffer), theirs))
+    return out
+
+
+def table(compared: list[tuple[str, str, Measured, dict[str, float]]] | None = None) -> str:
+    """The comparison (`rows()` unless given) as a Markdown table."""
+    head = ("| memory | trace | Ember GB/s | Ramulator GB/s | ratio | Ember read ns | Ramulator read ns | ratio "
+            "| Ember row hits | Ramulator row hits |\n|---|---|---|---|---|---|---|---|---|---|")
+    body = []
+    for mem, name, ours, theirs in compared if compared is not None else rows():
+        gbps = theirs["bytes"] / theirs["ns"]
+        body.append(f"| {mem} | {name} | {ours.gbps:.2f} | {gbps:.2f} | {ours.gbps / gbps:.3f} | "
+                    f"{ours.read_latency_ns:.1f} | {theirs['read_latency_ns']:.1f} | "
+                    f"{ours.read_latency_ns / theirs['read_latency_ns']:.3f} | {ours.row_hits} | "
+                    f"{theirs['row_hits'] // MEMORIES[mem].requests_per_line} |")
+    return "\n".join([head, *body])
+
+
+def main() -> None:
+    print(table())
+
+
+if __name__ == "__main__":
+    main()
