@@ -69,7 +69,7 @@ class ExecuteUnit:
     miss_slots: int = field(metadata=_doc("L1 miss slots (fill buffers): lines the core may have in flight"))
     prefetch_lines: int = field(metadata=_doc("lines after a core miss the next-line prefetcher fetches (0: none)"))
     mispredict_penalty: float = field(metadata=_doc(
-        "cycles the front end loses after a callback dispatch jumps to another case than the last one"))
+        "cycles the front end loses after a mispredicted branch or callback dispatch, from its resolution"))
     int_alu_latency: float = field(metadata=_doc("latency of integer add/sub/compare/select/move"))
     int_mul_latency: float = field(metadata=_doc("latency of an integer multiply"))
     int_div_latency: float = field(metadata=_doc("latency of an integer divide/remainder"))
@@ -93,6 +93,10 @@ class ExecuteUnit:
     host_flops_per_cycle: float = field(metadata=_doc("float operations per cycle for host ops"))
     matrix_flops_per_cycle: float = field(metadata=_doc("float operations per cycle of a host Gemm or MatMul "
                                                         "(a matrix unit's rate, or the SIMD rate without one)"))
+    branch_entries: int = field(default=4096, metadata=_doc(
+        "2-bit counters of the conditional branches' gshare predictor (a power of two)"))
+    branch_history: int = field(default=12, metadata=_doc(
+        "outcomes of earlier conditional branches the gshare predictor hashes in (0 to 30)"))
 
     LATENCIES: typing.ClassVar[tuple[str, ...]] = (
         "int_alu_latency", "int_mul_latency", "int_div_latency", "fp_alu_latency", "fp_mul_latency",
@@ -594,6 +598,9 @@ def _validate(m: Machine) -> None:
     for name in ("issue_width", "rob_entries", "store_buffer", "miss_slots"):
         positive(f"execute.{name}", getattr(e, name))
     need(e.prefetch_lines >= 0, "execute.prefetch_lines", e.prefetch_lines, "must be >= 0")
+    need(0 < e.branch_entries <= 1 << 24 and e.branch_entries & (e.branch_entries - 1) == 0, "execute.branch_entries",
+         e.branch_entries, "must be a power of two from 1 to 16777216")
+    need(0 <= e.branch_history <= 30, "execute.branch_history", e.branch_history, "must be from 0 to 30")
     for name in ExecuteUnit.LATENCIES:
         non_negative(f"execute.{name}", getattr(e, name))
     for group in ExecuteUnit.GROUPS:

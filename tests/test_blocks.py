@@ -23,11 +23,11 @@ import pytest
 
 from ember.ir.diagnostics import EmberError
 from ember.machine import ExecuteUnit, Machine, load_machine
-from ember.predictor import DispatchPredictor
+from ember.predictor import BranchPredictor, DispatchPredictor
 from ember.sim.cache import MemorySystem
 from ember.sim.dram import BankedDram
 from ember.sim.execute import Core
-from ember.sim.fast.boundary import Mem
+from ember.sim.fast.boundary import Branches, Mem
 from ember.sim.fast.build import CFLAGS, compiler
 from ember.sim.fast.engine import MemoryState, QueueState
 from ember.sim.pipeline import CATEGORIES, Pipeline
@@ -89,6 +89,7 @@ double t_stream(Pipe *p, Mem *m, int64_t addr, int64_t n, double r) { return cor
 double t_push(Queue *q, int64_t nbytes, double t) { return q_push(q, nbytes, t); }
 void t_set_pop(Queue *q, int64_t seq, double t) { q->pop[seq & q->mask] = t; }
 int64_t t_predict(int64_t *follows, int64_t *last, int64_t j) { return dispatch_miss(follows, last, j); }
+int64_t t_branch(Branches *b, int64_t pc, int64_t taken) { return branch_miss(b, pc, (int)taken); }
 """
 SIGNATURES = {  # the driver's functions: (return type, argument types)
     "t_pipe": (_P, [_D, _I, _I, _I, _I, _P, _P]), "t_pipe_free": (None, [_P]), "t_dispatch": (_D, [_P, _I]),
@@ -100,6 +101,7 @@ SIGNATURES = {  # the driver's functions: (return type, argument types)
     "t_write_around": (_D, [_P, _I, _D]), "t_stream": (_D, [_P, _P, _I, _I, _D]),
     "t_contains": (_I, [_P, _I, _I]), "t_place": (_I, [_P, _I, _I, _I, _D, _D]), "t_transfer": (_D, [_P, _D, _I, _I]),
     "t_push": (_D, [_P, _I, _D]), "t_set_pop": (None, [_P, _I, _D]), "t_predict": (_I, [_P, _P, _I]),
+    "t_branch": (_I, [_P, _I, _I]),
 }
 
 
@@ -350,6 +352,28 @@ def test_dispatch_predictor(lib: ctypes.CDLL, seed: int) -> None:
         same(want, bool(lib.t_predict(follows.ctypes.data, last.ctypes.data, int(j))), "misprediction", step)
         misses += want
     assert 0 < misses < len(sequence)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("entries, history", [(4096, 12), (16, 6), (1, 0)])
+def test_branch_predictor(lib: ctypes.CDLL, seed: int, entries: int, history: int) -> None:
+    """Branches at a few addresses, as loops and data give them (loop tests taken once in a while, periodic ones,
+    random ones): the same mispredictions, branch by branch, and the same counters and history."""
+    rng = np.random.default_rng(seed)
+    py = BranchPredictor(entries, history)
+    counters = np.ones(entries, dtype=np.uint8)
+    c = Branches(mask=entries - 1, hmask=(1 << history) - 1, counters=counters.ctypes.data)
+    misses = 0
+    for step in range(5000):
+        pc = int(rng.choice([3, 17, 40, 41, 1000 + entries]))
+        kind = pc % 3
+        taken = bool(rng.random() < 0.05 if kind == 0 else step % 3 == 0 if kind == 1 else rng.random() < 0.5)
+        want = py.miss(pc, taken)
+        same(want, bool(lib.t_branch(ctypes.byref(c), pc, int(taken))), "misprediction", step)
+        same(py.history, c.history, "history", step)
+        misses += want
+    assert list(py.counters) == counters.tolist() and c.misses == misses
+    assert 0 < misses < 5000
 
 
 def test_a_block_that_differs_is_found(lib: ctypes.CDLL) -> None:

@@ -20,7 +20,9 @@ machine's numbers (`Target`).  A nest costs
   the accumulators in flight), and dispatch: `issue_width` uops a cycle plus, for a decoupled nest,
   the mispredicted jumps to callbacks.  That jump is predicted from the token before it (one-token
   history); the token sequence is generated from the nest's structure with the average trip counts,
-  and each miss costs the token's queue read and the pipeline restart.
+  and each miss costs the token's queue read and the pipeline restart.  Each entry of a core loop
+  also mispredicts its exit (the branch's latency and the restart), unless its trip count is fixed
+  and no longer than the branch predictor's history.
 
 An operation's nests run one after another and their costs add.  The estimate is a model, not the
 simulator: choose-plan only acts on differences larger than its error (docs/architecture.md).
@@ -52,6 +54,7 @@ class Target:
     rob_entries: int              # [execute.rob_entries] uops the core runs ahead of a waiting load
     simd_bits: int                # [execute.simd_bits] one machine vector
     mispredict_penalty: float     # [execute.mispredict_penalty]
+    branch_history: int           # [execute.branch_history] outcomes the conditional branches' predictor hashes in
     prefetch_lines: int           # [execute.prefetch_lines] lines the core's prefetcher fetches after a miss
     int_alu_latency: float        # [execute.int_alu_latency]
     fp_alu_latency: float         # [execute.fp_alu_latency]
@@ -246,6 +249,7 @@ class _Nest:
         self.indirect: set[Value] = set()      # memrefs whose rows an index read from memory picks
         self.lead: dict[Value, tuple[float, float]] = {}  # memref -> (rows ahead, touches): an access-unit prefetch
         self.recurrence = 0.0
+        self.exits = 0.0                       # mispredicted exits of core loops (see walk)
         self.callbacks: list[Op] = []
         self.known = True
         self.walk(root, 1.0)
@@ -273,6 +277,11 @@ class _Nest:
             self.trip[id(op)] = inner / n if n else 0.0
             if op.name == "loop.for":
                 self.uops += 3 * inner  # compare-and-branch, increment, jump back
+                # its exit test mispredicts once an entry, unless its trip count is fixed and short enough for the
+                # predictor's history to learn it (as gshare does: tests/test_branch_predictor.py)
+                fixed = all(static(v, self.sizes) is not None for v in op.operands)
+                if not (fixed and self.trip[id(op)] <= self.t.branch_history):
+                    self.exits += n
             for o in op.body.ops:
                 self.walk(o, inner)
             self.recurrences(op.body.ops, inner)
@@ -497,6 +506,7 @@ def _charge(n: _Nest, root: Op, memory: _Memory, est: Estimate, t: Target, last:
         "execute.recurrence": n.recurrence,
     }
     mispredicts = _mispredicts(n, root) * t.mispredict if n.decoupled else 0.0
+    mispredicts += n.exits * (t.branch_latency + t.mispredict_penalty)
     bounds["execute.issue"] = n.uops / t.issue_width + mispredicts  # the front end restarts after each miss
     latency = _chain(n, root, memory, t) + (_tail(n, root, memory, t, bounds["execute.issue"]) if last else 0.0)
     worst = max(bounds, key=lambda k: bounds[k])

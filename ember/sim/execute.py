@@ -18,7 +18,7 @@ from ..backend.dae import Instr, Label, Mem, Program, Reg, SymRef
 from ..ir.diagnostics import EmberError
 from ..isa import integers
 from ..machine import Machine
-from ..predictor import DispatchPredictor
+from ..predictor import BranchPredictor, DispatchPredictor
 from . import cycle_limit
 from .cache import MemorySystem
 from .host import HostRunner, host_cost
@@ -109,16 +109,21 @@ class Core:
         self.prefetches = 0
         self.last_pop = 0.0  # pops read the queue in order
         self.predictors: dict[str, DispatchPredictor] = {}  # the dispatch jump's, one per access program
+        self.branches = BranchPredictor(ex.branch_entries, ex.branch_history)  # the conditional branches'
+        self.branch_misses = 0
         self.host_cycles = 0.0
         self.host_flops = 0.0
         self.host_bytes = 0.0
         self.labels: dict[str, int] = {}
         self.host_index: dict[int, int] = {}  # id of a host instruction -> its index in the code
+        self.branch_pc: dict[int, int] = {}  # id of a conditional branch -> its index in the code (its address)
         for i, ins in enumerate(program.code):
             if isinstance(ins, Label):
                 self.labels[ins.name] = i
             elif ins.op == "host":
                 self.host_index[id(ins)] = i
+            elif isinstance(ins, Instr) and ins.base in isa.of_kind("branch"):
+                self.branch_pc[id(ins)] = i
         self.hosts = HostRunner(program, tensors.get)
         self.pops: list[Entry] = []
         self.max_cycles = cycle_limit.DEFAULT_MAX_CYCLES  # checked after every taken backward branch
@@ -201,8 +206,12 @@ class Core:
             regs[a[0]] = regs[a[2]] if regs[a[1]] else regs[a[3]]
         elif kind == "convert":
             regs[a[0]] = round_to(ins.op.split(".")[1])(float(regs[a[1]]))
-        elif kind == "branch":
-            if row.py(self.val(a[0]), self.val(a[1])):
+        elif kind == "branch":  # predicted by gshare; a miss restarts the front end after the branch resolves
+            taken = bool(row.py(self.val(a[0]), self.val(a[1])))
+            if self.branches.miss(self.branch_pc[id(ins)], taken):
+                self.branch_misses += 1
+                self.pipe.wait(done + self.lat["mispredict_penalty"], "mispredict")
+            if taken:
                 return a[2].name
         elif kind == "jump":
             return a[0].name

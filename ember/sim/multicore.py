@@ -32,7 +32,7 @@ SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access
           "execute.load_stall_cycles", "execute.pop_stall_cycles", "execute.store_stall_cycles",
           "execute.compute_stall_cycles", "execute.mispredict_cycles", "execute.uops", "host.cycles", "host.flops",
           "dram.requests", "dram.busy_cycles", "dram.write_bytes", "dram_bytes", "dram.activates", "dram.row_hits",
-          "dram.row_misses", "dram.row_conflicts")
+          "dram.row_misses", "dram.row_conflicts", "execute.branch_mispredicts")
 SUMMED_PREFIXES = ("execute.op.", "execute.pipe.")  # counters a core may or may not have: summed by prefix
 
 

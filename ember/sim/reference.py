@@ -147,7 +147,8 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
                            ("pop", "pop_stall", "an operand pop"), ("load", "load_stall", "the core's loads"),
                            ("store", "store_stall", "the store buffer, or stores and write-backs draining"),
                            ("compute", "compute_stall", "arithmetic latency and busy pipes"),
-                           ("mispredict", "mispredict", "the front end after a mispredicted dispatch jump")):
+                           ("mispredict", "mispredict", "the front end after a mispredicted branch or dispatch "
+                                                        "jump")):
         st.set(f"execute.{name}_cycles", stalls[key], f"cycles the front end waited for {doc}", "Cycle")
     st.set("execute.instructions", sum(core.counts.values()), "instructions executed (a callback dispatch is one)",
            "Count")
@@ -159,6 +160,8 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
         st.set(f"execute.pipe.{g}", pipe.ports[g].count, f"uses of the {g} pipe group (a vector wider than the "
                "machine's, one a piece; a gather or scatter, one a lane)", "Count")
     st.set("execute.prefetches", core.prefetches, "lines fetched by the next-line prefetcher", "Count")
+    st.set("execute.branch_mispredicts", core.branch_misses, "conditional branches the gshare predictor got wrong",
+           "Count")
     st.set("host.cycles", core.host_cycles, "cycles of host (ONNX) operations, roofline model", "Cycle")
     st.set("host.flops", core.host_flops, "float operations of host operations", "Count")
     st.set("queue_max_occupancy", q.max_bytes, "largest output-queue occupancy at a push", "Byte")

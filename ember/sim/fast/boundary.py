@@ -81,6 +81,13 @@ class Banks(Struct):
                 *((name, _D) for name in BANK_COUNTERS)]
 
 
+class Branches(Struct):
+    """The conditional branches' gshare predictor (runtime.h Branches): its masks, history, misses, counters."""
+
+    __slots__ = ()
+    _fields_ = [("mask", _I), ("hmask", _I), ("history", _I), ("misses", _I), ("counters", _P)]
+
+
 class Mem(Struct):
     """The memory system (runtime.h Mem): the levels, the DRAM calendars, DRAM's numbers and its counters, and the
     banks (NULL for ideal DRAM)."""
@@ -144,10 +151,10 @@ class Args(Struct):
     __slots__ = ()
     _fields_ = [("sym", ctypes.POINTER(Symbol)), ("nsym", _I), ("next_addr", _I), ("mem", ctypes.POINTER(Mem)),
                 ("q", ctypes.POINTER(Queue)), ("access_level", _I), ("host", HOST_FN), ("cost", HostCost),
-                ("xp", Numbers), ("counts", Counts), ("totals", Totals)]
+                ("xp", Numbers), ("counts", Counts), ("totals", Totals), ("br", ctypes.POINTER(Branches))]
 
 
-RUNTIME = (Level, Channel, Banks, Mem, Queue)  # declared in runtime.h
+RUNTIME = (Level, Channel, Banks, Mem, Queue, Branches)  # declared in runtime.h
 GENERATED = (Symbol, HostCost, Numbers, Totals, Counts, Args)  # declared by c_declarations, in this order
 STRUCTS: tuple[type[Struct], ...] = RUNTIME + GENERATED  # what ember_layout reports, in this order
 

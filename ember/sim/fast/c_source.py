@@ -57,7 +57,8 @@ LOCAL_INT_TOTALS = ("elements", "requests", "tokens", "operands", "operand_bytes
 SIGNATURE = "int64_t simulate(Args *x)"  # everything crosses in x (boundary.py)
 # at the entry, the pointers the body uses all along become locals (the symbols S, the memory system, the queue, the
 # instruction counters), as the machine's numbers become `xp_` locals
-PROLOGUE = "Symbol *S = x->sym; Mem *mem = x->mem; Queue *q = x->q; Counts *CNT = &x->counts;"
+PROLOGUE = ("Symbol *S = x->sym; Mem *mem = x->mem; Queue *q = x->q; Counts *CNT = &x->counts; "
+            "Branches *BR = x->br;")
 RELEASE = ("void release(Args *x) {  /* frees the elements the generated code allocated */\n"
            "    for (int64_t k = 0; k < x->nsym; k++)\n"
            "        if (x->sym[k].owned) { free(x->sym[k].data); x->sym[k].data = 0; x->sym[k].owned = 0; }\n}\n")
@@ -295,7 +296,7 @@ class Generator(AccessCode, MemoryCode):
             if op in ("halt", "ret"):
                 self(f"goto {exit_label};" if op == until else self.fail())
             elif op in BRANCH:
-                self.plain(ins)
+                done = self.plain(ins)
                 to = self.labels[ins.args[-1].name]
                 # a taken backward branch checks the cycle limit (cycle_limit.py), as execute.Core.run_from does
                 jump = f"{{ if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')} goto {names[to]}; }}" \
@@ -303,8 +304,13 @@ class Generator(AccessCode, MemoryCode):
                 row = isa.OPS[op]
                 if row.kind == "jump":
                     self(jump)
-                else:
-                    self(f"if ({row.c.format(a=self.ival(ins.args[0]), b=self.ival(ins.args[1]))}) {jump}")
+                else:  # predicted by gshare (execute.Core.step): a miss restarts the front end after it resolves
+                    k = self.new_site()
+                    self.var(f"tk{k}", "int")
+                    self(f"tk{k} = ({row.c.format(a=self.ival(ins.args[0]), b=self.ival(ins.args[1]))}) != 0;")
+                    self(f"if (branch_miss(BR, {pc}, tk{k})) pipe_wait(P, {done} + xp_mispredict_penalty, "
+                         "CAT_MISPREDICT);")
+                    self(f"if (tk{k}) {jump}")
             else:
                 self.instr(ins)
 
@@ -337,9 +343,9 @@ class Generator(AccessCode, MemoryCode):
         self(f"{e} = pipe_issue(P, {ExecuteUnit.GROUPS.index(group)}, {t});")
         return e
 
-    def plain(self, ins: Instr) -> None:
+    def plain(self, ins: Instr) -> str:
         """The timing of an instruction with a fixed latency, piece by piece and uop after uop
-        (execute.Core.step)."""
+        (execute.Core.step); returns the C variable holding its completion."""
         t0 = self.begin(ins)
         k0 = self.new_site()
         t, done = self.var(f"u{k0}", "double"), self.var(f"ud{k0}", "double")
@@ -352,6 +358,7 @@ class Generator(AccessCode, MemoryCode):
                 self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index(uop.pipe)}, {t}) + xp_{uop.latency};")
             self(f"if ({t} > {done}) {done} = {t};")
         self.done(ins, done, "compute")
+        return done
 
     def pieces(self, bits: int) -> int:
         """execute.Core.pieces: machine vectors `bits` of vector span (the generated code is per machine)."""

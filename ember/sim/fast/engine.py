@@ -46,6 +46,7 @@ from .boundary import (
     NUMBERS,
     Args,
     Banks,
+    Branches,
     Channel,
     Level,
     Mem,
@@ -261,6 +262,11 @@ class _State:
 
         self.queue_state = QueueState(machine)  # owns the queue and the arrays it points into
         self.args.q = ctypes.pointer(self.queue_state.queue)
+        ex = machine.execute  # the conditional branches' predictor (predictor.BranchPredictor), counters at 1
+        self.branch_counters = np.ones(ex.branch_entries, dtype=np.uint8)
+        self.branches = Branches(mask=ex.branch_entries - 1, hmask=(1 << ex.branch_history) - 1,
+                                 counters=self.branch_counters.ctypes.data)
+        self.args.br = ctypes.pointer(self.branches)
 
         ex = machine.execute
         xp = {"issue_slot": 1.0 / ex.issue_width, "rob_entries": ex.rob_entries, "store_buffer": ex.store_buffer,
@@ -381,6 +387,7 @@ class _State:
         pipe = SimpleNamespace(instructions=is_["instructions"], ports=ports,
                                stalls={c: fs[f"stall_{c}"] for c in CATEGORIES})
         core = SimpleNamespace(pipe=pipe, counts=counts, lookups=0, prefetches=is_["prefetches"],
+                               branch_misses=int(self.branches.misses),
                                host_cycles=fs["host_cycles"], host_flops=fs["host_flops"])
         q = OutputQueue(m.access.queue_total_bytes)
         q.stall = float(self.queue_state.queue.stall)

@@ -728,6 +728,23 @@ static inline int dispatch_miss(int64_t *follows, int64_t *last, int64_t j) {
     return 1;
 }
 
+/* The conditional branches' predictor (ember/predictor.py, BranchPredictor): gshare over 2-bit counters. */
+typedef struct {
+    int64_t mask, hmask, history, misses;  /* entries - 1, (1 << history bits) - 1, the outcomes, mispredictions */
+    uint8_t *counters;
+} Branches;
+
+/* BranchPredictor.miss: the branch at pc went `taken`; whether it was mispredicted (counted), then learnt. */
+static inline int branch_miss(Branches *b, int64_t pc, int taken) {
+    int64_t i = (pc ^ b->history) & b->mask;
+    int c = b->counters[i];
+    b->counters[i] = (uint8_t)(taken ? (c < 3 ? c + 1 : 3) : (c > 0 ? c - 1 : 0));
+    b->history = ((b->history << 1) | taken) & b->hmask;
+    if ((c >= 2) == taken) return 0;
+    b->misses += 1;
+    return 1;
+}
+
 /* access.AccessUnit.slots: a binary min-heap of n times; only its minimum is ever read, so any heap
    holding the same times gives the same timing as Python's heapq. */
 static inline void heap_push(double *h, int64_t n, double v) {
