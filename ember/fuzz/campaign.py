@@ -82,7 +82,8 @@ class Summary:
         extra = f", {c['fuzzer-error']} fuzzer errors" if c.get("fuzzer-error") else ""
         return (f"{self.runs} programs run ({self.both} on both engines, {self.compiled} of them compiled by the "
                 f"fast engine; {self.refused} refused cleanly) in {self.seconds:.0f} s: {c['crash']} crashes, "
-                f"{c['hang']} hangs, {c['disagreement']} disagreements, {c['internal']} internal errors{extra}")
+                f"{c['hang']} hangs, {c['disagreement']} disagreements, {c['internal']} internal errors, "
+                f"{c['bound']} runs past a bound{extra}")
 
 
 def cases(names: list[str]) -> st.SearchStrategy[Generated | Mutated]:

@@ -30,7 +30,8 @@ from ..sim.stats import Stats
 
 HOST_TIME = frozenset({"host_seconds", "sim_cycles_per_host_second", "lookups_per_host_second"})
 ENGINES = ("reference", "fast")
-FAILURES = ("crash", "hang", "disagreement", "internal", "fuzzer-error")  # fuzzer-error: a bug in ember.fuzz itself
+FAILURES = ("crash", "hang", "disagreement", "internal", "bound",  # bound: a run faster than its speed of light
+            "fuzzer-error")  # fuzzer-error: a bug in ember.fuzz itself
 
 
 @dataclass
@@ -144,6 +145,8 @@ def compare(ref: tuple, fast: tuple) -> Verdict:
     diff = outputs_differ(ref[1], fast[1]) or stats_differ(ref[2], fast[2])
     if diff:
         return Verdict("disagreement", diff)
+    if ref[2]["sol_fraction"] > 1.0 + 1e-9:  # sol.* bound every correct program (sim/bounds.py)
+        return Verdict("bound", f"a run beat its speed of light: sol_fraction {ref[2]['sol_fraction']:.6g}")
     return Verdict("ok", "both engines agree")
 
 

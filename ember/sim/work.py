@@ -192,8 +192,10 @@ def _deep_hash(p: Program, i: int, w: Work, value: Values, lookups: int, distinc
 def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_bytes: int, elements: int,
            out_rows: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
     """A bag over a tensor train (emb.ttbag): a lookup needs one slice of each core, picked by a digit of its index;
-    each distinct slice is read from memory once, every lookup's slices are streamed (a decoupled program is judged
-    as streaming them, as for every bag) and each distinct row's are read by the core.  A row is contracted once (a
+    each distinct slice is read from memory once and each distinct row's are read by the core.  Only the indices,
+    offsets and weights must cross the access unit: a program may read any core's slices on the core instead of
+    streaming them (an expert that read two of three cores there beat the bound that counted every lookup's
+    slices as stream elements).  A row is contracted once (a
     repeated index can add the row kept from before: a chunk's read and add per lookup), one vector fused
     multiply-add per `lanes` multiply-adds; pooling can be folded into the last contraction, so it adds nothing
     there, and a mean's divides add theirs.  Distinct rows that agree on the digits of neighbouring cores may share
@@ -216,7 +218,7 @@ def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_b
         lookups=int(lookups),
         distinct_rows=int(distinct.size),
         compulsory_bytes=int(distinct_slices * 4 + other_bytes + out_rows * dim * 4),
-        access_elements=int(lookups * sum(slices) + elements),
+        access_elements=int(elements),
         vector_fp_ops=int(fp_ops),
         row_chunks=int(alone * -(-sum(slices) // lanes) + (distinct.size - alone) * -(-min(slices) // lanes)
                        + (lookups - distinct.size) * chunks),
