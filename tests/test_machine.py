@@ -108,7 +108,7 @@ def test_every_described_key_round_trips_through_set() -> None:
         ("access.lanes", "0", r"'access.lanes' = 0: must be positive"),
         ("dram.bytes_per_cycle", "fast", r"'dram.bytes_per_cycle' expects a number"),
         ("dram.bytes_per_cycle", "inf", r"'dram.bytes_per_cycle' = inf: device 'ddr5-4800' sets the bandwidth"),
-        ("dram.device", "ddr9", r"unknown DRAM device 'ddr9' \(devices: ideal, ddr5-4800"),
+        ("dram.device", "ddr9", r"unknown DRAM device 'ddr9' \(devices: ideal, ddr4-3200, ddr5-4800, hbm2, hbm3\)"),
         ("dram.address_map", "diagonal", r"'dram.address_map' = diagonal: must be one of"),
         ("dram.write_batch", "0.5", r"'dram.write_batch' = 0.5: must be at least 1"),
         ("dram.channels", "0", r"'dram.channels' = 0: must be from 1 to 1024"),

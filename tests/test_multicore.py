@@ -111,6 +111,9 @@ def test_the_benchmark_splits_its_workloads(name: str) -> None:
     two = run(w, "O3", m.with_overrides(["cores=2"]))
     assert two.stats["cycles"] < one.stats["cycles"]
     assert two.stats["dram_bytes"] > 0 and 0 < two.stats["roofline_fraction"] <= 1.0
+    # every row says when the first and the last core halt; one core halts at the run's cycles
+    assert one.stats["cores.min_cycles"] == one.stats["cores.max_cycles"] == one.stats["cycles"]
+    assert 0 < two.stats["cores.min_cycles"] <= two.stats["cores.max_cycles"] == two.stats["cycles"]
 
 
 def test_the_interleaved_model_on_one_core_is_the_single_core_run() -> None:

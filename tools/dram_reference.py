@@ -31,6 +31,10 @@ RAMULATOR = {
                       tx=64, tick_ps=416, columns=64, per_line=1, extra={"rank": 1}),
     "hbm3": dict(standard="HBM3", org="HBM3_16Gb_8hi", timing="HBM3_6400Mbps", controller="HBM34",
                  tx=32, tick_ps=312, columns=32, per_line=2, extra={}),
+    "ddr4-3200": dict(standard="DDR4", org="DDR4_8Gb_x8", timing="DDR4_3200AA", controller="GenericDDR",
+                      tx=64, tick_ps=625, columns=128, per_line=1, extra={"rank": 1}),
+    "hbm2": dict(standard="HBM2", org="HBM2_8Gb", timing="HBM2_1600Mbps", controller="HBM12",
+                 tx=32, tick_ps=1250, columns=32, per_line=2, extra={}),
 }
 
 

@@ -32,8 +32,9 @@ SUMMED = ("cycles", "tokens", "operands", "callbacks", "access.elements", "execu
 DERIVED = ("roofline.bound_cycles", "roofline_fraction", "sol.bound_cycles", "sol_fraction", "dram_bandwidth_fraction",
            "useful_bandwidth_fraction", "lookups_per_kcycle", "lookups_per_host_second", "sim_cycles_per_host_second",
            "power_w")
-STATS = SUMMED + DERIVED  # every statistic `run` reports but the energy leaves (is_stat), so a sweep can check a
-# plotted metric before it runs
+CORES = ("cores.min_cycles", "cores.max_cycles")  # when the first and the last core halt (a one-core run's: cycles)
+# every statistic `run` reports but the energy leaves (is_stat), so a sweep can check a plotted metric before it runs
+STATS = SUMMED + CORES + DERIVED
 HOST_TIME = ("host_seconds", "lookups_per_host_second", "sim_cycles_per_host_second")  # vary run to run
 
 
@@ -163,6 +164,8 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
                 raise EmberError(f"{where}: simulated output differs from numpy's")
         for k in [*SUMMED, *(n for n, _ in st.items() if n.startswith("energy."))]:  # and energy's leaves
             res.stats[k] = res.stats.get(k, 0.0) + float(st[k])
+        for k in CORES:  # tables run one after another: each adds its first and its last core's finish
+            res.stats[k] = res.stats.get(k, 0.0) + float(st[k] if k in st else st["cycles"])
     s = res.stats
     bound = max(s["roofline.access_cycles"], s["roofline.dram_cycles"], s["roofline.execute_cycles"])
     s["roofline.bound_cycles"] = bound

@@ -68,6 +68,9 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
     host = sum(s["host_seconds"] for s in per_core)
     st.set("cores", len(per_core), "cores given a slice of the batch (any others stay idle)", "Count")
     st.set("cycles", cycles, "simulated cycles until the slowest core halts", "Cycle")
+    st.set("cores.min_cycles", min(s["cycles"] for s in per_core), "the cycle the first core to finish halts",
+           "Cycle")
+    st.set("cores.max_cycles", cycles, "the cycle the last core to finish halts", "Cycle")
     st.set("sim_seconds", machine.seconds(cycles), "simulated time at the machine's clock", "Second")
     st.set("host_seconds", host, "wall-clock time the simulations took", "Second")
     st.set("sim_cycles_per_host_second", cycles / host if host else 0.0, "simulation speed", "Cycle/Second")

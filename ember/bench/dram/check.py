@@ -62,6 +62,8 @@ MEMORIES = {
     "DDR5-4800": Memory("ddr5-4800", 1, "mop4-xor"),
     "HBM3": Memory("hbm3", 2, "mop4-xor", 2),
     "DDR5-4800, row-bank-rank-column": Memory("ddr5-4800", 1, "row-bank-rank-column"),
+    "DDR4-3200": Memory("ddr4-3200", 1, "mop4-xor"),
+    "HBM2": Memory("hbm2", 2, "mop4-xor", 2),
 }
 
 
