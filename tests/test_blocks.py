@@ -41,6 +41,7 @@ MACHINES = {
               "caches.llc.ways=4", "caches.llc.size_bytes=16384", "dram.channels=3", "execute.store_buffer=3",
               "execute.miss_slots=2", "execute.rob_entries=16", "execute.prefetch_lines=2", "access.queue_bytes=16"),
     "ddr5": ("dram.device=ddr5-4800",),
+    "hbm3": ("dram.device=hbm3", "dram.channels=2", "clock_ghz=0.3"),  # two ranks; a refresh every 1,170 cycles
     "ddr5-small": ("caches.l1.ways=2", "caches.l1.size_bytes=1024", "caches.l2.ways=4", "caches.l2.size_bytes=4096",
                    "caches.llc.ways=4", "caches.llc.size_bytes=16384", "dram.device=ddr5-4800", "dram.channels=3",
                    "dram.address_map=row-bank-rank-column",

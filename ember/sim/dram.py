@@ -23,21 +23,31 @@ bytes_per_cycle` cycles.  A request at `now` takes its channel's earliest free b
    - `mop4-xor` (Ramulator's MOP4CLXOR, "minimalist open page"): two bits of column (four lines), the
      rank, the bank group, the bank, the rest of the column, and the row is what is left; then the
      rank, bank group, bank and row, in that order, are each XORed with the next bits of the column
-     (lowest first; ranks of one take none).  Four lines share a row; a stream moves through every
-     bank group and bank before it returns to a row.
+     (lowest first; ranks of one take none).  The XOR takes the column's low bits too, so even
+     neighbouring lines land in different bank groups (on DDR5, lines 0, 5, 10 and 15 share a row).
 2. Resources, each a calendar of the given width: a channel's data bus (`burst`, no narrower than
    tCCD_S); a rank's activates (`max(tRRD_S, tFAW / 4)`: at most four activates in any tFAW window
    when they come steadily, a little stricter than JEDEC for a burst of four); a bank group's
-   activates (tRRD_L) and its column commands (tCCD_L).
+   activates (tRRD_L) and its column commands (tCCD_L); and a bank's sessions, each from the
+   precharge before a row's activate (tRP earlier) to the later of its earliest precharge and tRC
+   after the activate less tRP, so sessions are tRC apart.
 3. Refresh: every rank of a channel refreshes all its banks together in the windows
    [k tREFI, k tREFI + tRFC), k >= 1.  No command starts inside a window, and a window closes every
    open row (a row opened before a window's start cannot be read after it).
-4. Each bank keeps its open row (open-page policy: a row stays open until a request to another row
+4. Each bank keeps its latest row (open-page policy: a row stays open until a request to another row
    of the bank, or a refresh, closes it), the time of the activate that opened it, and the earliest
-   times it may be precharged and activated again.  Bank state only moves forward: a request for a
-   bank is served after what that bank has already been given, even if it comes earlier in time.
+   times it may be precharged and activated again.  Only a request that comes earlier in time than
+   the latest row's session may be served before it (5, the earlier path); every other request is
+   served after what the bank has already been given.
 5. A request for `line` at `now`, reading or writing (a write's data follows tCWL after its command,
    a read's tCL):
+   - The earlier path, when the bank has a row open and `now` is before its session starts: the first
+     gap of the bank's sessions at or after `now` at least tRP + tRAS wide gets a session of its own
+     (precharge at the gap's start, moved out of refresh, activate tRP later where the rank's and bank
+     group's calendars allow, the column command from tRCD after it), if that session ends (its
+     earliest precharge, and tRC after its activate less tRP) before the latest session starts and
+     its column command comes before the next refresh window.  It counts as an activate and a
+     conflict, and leaves the bank's latest row as it was.  Otherwise the request goes on below.
    - Row hit (its row is open and was opened in the current refresh interval): the column command
      goes at the earliest `c >= max(now, act + tRCD)` where the bank group's column calendar is free
      at `c` and the channel's bus at `c + tCL` (or tCWL), outside refresh windows.  If that `c` falls
@@ -50,7 +60,9 @@ bytes_per_cycle` cycles.  A request at `now` takes its channel's earliest free b
      next refresh window moves the activate past that window.
    The bank's earliest precharge becomes the latest of `a + tRAS`, a read's `c + tRTP` and a write's
    `c + tCWL + burst + tWR`.  The request is booked on every calendar, and the model returns the
-   data's start on the bus, `c + tCL` (or tCWL).
+   data's start on the bus: the free start the bus calendar gave for `c + tCL` (or tCWL), which is
+   what the bus is booked from (`(c + tCL) - tCL + tCL` can round an ulp below it).
+   Refresh only keeps commands out of its windows: a row's tRAS, tWR or tRTP may run into one.
    Read/write turnaround: a controller drains writes in batches of `write_batch` lines (Ramulator's
    does, between its write buffer's watermarks), and each batch costs the bus two turnarounds, read to
    write (tRTW + tCWL - tCL - tBL) and write to read (tWTR_S + tCL).  A write therefore holds the bus
@@ -237,8 +249,10 @@ class BankedDram:
         """Start of the first refresh window after `t`."""
         return (math.floor(t / self.t.refi) + 1) * self.t.refi
 
-    def column(self, t: float, bus: Calendar, cols: Calendar, delay: float, width: float) -> float:
-        """The earliest column command at or after `t` whose bank group and data burst are free."""
+    def column(self, t: float, bus: Calendar, cols: Calendar, delay: float,
+               width: float) -> tuple[float, float]:
+        """The earliest column command at or after `t` whose bank group and data burst are free, and its data's
+        start on the bus (the free start the bus gave: `c + delay` can round an ulp below it)."""
         while True:
             c = self.outside_refresh(t)
             c = cols.first_free(c, self.t.ccd_l)
@@ -246,7 +260,7 @@ class BankedDram:
             if d != c + delay:  # (c + delay) - delay need not be c again
                 c = d - delay
             if c == t:
-                return c
+                return c, d
             t = c
 
     def activate(self, t: float, ranks: Calendar, groups: Calendar) -> float:
@@ -260,25 +274,25 @@ class BankedDram:
             t = a
 
     def earlier(self, now: float, b: int, ranks: Calendar, groups: Calendar, bus: Calendar, cols: Calendar,
-                delay: float, width: float, write: bool) -> float:
+                delay: float, width: float, write: bool) -> tuple[float, float]:
         """A row opened for this request alone before the bank's latest one (module docstring, 5): its column
-        command, or -1 when no gap of the bank's fits it."""
+        command and its data's start, or (-1, -1) when no gap of the bank's fits it."""
         tm = self.t
         sessions, limit = self.sessions[b], self.act[b] - tm.rp
         g = sessions.first_free(now, tm.rp + tm.ras)
         if g + tm.rp + tm.ras > limit:
-            return -1.0
+            return -1.0, -1.0
         a = self.activate(self.outside_refresh(g) + tm.rp, ranks, groups)
-        c = self.column(a + tm.rcd, bus, cols, delay, width)
-        end = max(a + tm.ras, c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp)
+        c, data = self.column(a + tm.rcd, bus, cols, delay, width)
+        end = max(a + tm.ras, a + tm.rc - tm.rp, c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp)
         if end > limit or c >= self.refresh_after(a) or sessions.first_free(a - tm.rp, end - a + tm.rp) != a - tm.rp:
-            return -1.0
+            return -1.0, -1.0
         ranks.take(a, self.act_width)
         groups.take(a, tm.rrd_l)
         sessions.take(a - tm.rp, end - a + tm.rp)
         self.activates += 1
         self.conflicts += 1
-        return c
+        return c, data
 
     def transfer(self, now: float, line: int, write: bool) -> float:
         """The start on the bus of `line`'s data, requested at `now` (module docstring, 5)."""
@@ -286,15 +300,15 @@ class BankedDram:
         ch, rank, rg, b, row = self.decode(line)
         bus, cols = self.buses[ch], self.group_cols[rg]
         delay, width = (tm.cwl, self.write_burst) if write else (tm.cl, self.burst)
-        c = -1.0
+        c = data = -1.0
         if self.row[b] >= 0 and now < self.act[b] - tm.rp:
-            c = self.earlier(now, b, self.rank_acts[rank], self.group_acts[rg], bus, cols, delay, width, write)
+            c, data = self.earlier(now, b, self.rank_acts[rank], self.group_acts[rg], bus, cols, delay, width, write)
             if c >= 0.0:
                 cols.take(c, tm.ccd_l)
-                bus.take(c + delay, width)
-                return c + delay
+                bus.take(data, width)
+                return data
         if self.row[b] == row:
-            c = self.column(max(now, self.act[b] + tm.rcd), bus, cols, delay, width)
+            c, data = self.column(max(now, self.act[b] + tm.rcd), bus, cols, delay, width)
             if c >= self.refresh_after(self.act[b]):
                 self.row[b] = -1
                 self.act_ok[b] = max(self.act_ok[b], self.outside_refresh(self.refresh_after(self.act[b])))
@@ -312,7 +326,7 @@ class BankedDram:
                 self.misses += 1
             while True:
                 a = self.activate(start, self.rank_acts[rank], self.group_acts[rg])
-                c = self.column(a + tm.rcd, bus, cols, delay, width)
+                c, data = self.column(a + tm.rcd, bus, cols, delay, width)
                 if c < self.refresh_after(a):
                     break
                 start = self.outside_refresh(self.refresh_after(a))
@@ -324,16 +338,17 @@ class BankedDram:
         else:
             self.hits += 1
         cols.take(c, tm.ccd_l)
-        bus.take(c + delay, width)
+        bus.take(data, width)
         done = c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp
         if done > self.pre_ok[b]:
             self.pre_ok[b] = done
         sessions, start = self.sessions[b], self.act[b] - tm.rp  # the latest session, from its precharge
+        end = max(self.pre_ok[b], self.act[b] + tm.rc - tm.rp)  # at least tRC from its activate to the next one
         if sessions.ends and sessions.ends[-1] > start:
-            sessions.ends[-1] = max(sessions.ends[-1], self.pre_ok[b])
+            sessions.ends[-1] = max(sessions.ends[-1], end)
         else:
-            sessions.take(start, self.pre_ok[b] - start)
-        return c + delay
+            sessions.take(start, end - start)
+        return data
 
     def reset_counters(self) -> None:
         """Count from zero (the next core of a multi-core run, which shares this DRAM, counts its own)."""

@@ -121,6 +121,13 @@ def rows() -> list[tuple[str, str, Measured, dict[str, float]]]:
     return out
 
 
+def line_hits(theirs: dict[str, float]) -> int:
+    """Ramulator's row hits counted a line at a time: a line of two requests (HBM's 32-byte bursts) has its second
+    one hit the row the first opened, so the hits beyond one a line's second request are the lines' own."""
+    lines = int(theirs["bytes"]) // 64
+    return max(0, int(theirs["row_hits"]) - (int(theirs["requests"]) - lines))
+
+
 def table(compared: list[tuple[str, str, Measured, dict[str, float]]] | None = None) -> str:
     """The comparison (`rows()` unless given) as a Markdown table."""
     head = ("| memory | trace | Ember GB/s | Ramulator GB/s | ratio | Ember read ns | Ramulator read ns | ratio "
@@ -131,7 +138,7 @@ def table(compared: list[tuple[str, str, Measured, dict[str, float]]] | None = N
         body.append(f"| {mem} | {name} | {ours.gbps:.2f} | {gbps:.2f} | {ours.gbps / gbps:.3f} | "
                     f"{ours.read_latency_ns:.1f} | {theirs['read_latency_ns']:.1f} | "
                     f"{ours.read_latency_ns / theirs['read_latency_ns']:.3f} | {ours.row_hits} | "
-                    f"{theirs['row_hits'] // MEMORIES[mem].requests_per_line} |")
+                    f"{line_hits(theirs)} |")
     return "\n".join([head, *body])
 
 

@@ -115,13 +115,13 @@ static inline double refresh_after(const Banks *b, double t) { return (floor(t /
 
 /* dram.BankedDram.column and activate */
 static double bank_column(const Mem *m, double t, const Channel *bus, const Channel *cols, double delay,
-                          double width) {
+                          double width, double *data) {
     for (;;) {
         double c = outside_refresh(m->bk, t);
         c = cal_free(cols, c, m->bk->ccd_l);
         double d = cal_free(bus, c + delay, width);
         if (d != c + delay) c = d - delay;
-        if (c == t) return c;
+        if (c == t) { *data = d; return c; }
         t = c;
     }
 }
@@ -138,13 +138,15 @@ static double bank_activate(const Banks *b, double t, const Channel *ranks, cons
 /* dram.BankedDram.earlier: a row opened for this request alone before bank b's latest one; its column command,
  * -1 when no gap of the bank's fits it, -2 when a booking found no room. */
 static double bank_earlier(Mem *m, double now, int64_t b, Channel *racts, Channel *gacts, Channel *bus, Channel *cols,
-                           Channel *sessions, double delay, double width, int write) {
+                           Channel *sessions, double delay, double width, int write, double *data) {
     Banks *bk = m->bk;
     double limit = bk->act[b] - bk->rp, g = cal_free(sessions, now, bk->rp + bk->ras);
     if (g + bk->rp + bk->ras > limit) return -1.0;
     double a = bank_activate(bk, outside_refresh(bk, g) + bk->rp, racts, gacts);
-    double c = bank_column(m, a + bk->rcd, bus, cols, delay, width);
-    double used = write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp, end = a + bk->ras > used ? a + bk->ras : used;
+    double c = bank_column(m, a + bk->rcd, bus, cols, delay, width, data);
+    double used = write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp, end = a + bk->ras;
+    if (a + bk->rc - bk->rp > end) end = a + bk->rc - bk->rp;
+    if (used > end) end = used;
     if (end > limit || c >= refresh_after(bk, a) || cal_free(sessions, a - bk->rp, end - a + bk->rp) != a - bk->rp)
         return -1.0;
     if (cal_take(racts, a, bk->act_width) < 0 || cal_take(gacts, a, bk->rrd_l) < 0
@@ -176,18 +178,18 @@ static double banked_transfer(Mem *m, double now, int64_t line, int write) {
     int64_t nrank = nch * bk->ranks, ngroup = nrank * bk->groups;
     Channel *bus = &m->ch[ch], *racts = &m->ch[nch + rk], *gacts = &m->ch[nch + nrank + rg],
             *cols = &m->ch[nch + nrank + ngroup + rg], *sessions = &m->ch[nch + nrank + 2 * ngroup + b];
-    double delay = write ? bk->cwl : bk->cl, width = write ? bk->write_burst : m->line_time, c = -1.0;
+    double delay = write ? bk->cwl : bk->cl, width = write ? bk->write_burst : m->line_time, c = -1.0, data = -1.0;
     if (bk->row[b] >= 0 && now < bk->act[b] - bk->rp) {
-        c = bank_earlier(m, now, b, racts, gacts, bus, cols, sessions, delay, width, write);
+        c = bank_earlier(m, now, b, racts, gacts, bus, cols, sessions, delay, width, write, &data);
         if (c < -1.5) return -1.0;
         if (c >= 0.0) {
-            if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, c + delay, width) < 0) return -1.0;
-            return c + delay;
+            if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, data, width) < 0) return -1.0;
+            return data;
         }
     }
     if (bk->row[b] == row) {
         double e = bk->act[b] + bk->rcd;
-        c = bank_column(m, now > e ? now : e, bus, cols, delay, width);
+        c = bank_column(m, now > e ? now : e, bus, cols, delay, width, &data);
         if (c >= refresh_after(bk, bk->act[b])) {
             bk->row[b] = -1;
             double r = outside_refresh(bk, refresh_after(bk, bk->act[b]));
@@ -211,7 +213,7 @@ static double banked_transfer(Mem *m, double now, int64_t line, int write) {
         }
         for (;;) {
             a = bank_activate(bk, start, racts, gacts);
-            c = bank_column(m, a + bk->rcd, bus, cols, delay, width);
+            c = bank_column(m, a + bk->rcd, bus, cols, delay, width, &data);
             if (c < refresh_after(bk, a)) break;
             start = outside_refresh(bk, refresh_after(bk, a));
         }
@@ -222,16 +224,17 @@ static double banked_transfer(Mem *m, double now, int64_t line, int write) {
     } else {
         bk->hits += 1.0;
     }
-    if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, c + delay, width) < 0) return -1.0;
+    if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, data, width) < 0) return -1.0;
     double done = write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp;
     if (done > bk->pre_ok[b]) bk->pre_ok[b] = done;
-    double start = bk->act[b] - bk->rp;  /* the latest session, from its precharge */
+    double start = bk->act[b] - bk->rp, end = bk->pre_ok[b];  /* the latest session, from its precharge */
+    if (bk->act[b] + bk->rc - bk->rp > end) end = bk->act[b] + bk->rc - bk->rp;  /* tRC to the next activate */
     if (sessions->n > 0 && sessions->end[sessions->n - 1] > start) {
-        if (bk->pre_ok[b] > sessions->end[sessions->n - 1]) sessions->end[sessions->n - 1] = bk->pre_ok[b];
-    } else if (cal_take(sessions, start, bk->pre_ok[b] - start) < 0) {
+        if (end > sessions->end[sessions->n - 1]) sessions->end[sessions->n - 1] = end;
+    } else if (cal_take(sessions, start, end - start) < 0) {
         return -1.0;
     }
-    return c + delay;
+    return data;
 }
 
 /* Set index of a line at a level: a mask when the set count is a power of two. */
