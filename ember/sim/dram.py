@@ -249,6 +249,16 @@ class BankedDram:
         """Start of the first refresh window after `t`."""
         return (math.floor(t / self.t.refi) + 1) * self.t.refi
 
+    def precharge_after(self, c: float, write: bool) -> float:
+        """The earliest precharge after a column command at `c`: a read's tRTP, a write's data, burst and tWR."""
+        tm = self.t
+        return c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp
+
+    def close_for_refresh(self, b: int) -> None:
+        """A refresh window closed bank `b`'s row: no activate before the window ends."""
+        self.row[b] = -1
+        self.act_ok[b] = max(self.act_ok[b], self.outside_refresh(self.refresh_after(self.act[b])))
+
     def column(self, t: float, bus: Calendar, cols: Calendar, delay: float,
                width: float) -> tuple[float, float]:
         """The earliest column command at or after `t` whose bank group and data burst are free, and its data's
@@ -284,7 +294,7 @@ class BankedDram:
             return -1.0, -1.0
         a = self.activate(self.outside_refresh(g) + tm.rp, ranks, groups)
         c, data = self.column(a + tm.rcd, bus, cols, delay, width)
-        end = max(a + tm.ras, a + tm.rc - tm.rp, c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp)
+        end = max(a + tm.ras, a + tm.rc - tm.rp, self.precharge_after(c, write))
         if end > limit or c >= self.refresh_after(a) or sessions.first_free(a - tm.rp, end - a + tm.rp) != a - tm.rp:
             return -1.0, -1.0
         ranks.take(a, self.act_width)
@@ -310,14 +320,12 @@ class BankedDram:
         if self.row[b] == row:
             c, data = self.column(max(now, self.act[b] + tm.rcd), bus, cols, delay, width)
             if c >= self.refresh_after(self.act[b]):
-                self.row[b] = -1
-                self.act_ok[b] = max(self.act_ok[b], self.outside_refresh(self.refresh_after(self.act[b])))
+                self.close_for_refresh(b)
                 c = -1.0
         if c < 0.0:
+            if self.row[b] >= 0 and self.refresh_after(self.act[b]) <= max(now, self.act_ok[b]):
+                self.close_for_refresh(b)
             start = max(now, self.act_ok[b])
-            if self.row[b] >= 0 and self.refresh_after(self.act[b]) <= start:
-                self.row[b] = -1  # a refresh closed it
-                start = max(start, self.outside_refresh(self.refresh_after(self.act[b])))
             if self.row[b] >= 0:
                 self.conflicts += 1
                 p = self.outside_refresh(max(now, self.pre_ok[b]))
@@ -339,7 +347,7 @@ class BankedDram:
             self.hits += 1
         cols.take(c, tm.ccd_l)
         bus.take(data, width)
-        done = c + tm.cwl + self.burst + tm.wr if write else c + tm.rtp
+        done = self.precharge_after(c, write)
         if done > self.pre_ok[b]:
             self.pre_ok[b] = done
         sessions, start = self.sessions[b], self.act[b] - tm.rp  # the latest session, from its precharge

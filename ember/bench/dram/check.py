@@ -51,12 +51,6 @@ class Memory:
         batch = (WATERMARKS[1] - WATERMARKS[0]) * BUFFER / self.requests_per_line
         return BankedDram(load_dram_device(self.device), self.channels, 1.0, self.address_map, batch)
 
-    @property
-    def peak_gbps(self) -> float:
-        """Every channel's bursts back to back, in GB/s."""
-        d = load_dram_device(self.device)
-        return self.channels * d.burst_bytes / (max(d.nburst, d.nccd_s) * d.tck_ps / 1000.0)
-
 
 MEMORIES = {
     "DDR5-4800": Memory("ddr5-4800", 1, "mop4-xor"),

@@ -113,6 +113,17 @@ static inline double outside_refresh(const Banks *b, double t) {
 }
 static inline double refresh_after(const Banks *b, double t) { return (floor(t / b->refi) + 1.0) * b->refi; }
 
+/* dram.BankedDram.precharge_after and close_for_refresh */
+static inline double precharge_after(const Mem *m, double c, int write) {
+    const Banks *bk = m->bk;
+    return write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp;
+}
+static inline void close_for_refresh(Banks *bk, int64_t b) {
+    bk->row[b] = -1;
+    double r = outside_refresh(bk, refresh_after(bk, bk->act[b]));
+    if (r > bk->act_ok[b]) bk->act_ok[b] = r;
+}
+
 /* dram.BankedDram.column and activate */
 static double bank_column(const Mem *m, double t, const Channel *bus, const Channel *cols, double delay,
                           double width, double *data) {
@@ -144,7 +155,7 @@ static double bank_earlier(Mem *m, double now, int64_t b, Channel *racts, Channe
     if (g + bk->rp + bk->ras > limit) return -1.0;
     double a = bank_activate(bk, outside_refresh(bk, g) + bk->rp, racts, gacts);
     double c = bank_column(m, a + bk->rcd, bus, cols, delay, width, data);
-    double used = write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp, end = a + bk->ras;
+    double used = precharge_after(m, c, write), end = a + bk->ras;
     if (a + bk->rc - bk->rp > end) end = a + bk->rc - bk->rp;
     if (used > end) end = used;
     if (end > limit || c >= refresh_after(bk, a) || cal_free(sessions, a - bk->rp, end - a + bk->rp) != a - bk->rp)
@@ -191,19 +202,14 @@ static double banked_transfer(Mem *m, double now, int64_t line, int write) {
         double e = bk->act[b] + bk->rcd;
         c = bank_column(m, now > e ? now : e, bus, cols, delay, width, &data);
         if (c >= refresh_after(bk, bk->act[b])) {
-            bk->row[b] = -1;
-            double r = outside_refresh(bk, refresh_after(bk, bk->act[b]));
-            if (r > bk->act_ok[b]) bk->act_ok[b] = r;
+            close_for_refresh(bk, b);
             c = -1.0;
         }
     }
     if (c < 0.0) {
+        if (bk->row[b] >= 0 && refresh_after(bk, bk->act[b]) <= (now > bk->act_ok[b] ? now : bk->act_ok[b]))
+            close_for_refresh(bk, b);
         double start = now > bk->act_ok[b] ? now : bk->act_ok[b], a;
-        if (bk->row[b] >= 0 && refresh_after(bk, bk->act[b]) <= start) {
-            bk->row[b] = -1;
-            double r = outside_refresh(bk, refresh_after(bk, bk->act[b]));
-            if (r > start) start = r;
-        }
         if (bk->row[b] >= 0) {
             bk->conflicts += 1.0;
             double p = outside_refresh(bk, now > bk->pre_ok[b] ? now : bk->pre_ok[b]);
@@ -225,7 +231,7 @@ static double banked_transfer(Mem *m, double now, int64_t line, int write) {
         bk->hits += 1.0;
     }
     if (cal_take(cols, c, bk->ccd_l) < 0 || cal_take(bus, data, width) < 0) return -1.0;
-    double done = write ? c + bk->cwl + m->line_time + bk->wr : c + bk->rtp;
+    double done = precharge_after(m, c, write);
     if (done > bk->pre_ok[b]) bk->pre_ok[b] = done;
     double start = bk->act[b] - bk->rp, end = bk->pre_ok[b];  /* the latest session, from its precharge */
     if (bk->act[b] + bk->rc - bk->rp > end) end = bk->act[b] + bk->rc - bk->rp;  /* tRC to the next activate */
