@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from test_fast_engine import assert_same, both
 
+from ember import isa
 from ember.backend.binary import assemble, disassemble
 from ember.backend.dae import Instr, Program
 from ember.backend.dae_text import parse_dae
@@ -62,8 +63,9 @@ FLOAT_OPS = {"fadd": lambda a, b: a + b, "fsub": lambda a, b: a - b, "fmul": lam
 
 def out(f: dict[int, float] | None = None, i: dict[int, int] | None = None,
         g: dict[int, float] | None = None) -> dict[str, np.ndarray]:
-    """The three outputs: zeros (as alloc leaves them) except at the given positions."""
-    res = {"f": np.zeros(32, np.float32), "i": np.zeros(64, np.int64), "g": np.zeros(32, np.float64)}
+    """The three outputs: what alloc leaves (isa.undefined) except at the given positions."""
+    res = {"f": isa.undefined((32,), np.float32), "i": isa.undefined((64,), np.int64),
+           "g": isa.undefined((32,), np.float64)}
     for name, vals in (("f", f), ("i", i), ("g", g)):
         for n, v in (vals or {}).items():
             res[name][n] = v
@@ -291,7 +293,7 @@ A0.2:
 
 def vector_case() -> tuple[str, dict[str, np.ndarray]]:
     """vsplat / viota / vmask / vld / vst / vgather / vscatter / vector float ops both ways round / vsel by
-    lane and whole / vcvt, with the store mask off for lanes 5..7 (their destinations keep their zeros)."""
+    lane and whole / vcvt, with the store mask off for lanes 5..7 (their destinations keep what alloc left)."""
     body = """  ld f1, @0[0]
   li r5, 5
   vsplat.f32 v0, f1, 8
@@ -326,18 +328,18 @@ def vector_case() -> tuple[str, dict[str, np.ndarray]]:
   vscatter v10, @2[v1], v2
   vst v1, @3[8], v2"""
     x, y = X[:5], Y[:5]
-    f = np.zeros(32, np.float32)
+    f = isa.undefined((32,), np.float32)
     f[0:5], f[8:13], f[16:21], f[24:29] = x + y, y - x, x / y, x * y
     f[3:8] = Y[3:8]  # the scatter of y[3 + l] to f[3 + l] for lanes l = 0..4, after the vst to f[0..4]
     splat = np.full(5, X[0], np.float32)
     nan = np.isnan(x)
     mx, mn = np.where(nan, np.nan, np.maximum(x, splat)), np.where(nan, np.nan, np.minimum(splat, x))
-    g = np.zeros(32)
+    g = isa.undefined((32,), np.float64)
     g[0:5] = np.where(np.arange(5) < 2, mx, mn)  # vmask 3, 5: lanes 0 and 1 on
     g[8:13] = mn  # a nonzero r register selects the first vector whole
     g[16:21] = mn.astype(np.float64) / y.astype(np.float64)  # in f64: not rounded to f32
     g[24:29] = y.astype(np.float64) - mn.astype(np.float64)
-    i = np.zeros(64, np.int64)
+    i = isa.undefined((64,), np.int64)
     i[8:13] = np.arange(3, 8)
     return body, {"f": f, "i": i, "g": g}
 
@@ -355,11 +357,11 @@ def nontemporal_case() -> tuple[str, dict[str, np.ndarray]]:
   vld v6, @2[0], v2
   vcvt.f64 v8, v6
   vst v8, @4[0], v2"""
-    f = np.zeros(32, np.float32)
+    f = isa.undefined((32,), np.float32)
     f[0:16], f[17:22] = X + X, X[:5]
-    g = np.zeros(32)
+    g = isa.undefined((32,), np.float64)
     g[0:16] = (X + X).astype(np.float64)
-    return body, {"f": f, "i": np.zeros(64, np.int64), "g": g}
+    return body, {"f": f, "i": isa.undefined((64,), np.int64), "g": g}
 
 
 def exact_fma32(a: float, b: float, c: float) -> np.float32:

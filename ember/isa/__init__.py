@@ -9,14 +9,16 @@ from .table import (
            OPS,
            ROWS,
            TIMED,
+           UNDEFINED_BYTE,
            WRITES_FIRST,
            Fault,
            Opcode,
            Uop,
            of_kind,
            power_of_two,
+           undefined,
            uops_of,
 )
 
-__all__ = ["ALU_OPS", "EVENTS", "LANES_OPERAND", "OPS", "ROWS", "TIMED", "WRITES_FIRST", "Fault", "Opcode", "Uop",
-           "of_kind", "power_of_two", "uops_of"]
+__all__ = ["ALU_OPS", "EVENTS", "LANES_OPERAND", "OPS", "ROWS", "TIMED", "UNDEFINED_BYTE", "WRITES_FIRST", "Fault",
+           "Opcode", "Uop", "of_kind", "power_of_two", "undefined", "uops_of"]

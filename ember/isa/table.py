@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..ir.diagnostics import EmberError
 from . import floats, integers
 
@@ -155,7 +157,8 @@ ROWS: tuple[Opcode, ...] = (
            pipe="load"),
     Opcode("st", "D M", "store an element", "store", pipe="store"),
     Opcode("dim", "R S I", "extent of a symbol's dimension", "dim", writes=True, uops=INT_ALU),
-    Opcode("alloc", "S *I", "give a temporary or output symbol its runtime shape", "alloc", uops=INT_ALU),
+    Opcode("alloc", "S *I", "give a temporary or output symbol its runtime shape; its contents are undefined "
+           "(UNDEFINED_BYTE)", "alloc", uops=INT_ALU),
     _branch("blt", "branch if less", lambda a, b: a < b, "{a} < {b}"),
     _branch("bge", "branch if greater or equal", lambda a, b: a >= b, "{a} >= {b}"),
     _branch("beq", "branch if equal", lambda a, b: a == b, "{a} == {b}"),
@@ -217,6 +220,7 @@ EVENTS = ("beg", "ite", "end")
 TIMED = tuple(row.name for row in ROWS if row.uops or row.pipe)  # what the execute unit times and counts
 WRITES_FIRST = frozenset(row.name for row in ROWS if row.writes)
 LANES_OPERAND = {row.name: row.lanes for row in ROWS if row.lanes is not None}
+UNDEFINED_BYTE = 0xFF  # every byte `alloc` gives (a boolean: 1): NaN floats, -1 and all-ones integers
 POWER_OF_TWO_SHIFTS = ("mul", "div", "rem")  # by a power-of-two immediate: one shift or mask uop (uops_of)
 
 
@@ -229,6 +233,15 @@ def power_of_two(v: object) -> bool:
     """A positive power-of-two integer: a multiply, divide or remainder by one is a shift or a mask on the
     core (shl, sar, and), and is timed as one (uops_of)."""
     return isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0
+
+
+def undefined(shape: tuple[int, ...], dtype: Any) -> Any:
+    """The array `alloc` gives: memory the host allocated and nobody wrote, which on a real machine holds what was
+    there before.  Zeros would be free work no core does; a fixed pattern that is NaN as a float keeps a program
+    that reads before it writes visibly wrong, and the same on both engines."""
+    out = np.empty(shape, dtype=dtype)
+    out.view(np.uint8).fill(1 if out.dtype == np.bool_ else UNDEFINED_BYTE)
+    return out
 
 
 def uops_of(row: Opcode, args: list[Any]) -> tuple[Uop, ...]:

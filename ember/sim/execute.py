@@ -254,12 +254,12 @@ class Core:
         return None
 
     def alloc(self, n: int, shape: tuple[int, ...]) -> None:
-        """Give symbol n a zeroed array of `shape`."""
+        """Give symbol n an array of `shape` whose contents are undefined (isa.undefined)."""
         if any(x < 0 for x in shape):
             raise EmberError(f"{self.t.describe(n)} would get a negative extent {list(shape)}")
         dt = self.t.get_dtype(n)
         try:
-            value = np.zeros(shape, dtype=dt)
+            value = isa.undefined(shape, dt)
         except (ValueError, MemoryError):
             nbytes = int(np.prod(shape, dtype=object)) * dt.itemsize
             raise EmberError(f"{self.t.describe(n)} of shape {list(shape)} ({nbytes:,} bytes) cannot be "

@@ -540,6 +540,8 @@ class Generator(AccessCode, MemoryCode):
         self(f"a{n} = ({ct} *)calloc((size_t){size} + 1, sizeof({ct})); S[{n}].data = a{n}; S[{n}].owned = 1; "
              f"S[{n}].known = 1;")
         self(f"if (!a{n}) {self.fail()}")
+        fill = 1 if s.dtype in ("i1", "bool") else isa.UNDEFINED_BYTE  # isa.undefined's bytes
+        self(f"memset(a{n}, {fill}, (size_t){nbytes});")
         for d in range(len(dims)):
             self(f"d{n}_{d} = y{k}_{d}; S[{n}].dims[{d}] = d{n}_{d};")
         self.place(n, nbytes)
