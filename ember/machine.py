@@ -98,6 +98,13 @@ class ExecuteUnit:
     branch_history: int = field(default=12, metadata=_doc(
         "outcomes of earlier conditional branches the gshare predictor hashes in (0 to 30)"))
 
+    general_registers: int = field(default=15, metadata=_doc(
+        "integer registers a program may keep values in (r registers; backend/registers.py)"))
+    vector_registers: int = field(default=32, metadata=_doc(
+        "vector registers of simd_bits each (f registers and vectors; a wider vector holds several)"))
+    mask_registers: int = field(default=7, metadata=_doc(
+        "mask registers of 64 lane bits that can predicate (boolean vectors)"))
+
     LATENCIES: typing.ClassVar[tuple[str, ...]] = (
         "int_alu_latency", "int_mul_latency", "int_div_latency", "fp_alu_latency", "fp_mul_latency",
         "fp_div_latency", "vfp_div_latency", "vec_alu_latency", "branch_latency", "gather_latency",
@@ -595,7 +602,8 @@ def _validate(m: Machine) -> None:
     e = m.execute
     need(e.simd_bits >= 8 and e.simd_bits % 8 == 0, "execute.simd_bits", e.simd_bits,
          "must be a positive multiple of 8")
-    for name in ("issue_width", "rob_entries", "store_buffer", "miss_slots"):
+    for name in ("issue_width", "rob_entries", "store_buffer", "miss_slots", "general_registers", "vector_registers",
+                 "mask_registers"):
         positive(f"execute.{name}", getattr(e, name))
     need(e.prefetch_lines >= 0, "execute.prefetch_lines", e.prefetch_lines, "must be >= 0")
     need(0 < e.branch_entries <= 1 << 24 and e.branch_entries & (e.branch_entries - 1) == 0, "execute.branch_entries",

@@ -210,13 +210,16 @@ def test_the_margin_is_a_percentage() -> None:
         parse_pipeline("choose-plan{margin=100}")
 
 
-@pytest.mark.parametrize("overrides", [(), ("access.outstanding=4", "caches.l2.latency=20", "execute.miss_slots=3")])
+@pytest.mark.parametrize("overrides", [(), ("access.outstanding=4", "caches.l2.latency=20", "execute.miss_slots=3",
+                                             "execute.general_registers=9")])
 def test_the_estimate_reads_the_machine_it_is_given(overrides: tuple[str, ...]) -> None:
     m = load_machine("default").with_overrides(overrides)
     e, a, d = m.execute, m.access, m.dram.device_spec
     assert d is not None
     want = {"lanes": a.lanes, "outstanding": a.outstanding, "issue_width": e.issue_width, "miss_slots": e.miss_slots,
             "rob_entries": e.rob_entries, "simd_bits": e.simd_bits, "mispredict_penalty": e.mispredict_penalty,
+            "general_registers": e.general_registers, "vector_registers": e.vector_registers,
+            "mask_registers": e.mask_registers,
             "prefetch_lines": e.prefetch_lines, "branch_history": e.branch_history,
             "int_alu_latency": e.int_alu_latency,
             "fp_alu_latency": e.fp_alu_latency, "fp_mul_latency": e.fp_mul_latency,

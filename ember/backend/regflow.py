@@ -19,6 +19,7 @@ solution takes a few passes over the code for ordinary loop nests.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from heapq import heappop, heappush
 
 from ..isa import WRITES_FIRST
@@ -62,14 +63,22 @@ def _solve(succ: list[list[int]], gen: list[int], sources: list[int], every_path
     return into
 
 
-def unwritten_read(p: Program) -> tuple[int, int, Reg, bool] | None:
-    """The first read, in code order, of a register the rule refuses: (code index, operand index, register,
-    whether it is a v register written on some paths but not all); None when every read is fine.
-    `p` must otherwise be valid (labels defined, every case label a rule names present)."""
+@dataclass
+class Flow:
+    """The execute unit's control-flow graph over the whole `.code` (the module docstring): node i < len(code) is
+    code item i, then a dispatcher and a return point per access program; each node's successors, the registers
+    it reads (operand index, register) and the one it writes first, as a bit of `bit`."""
+
+    succ: list[list[int]]
+    reads: list[list[tuple[int, Reg]]]
+    gen: list[int]
+    bit: dict[Reg, int]
+
+
+def flow(p: Program) -> Flow:
+    """The graph of `p`, which must otherwise be valid (labels defined, every case label a rule names present)."""
     code = p.code
     n = len(code)
-    if n == 0:
-        return None
     labels = {item.name: i for i, item in enumerate(code) if isinstance(item, Label)}
     acc = {a.name: k for k, a in enumerate(p.access)}
     dispatcher = [n + 2 * k for k in range(len(p.access))]  # virtual nodes after the code items
@@ -83,7 +92,7 @@ def unwritten_read(p: Program) -> tuple[int, int, Reg, bool] | None:
         succ[dispatcher[k]] = cases[k] + [back[k]]
     bit: dict[Reg, int] = {}
     gen = [0] * len(succ)
-    reads: list[list[tuple[int, Reg]]] = [[] for _ in range(n)]
+    reads: list[list[tuple[int, Reg]]] = [[] for _ in range(len(succ))]
     for i, item in enumerate(code):
         nxt = [i + 1] if i + 1 < n else []
         if isinstance(item, Label):
@@ -120,6 +129,18 @@ def unwritten_read(p: Program) -> tuple[int, int, Reg, bool] | None:
             k = (own & -own).bit_length() - 1
             succ[i].append(dispatcher[k])
             own &= own - 1
+    return Flow(succ, reads, gen, bit)
+
+
+def unwritten_read(p: Program) -> tuple[int, int, Reg, bool] | None:
+    """The first read, in code order, of a register the rule refuses: (code index, operand index, register,
+    whether it is a v register written on some paths but not all); None when every read is fine.
+    `p` must otherwise be valid (labels defined, every case label a rule names present)."""
+    n = len(p.code)
+    if n == 0:
+        return None
+    f = flow(p)
+    succ, gen, reads, bit = f.succ, f.gen, f.reads, f.bit
     may = _solve(succ, gen, [0], False)
     must = _solve(succ, gen, [0], True)
     for i in range(n):

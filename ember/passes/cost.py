@@ -53,6 +53,9 @@ class Target:
     miss_slots: int               # [execute.miss_slots] core misses in flight
     rob_entries: int              # [execute.rob_entries] uops the core runs ahead of a waiting load
     simd_bits: int                # [execute.simd_bits] one machine vector
+    general_registers: int        # [execute.general_registers] the register files codegen fits into
+    vector_registers: int         # [execute.vector_registers]
+    mask_registers: int           # [execute.mask_registers]
     mispredict_penalty: float     # [execute.mispredict_penalty]
     branch_history: int           # [execute.branch_history] outcomes the conditional branches' predictor hashes in
     prefetch_lines: int           # [execute.prefetch_lines] lines the core's prefetcher fetches after a miss

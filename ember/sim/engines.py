@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend.dae import Program
+from ..backend.registers import check_registers
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
 from .fast.engine import simulate as fast
@@ -40,6 +41,7 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
         raise EmberError(f"the machine has {machine.cores} cores: a multi-core run splits a batch across them, which "
                          "ember-bench does for its workloads (--set cores=N); one program run uses one core")
     needs_fast(engine, timing_only)
+    check_registers(program, machine.execute)
     if engine == "reference":
         return reference(program, inputs, machine, max_cycles)
     return fast(program, inputs, machine, max_cycles, timing_only)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..backend.dae import Program
+from ..backend.registers import check_registers
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
 from . import reference
@@ -44,6 +45,8 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
     if len(slices) != len(programs) or not 1 <= len(slices) <= machine.cores:
         raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices "
                          f"for {len(programs)} programs (one slice and one program a core, at least one)")
+    for program in programs:
+        check_registers(program, machine.execute)
     fast.notes.clear()  # this run's notes only, as fast.simulate keeps them
     bits = machine.execute.simd_bits
     if engine == "fast" and any(fast.compiled_or_none(p, timing_only, bits) is None for p in programs):
