@@ -22,6 +22,7 @@ from typing import Any
 
 from ... import isa
 from ...backend.dae import Instr, Label, Mem, Program, Reg
+from ...backend.registers import vector_shape
 from ...machine import ExecuteUnit
 from ..execute import operands
 from .access_code import AccessCode, Unit, tokens_of
@@ -147,31 +148,8 @@ class Generator(AccessCode, MemoryCode):
                 break
 
     def vector_type(self, ins: Instr) -> VType | None:
-        a, kind = ins.args, isa.OPS[ins.base].kind
-        suffix = ins.op.split(".", 1)[1] if "." in ins.op else None
-        known = self.vtypes.get
-        if kind in ("vload", "gather"):
-            mt = known(a[2].n)
-            return VType(self.p.symbols[a[1].sym].dtype, mt.lanes) if mt else None
-        if kind == "splat":
-            return VType(suffix or "f32", a[2])
-        if kind == "iota":
-            return VType("i64", a[2])
-        if kind == "mask":
-            return VType("bool", a[3])
-        if kind == "vfloat":
-            x = known(a[1].n)
-            return VType(suffix or x.dtype, x.lanes) if x else None
-        if kind == "vfma":
-            x = known(a[1].n)
-            return VType("f32", x.lanes) if x else None
-        if kind == "vselect":
-            x = known(a[2].n)
-            return x
-        if kind == "vconvert":
-            x = known(a[1].n)
-            return VType(suffix, x.lanes) if x and suffix else None
-        return None  # vst/vscatter read it; a pop is typed by the rule that pushes
+        """What a vector instruction writes (registers.vector_shape); a pop is typed by the rule that pushes."""
+        return vector_shape(ins, self.vtypes, self.p.symbols)
 
     # --- the function --------------------------------------------------------------------
     def generate(self) -> str:

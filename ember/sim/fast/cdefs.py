@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...backend.registers import VShape as VType  # a vector register's element type and lanes
 from ...isa import TIMED
 
 CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", "i32": "int32_t", "i16": "int16_t",
@@ -23,12 +24,6 @@ OP_NAMES = tuple(sorted(set(TIMED) | {"dispatch", "host", "run"}))  # the instru
 
 class Unsupported(Exception):
     """The program uses something the fast engine does not compile; the reason is the message."""
-
-
-@dataclass(frozen=True)
-class VType:
-    dtype: str
-    lanes: int
 
 
 @dataclass
