@@ -696,3 +696,23 @@ def test_min_and_max_order_signed_zeros_and_propagate_nan(ty: str, op: str, a: s
     want = (x if math.copysign(1, x) < 0 else y) if op == "fmin" else (y if math.copysign(1, x) < 0 else x)
     got = out["y"][[0, 4, 5, 6, 7]]
     assert (got == 0).all() and (np.signbit(got) == (math.copysign(1, want) < 0)).all()
+
+
+@pytest.mark.parametrize("op", ["vfadd.f32 v2, v1, v1", "vfmul v2, v1, v1", "vfma.f32 v2, v1, v1, v1"])
+def test_vector_arithmetic_refuses_integer_vectors(op: str) -> None:
+    """The ISA has no vector integer arithmetic: an add of u8 vectors wrapped modulo 256 and an fma converted
+    them for free, which let a kernel skip the vcvt it needs on x86."""
+    p = program(f""".sym @0 input "x" u8 [16]
+.sym @1 output "y" f32 [16]
+.code
+  alloc @1, [16]
+  vmask v0, 0, 16, 16
+  vld v1, @0[0], v0
+  {op}
+  vst v2, @1[0], v0
+  halt
+.end
+""")
+    message = both_fail(p, inputs={"x": np.arange(200, 216, dtype=np.uint8)}, compiled=False)
+    assert message.endswith(f"'{op.split()[0]}' reads v1, a vector of u8: vector arithmetic takes float vectors "
+                            "(convert it with vcvt first)")

@@ -330,8 +330,8 @@ L5:
 
 
 def test_the_speed_of_light_holds_against_a_program_that_reads_eight_codes_an_element() -> None:
-    """An expert can stream a row's codes eight bytes at a time (mem.i64) and take them apart on the core: the
-    access bound counts that, so no program beats it (the bound once counted one element per byte)."""
+    """An expert can stream a row's codes eight bytes at a time (mem.i64) and take them apart on the core: no
+    program beats the speed of light this way (an access bound once counted one element per code byte)."""
     q = prepack(np.random.default_rng(3).standard_normal((10, 16)).astype(np.float32), 8)
     feeds = {"i": np.array([3, 1, 4, 1, 5]), "o": np.array([0, 2, 5]), "t": q}
     got, st, fast_got, fast_st = both(parse_dae(PACKED, "packed.dae"), feeds)
@@ -339,7 +339,6 @@ def test_the_speed_of_light_holds_against_a_program_that_reads_eight_codes_an_el
     assert_same(st, fast_st)
     np.testing.assert_array_equal(got["y"], fbgemm_bag(q, feeds["i"], feeds["o"], 8, "sum", None))
     assert st["access.elements"] < 5 * (16 + 2)  # fewer than one element per code byte
-    assert st["sol.access_cycles"] <= st["access.busy_cycles"]
     assert st["sol_fraction"] <= 1
 
 

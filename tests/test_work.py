@@ -43,17 +43,18 @@ def reference_counts(w: Workload, inputs: dict[str, np.ndarray]) -> WorkCounts:
     if w.kind == "gather":
         n = idx.size
         return WorkCounts(lookups=n, distinct_rows=distinct, compulsory_bytes=distinct * row_bytes + idx.nbytes
-                          + n * row_bytes, access_elements=n * w.dim + n, vector_fp_ops=0, row_chunks=n * chunks,
-                          output_chunks=n * chunks)
+                          + n * row_bytes, vector_fp_ops=0, row_chunks=distinct * chunks, output_chunks=n * chunks)
     off = inputs["offsets"]
     assert off[0] == 0 and off[-1] == len(idx)  # every index is in a bag
     weights = inputs.get("weights", np.zeros(0, np.float32))
     n, bags = len(idx), len(off) - 1
+    # a bag's k distinct rows: k - 1 adds a chunk (k multiply-adds when weighted)
+    rows_of = [set(idx[off[b]:off[b + 1]].tolist()) for b in range(bags)]
+    ops = sum(len(r) if "weights" in inputs else max(len(r) - 1, 0) for r in rows_of)
     return WorkCounts(lookups=n, distinct_rows=distinct,
                       compulsory_bytes=distinct * row_bytes + idx.nbytes + off.nbytes + weights.nbytes
                       + bags * row_bytes,
-                      access_elements=n * w.dim + n + len(off) + len(weights), vector_fp_ops=n * chunks,
-                      row_chunks=n * chunks, output_chunks=bags * chunks)
+                      vector_fp_ops=ops * chunks, row_chunks=distinct * chunks, output_chunks=bags * chunks)
 
 
 @pytest.mark.parametrize("w", TINY, ids=lambda w: w.name)
@@ -110,8 +111,8 @@ def test_gather_wraps_negative_indices_to_the_rows_they_name() -> None:
                 Work("gather", table=0, indices=1, output=2, negative="wrap"))
     got = counts(p, {0: table, 1: idx})
     # 20 floats are 2 chunks of 16; one distinct row of 80 bytes; 4 indices of 8 bytes; 4 output rows
-    assert got == WorkCounts(lookups=4, distinct_rows=1, compulsory_bytes=80 + 32 + 320, access_elements=84,
-                             vector_fp_ops=0, row_chunks=8, output_chunks=8)
+    assert got == WorkCounts(lookups=4, distinct_rows=1, compulsory_bytes=80 + 32 + 320, vector_fp_ops=0,
+                             row_chunks=2, output_chunks=8)  # the one row read once, stored four times
     unwrapped = program([("param", "f32", (5, 20)), ("input", "i64", (2, 2)), ("output", "f32", (2, 2, 20))],
                         Work("gather", table=0, indices=1, output=2))
     assert counts(unwrapped, {0: table, 1: idx}).distinct_rows == 2  # -2 taken as it stands
@@ -133,25 +134,32 @@ def test_bag_with_padding_idx_reads_every_index_but_not_the_padding_rows() -> No
     assert (got.lookups, got.distinct_rows) == (3, 2) == (len(valid), len(np.unique(valid)))
     # 8 floats: one chunk; rows 1 and 2 once (32 B each), 5 indices and 4 offsets (8 B), 3 output rows
     assert got.compulsory_bytes == 2 * 32 + 5 * 8 + 4 * 8 + 3 * 32
-    assert got.access_elements == 3 * 8 + 5 + 4
-    assert (got.vector_fp_ops, got.row_chunks, got.output_chunks) == (3, 3, 3)
+    # bag 0 reads row 1, bag 2 rows 1 and 2: one add; rows 1 and 2 read once; three output rows stored
+    assert (got.vector_fp_ops, got.row_chunks, got.output_chunks) == (1, 2, 3)
 
 
-def test_mean_adds_one_op_per_output_chunk_and_max_none() -> None:
+def test_a_bag_combines_its_distinct_rows_and_mean_and_max_cost_what_sum_does() -> None:
+    """Bags {1, 0}, {} and {1, 0, 2}: 1 + 2 combines of the distinct rows; a mean's 1/n folds into a multiply-add."""
     base = counts(bag("sum"), {1: IDX, 2: OFF})
-    assert (base.lookups, base.distinct_rows, base.vector_fp_ops) == (5, 3, 5)
-    assert counts(bag("mean"), {1: IDX, 2: OFF}) == WorkCounts(**{**vars(base), "vector_fp_ops": 5 + 3})
+    assert (base.lookups, base.distinct_rows, base.vector_fp_ops, base.row_chunks) == (5, 3, 3, 3)
+    assert counts(bag("mean"), {1: IDX, 2: OFF}) == base
     assert counts(bag("max"), {1: IDX, 2: OFF}) == base
     wide = counts(bag("mean"), {1: IDX, 2: OFF}, lanes=128)  # 4 lanes: 2 chunks a row
-    assert (wide.vector_fp_ops, wide.row_chunks, wide.output_chunks) == (5 * 2 + 3 * 2, 10, 6)
+    assert (wide.vector_fp_ops, wide.row_chunks, wide.output_chunks) == (3 * 2, 3 * 2, 3 * 2)
+
+
+def test_a_row_repeated_in_its_bag_is_one_combine() -> None:
+    """A bag of row 4 three times is 3 x row 4: no add is needed (a multiply by the count at most)."""
+    got = counts(bag(), {1: np.array([4, 4, 4, 0, 2]), 2: np.array([0, 3, 3, 5])})
+    assert (got.lookups, got.distinct_rows, got.vector_fp_ops, got.row_chunks) == (5, 3, 1, 3)
 
 
 def test_weighted_bag_counts_each_weight_once_and_a_fused_multiply_add_as_one_op() -> None:
     plain = counts(bag(), {1: IDX, 2: OFF})
     got = counts(bag(weights=4), {1: IDX, 2: OFF, 4: np.ones(5, np.float32)})
     assert got.compulsory_bytes == plain.compulsory_bytes + 5 * 4
-    assert got.access_elements == plain.access_elements + 5
-    assert (got.vector_fp_ops, got.lookups) == (plain.vector_fp_ops, plain.lookups)
+    # every distinct row of a bag is scaled by its weight: a bag's first row needs its multiply too
+    assert (got.vector_fp_ops, got.lookups) == (plain.vector_fp_ops + 2, plain.lookups)
 
 
 def test_a_tensor_train_bag_counts_each_distinct_slice_once_and_the_cheapest_chain() -> None:
@@ -163,13 +171,12 @@ def test_a_tensor_train_bag_counts_each_distinct_slice_once_and_the_cheapest_cha
     got = counts(p, {2: np.array([0, 8, 8, 41]), 3: np.array([0, 2, 4])})
     # 3 distinct digits of each core: 3 x 20 + 3 x 15 floats; 4 indices and 3 offsets of 8 bytes; 2 rows out
     assert got.compulsory_bytes == (3 * 20 + 3 * 15) * 4 + 7 * 8 + 2 * 12 * 4
-    assert got.access_elements == 4 + 3  # only the indices and offsets must be streamed: the core may read slices
     # 3 distinct rows, each 1*4*5*3*1 = 60 multiply-adds (two cores: one order), 180 in 16-lane fmas; the
     # repeated 8 adds its kept row (one chunk of 12 floats)
     assert (got.lookups, got.distinct_rows, got.vector_fp_ops) == (4, 3, 12 + 1)
-    assert (got.row_chunks, got.output_chunks) == (3 * 3 + 1, 2)  # 35 floats are 3 chunks a row
+    assert (got.row_chunks, got.output_chunks) == (3 * 3, 2)  # 35 floats are 3 chunks a row, each row read once
     narrow = counts(p, {2: np.array([0, 8, 8, 41]), 3: np.array([0, 2, 4])}, lanes=128)  # 4 lanes: rows of 3 chunks
-    assert (narrow.vector_fp_ops, narrow.row_chunks, narrow.output_chunks) == (180 // 4 + 3, 3 * 9 + 3, 2 * 3)
+    assert (narrow.vector_fp_ops, narrow.row_chunks, narrow.output_chunks) == (180 // 4 + 3, 3 * 9, 2 * 3)
 
 
 def test_a_deep_hash_bag_counts_its_mlp_once_per_distinct_index() -> None:
@@ -179,7 +186,6 @@ def test_a_deep_hash_bag_counts_its_mlp_once_per_distinct_index() -> None:
                 Work("dhe", "sum", table=0, part1=1, part2=2, indices=3, offsets=4, output=5))
     got = counts(p, {3: np.array([3, 3, 9]), 4: np.array([0, 1, 3])})
     assert got.compulsory_bytes == 62 * 4 + 6 * 8 + 2 * 3 * 4  # the weights once, indices and offsets, output
-    assert got.access_elements == 3 + 3
     # 2 distinct indices run the MLP: 62 multiply-adds in 4 fmas of 16 lanes each; the repeated 3 adds a chunk
     assert (got.lookups, got.distinct_rows, got.vector_fp_ops) == (3, 2, 2 * 4 + 1)
     assert (got.row_chunks, got.output_chunks) == (2 + 2 + 1, 2)  # 30, 20 and 12 floats
@@ -187,18 +193,19 @@ def test_a_deep_hash_bag_counts_its_mlp_once_per_distinct_index() -> None:
                            ("input", "i64", (3,)), ("input", "i64", (3,)), ("output", "f32", (2, 3))],
                           Work("dhe", "mean", table=0, part1=1, part2=2, indices=3, offsets=4, output=5)),
                   {3: np.array([3, 3, 9]), 4: np.array([0, 1, 3])})
-    assert mean.vector_fp_ops == got.vector_fp_ops + 2  # a multiply per output chunk
+    assert mean.vector_fp_ops == got.vector_fp_ops  # 1/n folds into the last layer's multiply-adds
     assert counts(p, {3: np.zeros(0, np.int64), 4: np.array([0, 0, 0])}).compulsory_bytes == 3 * 8 + 2 * 3 * 4
 
 
-def test_a_robe_bag_counts_one_sure_block_and_every_lookups_row() -> None:
+def test_a_robe_bag_counts_one_sure_block_and_each_distinct_row() -> None:
     """A 64-element array in blocks of 4, rows of 8; indices 3, 3, 9 in bags (0, 1, 3).  Blocks of different
     rows may overlap, so only one block (4 floats) is sure to be read, and only when there is a lookup."""
     p = program([("param", "f32", (64,)), ("input", "i64", (3,)), ("input", "i64", (3,)), ("output", "f32", (2, 8))],
                 Work("robe", "sum", table=0, indices=1, offsets=2, output=3, block=4))
     got = counts(p, {1: np.array([3, 3, 9]), 2: np.array([0, 1, 3])})
+    # bags {3} and {3, 9}: one add; rows 3 and 9 read once
     assert got == WorkCounts(lookups=3, distinct_rows=2, compulsory_bytes=4 * 4 + 6 * 8 + 2 * 8 * 4,
-                             access_elements=3 * 8 + 6, vector_fp_ops=3, row_chunks=3, output_chunks=2)
+                             vector_fp_ops=1, row_chunks=2, output_chunks=2)
     none = counts(p, {1: np.zeros(0, np.int64), 2: np.array([0, 0, 0])})
     assert none.compulsory_bytes == 3 * 8 + 2 * 8 * 4
 
@@ -206,7 +213,7 @@ def test_a_robe_bag_counts_one_sure_block_and_every_lookups_row() -> None:
 def test_bags_read_only_the_indices_their_offsets_cover() -> None:
     got = counts(bag(), {1: IDX, 2: np.array([1, 3, 3, 4])})  # positions 1, 2 and 3: rows 0, 1, 0
     assert (got.lookups, got.distinct_rows, got.output_chunks) == (3, 2, 3)
-    assert got.access_elements == 3 * 8 + 3 + 4
+    assert got.vector_fp_ops == 1  # bags {0, 1}, {} and {0}
 
 
 def test_scatter_rows_reads_each_update_row_once_and_the_data_once() -> None:
@@ -216,8 +223,8 @@ def test_scatter_rows_reads_each_update_row_once_and_the_data_once() -> None:
     targets = np.array([5, 0, 5], np.int64)
     got = counts(p, {0: np.zeros((6, 4), np.float32), 1: targets, 2: np.ones((3, 4), np.float32)})
     # 3 update rows of 16 B, 3 targets of 8 B, the data and the output (6 rows of 16 B each)
-    assert got == WorkCounts(lookups=3, distinct_rows=3, compulsory_bytes=48 + 24 + 96 + 96, access_elements=15,
-                             vector_fp_ops=3, row_chunks=3, output_chunks=6)
+    assert got == WorkCounts(lookups=3, distinct_rows=3, compulsory_bytes=48 + 24 + 96 + 96, vector_fp_ops=3,
+                             row_chunks=3, output_chunks=6)
     assert counts(p, {1: targets}) == got  # data and updates known by their declared shapes (timing-only)
 
 
@@ -226,7 +233,7 @@ def test_narrow_tables_count_chunks_at_their_own_width() -> None:
                  ("output", "f16", (3, 40))], Work("bag", "sum", table=0, indices=1, offsets=2, output=3,
                                                    empty="identity"))
     got = counts(p, {1: IDX, 2: OFF})
-    assert (got.row_chunks, got.output_chunks) == (5 * 2, 3 * 2)  # 40 halves: 2 chunks of 32 lanes
+    assert (got.row_chunks, got.output_chunks) == (3 * 2, 3 * 2)  # 40 halves: 2 chunks of 32 lanes
     assert got.compulsory_bytes == 3 * 80 + 5 * 8 + 4 * 8 + 3 * 80
 
 

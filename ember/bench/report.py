@@ -245,8 +245,8 @@ def bandwidth_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table | 
 
 
 def limiting_bound(idx: ResultIndex, workload: str, variant: str) -> str | None:
-    """Which speed-of-light bound is the largest for a point: dram, access or execute."""
-    values = {k: idx.stat(workload, variant, f"sol.{k}_cycles") for k in ("dram", "access", "execute")}
+    """Which speed-of-light bound is the largest for a point: dram or execute."""
+    values = {k: idx.stat(workload, variant, f"sol.{k}_cycles") for k in ("dram", "execute")}
     if any(v is None for v in values.values()):
         return None
     return max(values, key=lambda k: values[k] or 0.0)
@@ -264,8 +264,8 @@ def sol_table(idx: ResultIndex) -> Table:
     t.add_section()
     t.add_row("geomean", *(frac_cell(geomean(idx.stat(w, v, "sol_fraction") for w in idx.workloads))
                            for v in variants), style="bold")
-    t.caption = ("sol_fraction = the largest of: compulsory bytes / DRAM peak, fewest stream elements / access "
-                 "lanes (DAE code only), fewest vector ops / their pipes (plus host ops); over cycles.")
+    t.caption = ("sol_fraction = the larger of: compulsory bytes / DRAM peak, fewest vector ops, row reads or "
+                 "output stores / their pipes; over cycles.")
     return t
 
 

@@ -3,13 +3,12 @@
 - **Speed of light** (`sol.*`) comes from the embedding operations the program computes (its `.work`
   records, counted from the tensors by work.py), never from its code, so it judges code quality.
   It covers those operations only: a model's host ops (MLPs) are reported as `host.cycles`, and a
-  bound that counted them could be raised by adding host work. Decoupled programs are judged as
-  decoupled (the access unit issues the stream); a core-only program, which leaves the access unit
-  idle, is judged without the access bound:
+  bound that counted them could be raised by adding host work.  It has no access-unit part: the core
+  can read any row itself, and every row chunk reaches a register through a core load either way (a
+  pop of what the access unit pushed is one too), so no stream element is one every program must issue
+  (a program that read half its rows on the core beat such a bound by 1.5x):
   - `sol.dram_cycles`: the compulsory bytes (each distinct row read, every index, offset and weight,
-    the output, once) over the DRAM's bytes per cycle;
-  - `sol.access_cycles`: the fewest stream elements the access unit must issue over its lanes (each
-    issues one a cycle); 0 for a core-only program, which does not use the access unit;
+    the output, once) over the DRAM's peak bytes per cycle;
   - `sol.execute_cycles`: the fewest vector FP operations, row-chunk reads and output-chunk stores
     the core must do, each over its pipe group's throughput (the largest of the three);
   - `sol.bound_cycles`, their maximum, and `sol_fraction` = bound / cycles, at most 1.
@@ -36,20 +35,17 @@ def report_roofline(st: Stats, cycles: float, bounds: dict[str, tuple[float, str
            "bound / cycles: the share of this program's time that is not stalls", "Ratio")
 
 
-def sol_cycles(counts: WorkCounts, machine: Machine, decoupled: bool) -> dict[str, float]:
+def sol_cycles(counts: WorkCounts, machine: Machine) -> dict[str, float]:
     """The speed-of-light bounds of `counts` on `machine` (one core)."""
     ex = machine.execute
     execute = max(counts.vector_fp_ops * ex.throughput("fp"), counts.row_chunks * ex.throughput("load"),
                   counts.output_chunks * ex.throughput("store"))
-    return {"dram": counts.compulsory_bytes / machine.dram_bytes_per_cycle,
-            "access": counts.access_elements / machine.access.lanes if decoupled else 0.0,
-            "execute": execute}
+    return {"dram": counts.compulsory_bytes / machine.dram_bytes_per_cycle, "execute": execute}
 
 
 def report_sol(st: Stats, cycles: float, sol: dict[str, float]) -> None:
     """`sol.*` and `sol_fraction` (module docstring) from `sol_cycles`' bounds."""
-    docs = {"dram": "compulsory bytes / DRAM bytes per cycle",
-            "access": "fewest stream elements / lanes (0 without an access unit)",
+    docs = {"dram": "compulsory bytes / DRAM peak bytes per cycle",
             "execute": "fewest vector FP ops, row reads or output stores over their pipes' rates"}
     for name, value in sol.items():
         st.set(f"sol.{name}_cycles", value, f"speed of light: {docs[name]}", "Cycle")

@@ -36,6 +36,15 @@ def round_to(ty: str) -> Callable[[float], float]:
     return float
 
 
+def is_float_array(v: np.ndarray) -> bool:
+    return v.dtype.kind == "f" or v.dtype == dtype_of("bf16")
+
+
+def dtype_name(dt: np.dtype) -> str:
+    """The ISA's name of a numpy element type (u8, i64, bool, ...)."""
+    return {"b": "bool", "u": "u", "i": "i"}.get(dt.kind, "") + ("" if dt.kind == "b" else str(dt.itemsize * 8))
+
+
 def operands(ins: Instr) -> tuple[Reg | None, tuple[Reg, ...]]:
     """(the register an instruction writes, the registers it reads), from its opcode's operand roles."""
     regs: list[Reg] = []
@@ -221,12 +230,13 @@ class Core:
             self.alloc(a[0].n, tuple(int(self.val(d)) for d in a[1]))
         elif kind == "vfloat":
             self.lanes_agree(ins, a[1:3])
+            self.floats_only(ins, a[1:3])
             with np.errstate(all="ignore"):
                 ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else regs[a[1]].dtype
                 regs[a[0]] = row.py(regs[a[1]], regs[a[2]]).astype(ty, copy=False)
         elif kind == "vconvert":
             ty, src = dtype_of(ins.op.split(".")[1]), regs[a[1]]
-            floats = src.dtype.kind == "f" or src.dtype == dtype_of("bf16")
+            floats = is_float_array(src)
             regs[a[0]] = integers.to_integer(src, ty) if floats and ty.kind in "iu" else src.astype(ty)
         elif kind == "splat":
             ty = dtype_of(ins.op.split(".")[1]) if "." in ins.op else np.dtype(np.float32)
@@ -240,6 +250,7 @@ class Core:
             regs[a[0]] = row.py(self.val(a[1]), self.val(a[2]), a[3])
         elif kind == "vfma":  # one rounding per lane (floats.py); the suffix is .f32 (dae_check)
             self.lanes_agree(ins, a[1:4])
+            self.floats_only(ins, a[1:4])
             regs[a[0]] = row.py(*(regs[r].astype(np.float32, copy=False) for r in a[1:4]))
         elif kind == "fma":
             regs[a[0]] = row.py(regs[a[1]], regs[a[2]], regs[a[3]])
@@ -273,6 +284,15 @@ class Core:
         if len(set(sizes.values())) > 1:
             raise EmberError(f"'{ins.op}' combines vectors of different lane counts: "
                              + ", ".join(f"{r} has {n}" for r, n in sizes.items()))
+
+    def floats_only(self, ins: Instr, regs: list[Reg]) -> None:
+        """Vector arithmetic reads float vectors: the ISA has no vector integer arithmetic, and a conversion
+        (vcvt) is an instruction a program pays for, not something an add does on the way."""
+        for r in regs:
+            v = self.regs.get(r)
+            if isinstance(v, np.ndarray) and not is_float_array(v):
+                raise EmberError(f"'{ins.op}' reads {r}, a vector of {dtype_name(v.dtype)}: vector arithmetic "
+                                 "takes float vectors (convert it with vcvt first)")
 
     def pieces(self, bits: int) -> int:
         """Machine vectors an instruction's `bits` of vector span: a wider DAE vector is several x86 ones."""

@@ -98,7 +98,7 @@ def combine(per_core: list[Stats], machine: Machine) -> Stats:
     # each core's speed of light bounds its own time; DRAM's too, since the rows one core must read come from
     # DRAM at least once whichever core fetches them (adding the cores' bytes would count shared rows twice)
     report_sol(st, cycles, {name: max(s[f"sol.{name}_cycles"] for s in per_core)
-                            for name in ("dram", "access", "execute")})
+                            for name in ("dram", "execute")})
     # energy of the summed counters, and static power of every core of the machine, idle ones included
     report_energy(st, machine, machine.cores)
     for k, s in enumerate(per_core):  # a core's own sol.* would count rows another core fetched into the LLC,

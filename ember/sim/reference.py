@@ -177,7 +177,7 @@ def statistics(r: _Run, host_seconds: float) -> Stats:
     ex = m.execute
     # the busiest group's last instruction issues no earlier than (count - 1) holds after its first
     pipes = max([instructions / width] + [max(pipe.ports[g].count - 1, 0) * ex.throughput(g) for g in ex.GROUPS])
-    report_sol(st, cycles, sol_cycles(r.counts, m, bool(r.p.access)))
+    report_sol(st, cycles, sol_cycles(r.counts, m))
     report_roofline(st, cycles, {
         "access": (acc["elements"] / m.access.lanes, "stream elements / elements issued per cycle (lanes)"),
         "dram": (dram_bytes / peak, "DRAM bytes / DRAM bytes per cycle"),

@@ -34,9 +34,8 @@ class WorkCounts:
     lookups: int = 0  # table rows that must be read: index entries, less the padding_idx ones a bag skips
     distinct_rows: int = 0  # distinct table rows among them (a wrapped negative index counts as its row)
     compulsory_bytes: int = 0  # distinct rows, every index/offset/target/weight, a scatter's data and the output, once
-    access_elements: int = 0  # fewest stream elements: lookups x row width + one per index/offset/target/weight
-    vector_fp_ops: int = 0  # fewest vector float ops: one per lookup and chunk of a reduction (+ a mean's divides)
-    row_chunks: int = 0  # fewest vector reads of row data by the core: lookups x chunks
+    vector_fp_ops: int = 0  # fewest vector float ops: a reduction's combines of the distinct rows of each bag, by chunk
+    row_chunks: int = 0  # fewest vector reads of row data by the core: distinct rows x chunks
     output_chunks: int = 0  # fewest vector stores of results: output rows x chunks
 
     def __add__(self, other: WorkCounts) -> WorkCounts:
@@ -93,35 +92,37 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
         lookups = distinct = targets.size
         out_rows = _shape(p, i, w.data, value)[0]
         other_bytes = targets.nbytes + out_rows * width * dtype_of(p.symbols[w.data].dtype).itemsize
-        elements = targets.size
+        pairs = bags = 0
         fp_ops = lookups * chunks
     else:
         assert w.indices is not None
         indices = _need(p, i, w.indices, value)
         if w.kind == "gather":
             read = indices.reshape(-1)
-            out_rows, other_bytes, elements = read.size, read.nbytes, read.size
+            out_rows, other_bytes = read.size, read.nbytes
         else:
             assert w.offsets is not None
             offsets = _need(p, i, w.offsets, value).astype(np.int64)
-            positions = _bag_positions(offsets)
+            positions, bag = _bag_positions(offsets)
             read = indices[positions]
             out_rows = len(offsets) - 1
             other_bytes = read.nbytes + offsets.nbytes
-            elements = read.size + offsets.size
             if w.weights is not None:
                 weights = _need(p, i, w.weights, value)
                 other_bytes += positions.size * weights.itemsize
-                elements += positions.size
         rows = read.astype(np.int64)
         if w.negative == "wrap":
             rows = np.where(rows < 0, rows + table_shape[0], rows)
-        if w.padding_idx is not None:
-            rows = rows[rows != w.padding_idx]
+        kept = rows != w.padding_idx if w.padding_idx is not None else np.ones(rows.size, dtype=bool)
+        rows = rows[kept]
         lookups, distinct = rows.size, np.unique(rows).size
-        fp_ops = 0 if w.kind == "gather" else lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)
+        if w.kind == "gather":
+            pairs = bags = 0
+        else:
+            pairs, bags = _pairs(bag[kept], rows)
+        fp_ops = combines(pairs, bags, w.weights is not None) * chunks
     if w.kind == "dhe":
-        return _deep_hash(p, i, w, value, int(lookups), int(distinct), other_bytes, elements, out_rows, out_item,
+        return _deep_hash(p, i, w, value, int(lookups), int(distinct), pairs, other_bytes, out_rows, out_item,
                           elem_lanes)
     if w.kind == "robe":  # rows of the output's width, from blocks that may overlap: only one block is sure, and
         # only when there is a lookup at all
@@ -131,32 +132,45 @@ def _record(p: Program, i: int, w: Work, value: Values, elem_lanes: Callable[[in
                           compulsory_bytes=int((min(table_shape[0], w.block or 1) * itemsize if lookups else 0)
                                                + other_bytes
                                                + out_rows * dim * out_item),
-                          access_elements=int(lookups * dim + elements),
-                          vector_fp_ops=int(lookups * chunks + (out_rows * chunks if w.mode == "mean" else 0)),
-                          row_chunks=int(lookups * -(-dim // elem_lanes(itemsize))),
+                          vector_fp_ops=int(combines(pairs, bags, w.weights is not None) * chunks),
+                          row_chunks=int(distinct * -(-dim // elem_lanes(itemsize))),
                           output_chunks=int(out_rows * chunks))
     if w.kind == "ttbag":
-        return _train(p, i, w, value, read.astype(np.int64), other_bytes, elements, out_rows, elem_lanes)
+        return _train(p, i, w, value, rows, pairs, other_bytes, out_rows, elem_lanes)
     if w.kind == "qbag":
-        return _quantized(w, table_shape[1], lookups, distinct, other_bytes, elements, out_rows, elem_lanes)
+        return _quantized(w, table_shape[1], lookups, distinct, pairs, other_bytes, out_rows, elem_lanes)
     return WorkCounts(
         lookups=int(lookups),
         distinct_rows=int(distinct),
         compulsory_bytes=int(distinct * width * itemsize + other_bytes + out_rows * width * out_item),
-        access_elements=int(lookups * width + elements),
         vector_fp_ops=int(fp_ops),
-        row_chunks=int(lookups * chunks),
+        row_chunks=int(distinct * chunks),
         output_chunks=int(out_rows * chunks),
     )
 
 
-def _quantized(w: Work, row_bytes: int, lookups: int, distinct: int, other_bytes: int, elements: int,
+def _pairs(bag: np.ndarray, rows: np.ndarray) -> tuple[int, int]:
+    """(distinct (bag, row) pairs, bags with at least one row) of a bag operation's lookups."""
+    if rows.size == 0:
+        return 0, 0
+    low = int(rows.min())
+    span = int(rows.max()) - low + 1
+    return int(np.unique(bag * span + (rows - low)).size), int(np.unique(bag).size)
+
+
+def combines(pairs: int, bags: int, weighted: bool) -> int:
+    """The fewest vector ops a chunk of a reduction needs: a bag's k distinct rows take k - 1 combines (its first
+    row is the accumulator's start, a repeated row one op with its count folded in), a weighted bag's a multiply
+    or fused multiply-add each, and a mean's divide folds into them (a multiply by 1/n in each)."""
+    return pairs if weighted else pairs - bags
+
+
+def _quantized(w: Work, row_bytes: int, lookups: int, distinct: int, pairs: int, other_bytes: int,
                out_rows: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
-    """A quantized bag (emb.qbag), its width D from the table's and `bits` alone: each distinct row's bytes once;
-    the access unit issues the scale and bias of every lookup (two typed reads) and its code bytes, eight at
-    most an element (the widest typed read, which the core can take apart with integer ops); the core converts
-    each float32 chunk of codes and does the two float ops the definition rounds separately (acc + bias, then
-    the fused multiply-add)."""
+    """A quantized bag (emb.qbag), its width D from the table's and `bits` alone: each distinct row's bytes once,
+    read by the core once; each distinct row of a bag converts each float32 chunk of its codes (vcvt: vector
+    arithmetic takes floats) and scales it into the accumulator (one fused multiply-add); the biases are scalars
+    a bag can sum and fold into its first multiply-add."""
     code_bytes = row_bytes - (8 if w.bits == 8 else 4)
     dim = code_bytes * (8 // (w.bits or 8))
     chunks = -(-dim // elem_lanes(4))
@@ -164,43 +178,38 @@ def _quantized(w: Work, row_bytes: int, lookups: int, distinct: int, other_bytes
         lookups=int(lookups),
         distinct_rows=int(distinct),
         compulsory_bytes=int(distinct * row_bytes + other_bytes + out_rows * dim * 4),
-        access_elements=int(lookups * (-(-code_bytes // 8) + 2) + elements),
-        vector_fp_ops=int(lookups * chunks * 3 + (out_rows * chunks if w.mode == "mean" else 0)),
-        row_chunks=int(lookups * -(-code_bytes // elem_lanes(1))),
+        vector_fp_ops=int(pairs * chunks * 2),
+        row_chunks=int(distinct * -(-code_bytes // elem_lanes(1))),
         output_chunks=int(out_rows * chunks),
     )
 
 
-def _deep_hash(p: Program, i: int, w: Work, value: Values, lookups: int, distinct: int, other_bytes: int,
-               elements: int, out_rows: int, out_item: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
-    """A bag over deep hash embeddings (emb.dhe): the layers' multiply-adds once per distinct index (a program may
-    keep a row it computed and add it again for a repeated index, bit for bit the same), an add per chunk for every
-    other lookup; the weights read at least once, but only when there is a lookup at all."""
+def _deep_hash(p: Program, i: int, w: Work, value: Values, lookups: int, distinct: int, pairs: int,
+               other_bytes: int, out_rows: int, out_item: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
+    """A bag over deep hash embeddings (emb.dhe): the layers' multiply-adds once per distinct index, the last one
+    accumulating into its bag (a program may keep a row it computed and add it again for the same index in
+    another bag, bit for bit the same: an add per chunk); the weights read at least once, but only when there is
+    a lookup at all."""
     shapes = [_shape(p, i, c, value) for c in w.cores()]
     dim, lanes = shapes[-1][0], elem_lanes(4)
     chunks = -(-dim // lanes)
     weights = sum(math.prod(s) for s in shapes) if lookups else 0
     return WorkCounts(lookups=lookups, distinct_rows=distinct,
                       compulsory_bytes=int(weights * 4 + other_bytes + out_rows * dim * out_item),
-                      access_elements=int(elements),
-                      vector_fp_ops=int(distinct * -(-weights // lanes) + (lookups - distinct) * chunks
-                                        + (out_rows * chunks if w.mode == "mean" else 0)),
+                      vector_fp_ops=int(distinct * -(-weights // lanes) + (pairs - distinct) * chunks),
                       row_chunks=int(sum(-(-math.prod(s) // lanes) for s in shapes) if lookups else 0),
                       output_chunks=int(out_rows * chunks))
 
 
-def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_bytes: int, elements: int,
+def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, pairs: int, other_bytes: int,
            out_rows: int, elem_lanes: Callable[[int], int]) -> WorkCounts:
     """A bag over a tensor train (emb.ttbag): a lookup needs one slice of each core, picked by a digit of its index;
-    each distinct slice is read from memory once and each distinct row's are read by the core.  Only the indices,
-    offsets and weights must cross the access unit: a program may read any core's slices on the core instead of
-    streaming them (an expert that read two of three cores there beat the bound that counted every lookup's
-    slices as stream elements).  A row is contracted once (a
-    repeated index can add the row kept from before: a chunk's read and add per lookup), one vector fused
-    multiply-add per `lanes` multiply-adds; pooling can be folded into the last contraction, so it adds nothing
-    there, and a mean's divides add theirs.  Distinct rows that agree on the digits of neighbouring cores may share
-    the partial product over them (shared_chain_macs); a row that shares no two neighbouring digits with another
-    reads all its slices, one that does at least one, the smallest."""
+    each distinct slice is read from memory once and each distinct row's are read by the core.  A row is contracted
+    once, one vector fused multiply-add per `lanes` multiply-adds, the last accumulating into its bag (pooling adds
+    nothing, and a mean's 1/n folds into the last factor); the same row in another bag can add the row kept from
+    before, a chunk's add.  Distinct rows that agree on the digits of neighbouring cores may share the partial
+    product over them (shared_chain_macs); a row that shares no two neighbouring digits with another reads all its
+    slices, one that does at least one, the smallest."""
     shapes = [_shape(p, i, c, value) for c in w.cores()]
     p_, ranks, q = [s[0] for s in shapes], [s[1] for s in shapes] + [1], [s[2] for s in shapes]
     slices = [ranks[k] * q[k] * ranks[k + 1] for k in range(len(shapes))]
@@ -212,16 +221,13 @@ def _train(p: Program, i: int, w: Work, value: Values, rows: np.ndarray, other_b
     chunks = -(-dim // lanes)
     lookups, distinct = rows.size, np.unique(rows)
     alone = _alone(distinct, p_)
-    fp_ops = (-(-shared_chain_macs(distinct, p_, ranks, q) // lanes) + (lookups - distinct.size) * chunks
-              + (out_rows * chunks if w.mode == "mean" else 0))
+    fp_ops = -(-shared_chain_macs(distinct, p_, ranks, q) // lanes) + (pairs - distinct.size) * chunks
     return WorkCounts(
         lookups=int(lookups),
         distinct_rows=int(distinct.size),
         compulsory_bytes=int(distinct_slices * 4 + other_bytes + out_rows * dim * 4),
-        access_elements=int(elements),
         vector_fp_ops=int(fp_ops),
-        row_chunks=int(alone * -(-sum(slices) // lanes) + (distinct.size - alone) * -(-min(slices) // lanes)
-                       + (lookups - distinct.size) * chunks),
+        row_chunks=int(alone * -(-sum(slices) // lanes) + (distinct.size - alone) * -(-min(slices) // lanes)),
         output_chunks=int(out_rows * chunks),
     )
 
@@ -277,13 +283,15 @@ def chain_macs(ranks: list[int], q: list[int]) -> int:
     return best[0, n - 1]
 
 
-def _bag_positions(offsets: np.ndarray) -> np.ndarray:
+def _bag_positions(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The index positions the bags read, bag after bag: [offsets[b], offsets[b+1]) for each b (a bag whose
-    end is before its start reads nothing, as its loop runs no iteration)."""
+    end is before its start reads nothing, as its loop runs no iteration), and the bag of each."""
     starts = offsets[:-1]
     lengths = np.maximum(offsets[1:] - starts, 0)
     first = np.cumsum(lengths) - lengths  # where each bag's run starts in the result
-    return np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+    total = int(lengths.sum())
+    bag = np.repeat(np.arange(len(starts), dtype=np.int64), lengths)
+    return np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64), bag
 
 
 def _need(p: Program, i: int, n: int, value: Values) -> np.ndarray:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -103,11 +104,14 @@ def reference() -> dict[str, dict[str, dict[str, float]]]:
         return json.load(f)["results"]
 
 
-def rows() -> list[tuple[str, str, Measured, dict[str, float]]]:
-    """(memory, trace, Ember's figures, Ramulator's) for every pair reference.json holds."""
+def rows(memories: Iterable[str] | None = None) -> list[tuple[str, str, Measured, dict[str, float]]]:
+    """(memory, trace, Ember's figures, Ramulator's) for every pair reference.json holds (of `memories` only,
+    if given)."""
     ref = reference()
     out = []
     for mem, per_trace in ref.items():
+        if memories is not None and mem not in memories:
+            continue
         for name, theirs in per_trace.items():
             lines, writes = trace(name)
             memory = MEMORIES[mem]
