@@ -47,6 +47,7 @@ this memory system booked: a run is not over before it.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 from ember.ir.diagnostics import EmberError
@@ -123,12 +124,11 @@ class CacheLevel:
 
 
 class SharedMemory:
-    """The last cache level and the DRAM, carried from one core's run to the next (multicore.py).
+    """The last cache level and the DRAM that the cores of a multi-core run share (multicore.py, rounds.py).
 
-    Each core gets its private levels fresh; `attach` swaps in the shared ones and zeroes the shared
-    level's counters, so every core's statistics count its own hits and misses.  The lines an earlier
-    core left count as present from cycle 0 (their ready times become 0): the cores run at the same
-    time, and a line must not look in flight until a time the earlier core reached only later.
+    The first core's become the shared ones; `attach` gives every core a view of them that holds the same lines,
+    bookings and banks (a shallow copy) and its own counters, so every core's statistics count its own hits,
+    misses, activates and row hits.
     """
 
     def __init__(self) -> None:
@@ -138,14 +138,11 @@ class SharedMemory:
     def attach(self, mem: MemorySystem) -> None:
         if self.level is None:
             self.level, self.dram = mem.levels[-1], mem.dram
-        assert self.dram is not None
-        mem.levels[-1] = self.level
-        mem.dram = self.dram
-        self.dram.reset_counters()
-        self.level.hits = self.level.misses = self.level.bytes = 0
-        for lines in self.level.sets:
-            for line in lines:
-                lines[line] = 0.0
+        level, dram = copy.copy(self.level), copy.copy(self.dram)
+        assert dram is not None
+        level.hits = level.misses = level.bytes = 0
+        dram.reset_counters()
+        mem.levels[-1], mem.dram = level, dram
 
 
 class MemorySystem:

@@ -1,15 +1,15 @@
-"""Interleaved multi-core runs: the yardstick for the sequential model of multicore.py.
+"""Interleaved multi-core runs: the yardstick for the rounds of multicore.py (rounds.py).
 
 Definition: every core runs its program in its own thread on the reference engine, from cycle 0, with
 its own private levels; the last cache level (with real ready times) and the DRAM bookings are one
 object all cores use.  Every call on the memory system (`access`, `place`) waits until every live
 core has a call pending, and then the pending call with the smallest (time, core) goes first.  A
 core's own calls are not in time order (its access unit runs ahead of its execute unit), so this is
-an order among the cores' next calls, not a global time order; it is deterministic, and it lets one
-core evict another's lines while both run, which the sequential model cannot.
+an order among the cores' next calls, not a global time order; it is deterministic, and as fine as an
+order of the cores' calls can be.
 
-It is slow (a thread switch a memory call) and exists to measure how far the sequential model lands
-from it (`tools/multicore_error.py`, docs/architecture.md *Multi-core*), not for production runs.
+It is slow (a thread switch a memory call) and exists to measure how far the rounds land from it
+(`tools/multicore_error.py`, docs/architecture.md *Multi-core*), not for production runs.
 """
 
 from __future__ import annotations

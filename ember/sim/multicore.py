@@ -1,18 +1,18 @@
 """Multi-core runs: the batch split across cores, each with its own access unit, queue and private caches.
 
-Definition (both engines): every core runs the whole program on its own slice of the batch, from
-cycle 0.  Private levels (all but the last) start cold on every core; the last cache level and the
-DRAM bandwidth are shared: core k starts with the last level as core k-1 left it (its lines present
-from cycle 0) and books DRAM
-transfers into the gaps the earlier cores left (DRAM is booked by simulated time, cache.py, so a
-later core's request at an earlier time still waits only for transfers that overlap it).  The
-cores are simulated in order, which makes the shared level's contents an approximation of truly
-interleaved execution, but a deterministic one.  Cycles are those of the slowest core.
+Definition (both engines): every core runs the whole program on its own slice of the batch, from cycle 0, at
+the same time as the others (rounds.py: each core in its own thread, taking turns a round of simulated time at a
+time).  Private levels (all but the last) are each core's own; the last cache level and the DRAM (its channels'
+calendars, banks and refresh) are shared, so one core's lines serve and evict another's and the cores contend
+for DRAM as they run.  Cycles are those of the slowest core; `cores.min_cycles` and `cores.max_cycles` say how
+far apart they finish.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from .cache import SharedMemory
 from .energy import report_energy
 from .engines import needs_fast
 from .fast import engine as fast
+from .rounds import QUANTUM, Rounds, Turn
 from .stats import Stats
 
 SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access.elements", "access.requests",
@@ -38,10 +39,11 @@ SUMMED_PREFIXES = ("execute.op.", "execute.pipe.")  # counters a core may or may
 
 
 def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.ndarray]], machine: Machine,
-                   max_cycles: float | None = None, engine: str = "fast", timing_only: bool = False
-                   ) -> tuple[list[dict[str, np.ndarray]], Stats]:
-    """One run per core of its program (the same operation, compiled for its slice's shapes) on its slice;
-    returns each core's outputs and the totals followed by every core's statistics as `core<k>.<name>`."""
+                   max_cycles: float | None = None, engine: str = "fast", timing_only: bool = False,
+                   quantum: float = QUANTUM) -> tuple[list[dict[str, np.ndarray]], Stats]:
+    """One run per core of its program (the same operation, compiled for its slice's shapes) on its slice, all at
+    once in rounds of `quantum` cycles; returns each core's outputs and the totals followed by every core's
+    statistics as `core<k>.<name>`."""
     if len(slices) != len(programs) or not 1 <= len(slices) <= machine.cores:
         raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices "
                          f"for {len(programs)} programs (one slice and one program a core, at least one)")
@@ -52,16 +54,37 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
     if engine == "fast" and any(fast.compiled_or_none(p, timing_only, bits) is None for p in programs):
         engine = "reference"  # one engine for every core: their shared state has one form per engine
     needs_fast(engine, timing_only)
-    outputs, per_core = [], []
+    n = len(programs)
+    rounds = Rounds(n, quantum)
     shared_ref, shared_fast = SharedMemory(), fast.SharedArrays()
-    for program, inputs in zip(programs, slices):
-        if engine == "fast":
-            out, st = fast.simulate(program, inputs, machine, max_cycles, timing_only, shared_fast)
-        else:
-            out, st = reference.simulate(program, inputs, machine, max_cycles, shared_ref)
-        outputs.append(out)
-        per_core.append(st)
-    return outputs, combine(per_core, machine)
+    results: list[Any] = [None] * n
+
+    def core(k: int) -> None:
+        try:
+            turn = Turn(rounds, k, rounds.wait(k))
+            if engine == "fast":
+                results[k] = fast.simulate(programs[k], slices[k], machine, max_cycles, timing_only, shared_fast,
+                                           turn)
+            else:
+                results[k] = reference.simulate(programs[k], slices[k], machine, max_cycles, shared_ref, turn)
+        except BaseException as e:  # noqa: BLE001  (raised again in the caller's thread)
+            results[k] = e
+        finally:
+            rounds.leave(k)
+
+    threads = [threading.Thread(target=core, args=(k,), daemon=True, name=f"core{k}") for k in range(n)]
+    for th in threads:
+        th.start()
+    rounds.begin()
+    try:
+        for th in threads:
+            th.join()
+    finally:
+        shared_fast.release()
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return [out for out, _ in results], combine([st for _, st in results], machine)
 
 
 def combine(per_core: list[Stats], machine: Machine) -> Stats:

@@ -10,6 +10,7 @@ when every instruction has retired, every store is written and every DRAM transf
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -23,13 +24,15 @@ from .cache import MemorySystem, SharedMemory
 from .energy import report_energy
 from .execute import Core
 from .queue import OutputQueue
+from .rounds import Turn
 from .stats import Stats
 from .tensors import Tensors
 from .work import WorkCounts, tensor_values, vector_lanes, work_counts
 
 
 class _Run:
-    def __init__(self, program: Program, machine: Machine, max_cycles: float, shared: SharedMemory | None):
+    def __init__(self, program: Program, machine: Machine, max_cycles: float, shared: SharedMemory | None,
+                 turn: Turn | None = None):
         self.p = program
         self.m = machine
         self.max_cycles = max_cycles
@@ -37,6 +40,8 @@ class _Run:
         self.mem = MemorySystem.from_machine(machine)
         if shared is not None:
             shared.attach(self.mem)
+        if turn is not None:
+            take_turns(self.mem, turn)
         self.core = Core(program, self.t, self.mem, machine)
         self.core.run_hook = self.run_access
         self.core.max_cycles = max_cycles
@@ -78,15 +83,27 @@ class _Run:
             self.access_totals[k] += getattr(unit, k)
 
 
+def take_turns(mem: MemorySystem, turn: Turn) -> None:
+    """Every call of `mem` on what the cores share waits for the core's turn when its time is past its round
+    (rounds.py; runtime.h's mem_turn at the same calls)."""
+    for name, t_arg in (("access", 1), ("place", 4), ("write_around", 1)):
+        call = getattr(mem, name)
+
+        def in_turn(*args: Any, call: Any = call, t_arg: int = t_arg) -> Any:
+            turn.at(args[t_arg])
+            return call(*args)
+        setattr(mem, name, in_turn)
+
+
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
-             max_cycles: float | None = None, shared: SharedMemory | None = None
+             max_cycles: float | None = None, shared: SharedMemory | None = None, turn: Turn | None = None
              ) -> tuple[dict[str, np.ndarray], Stats]:
-    """Run `program`; inputs and outputs are keyed by their names in the model.  `shared` carries the
-    last cache level and DRAM from the previous core's run (multicore.py)."""
+    """Run `program`; inputs and outputs are keyed by their names in the model.  A core of a multi-core run
+    shares the last cache level and DRAM (`shared`) with the others and takes its turns by `turn` (rounds.py)."""
     t0 = time.perf_counter()
     limit = cycle_limit.cycle_limit(max_cycles)
     check_resources(program, machine)
-    r = _Run(program, machine, limit, shared)
+    r = _Run(program, machine, limit, shared, turn)
     set_symbols(r.t, program, inputs)
     r.core.run_from(0, "halt")
     r.cycles = r.core.finish(r.mem.busy_until)

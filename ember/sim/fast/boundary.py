@@ -26,6 +26,7 @@ from .cdefs import OP_NAMES
 
 _D, _I, _P = ctypes.c_double, ctypes.c_int64, ctypes.c_void_p
 HOST_FN = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64)  # C `HostFn`: a host op by its code index, < 0 on error
+SYNC_FN = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64, ctypes.c_double)  # C `SyncFn`: rounds.Rounds.sync
 
 # Numbers: the machine's numbers the generated code reads (the source holds none but the vector width, so one build
 # serves every machine of that width); all doubles, copied into `xp_<name>` locals at the function's entry
@@ -89,14 +90,14 @@ class Branches(Struct):
 
 
 class Mem(Struct):
-    """The memory system (runtime.h Mem): the levels, the DRAM calendars, DRAM's numbers and its counters, and the
-    banks (NULL for ideal DRAM)."""
+    """The memory system (runtime.h Mem): the levels, the DRAM calendars, DRAM's numbers and its counters, the
+    banks (NULL for ideal DRAM), and the core's turns on what the cores share (rounds.py)."""
 
     __slots__ = ()
     _fields_ = [("nlev", _I), ("lv", _P), ("nch", _I), ("ch", _P),
                 ("dram_latency", _D), ("line_time", _D), ("line_share", _D),
                 ("dram_requests", _D), ("dram_bytes", _D), ("dram_busy", _D), ("dram_write_bytes", _D),
-                ("dram_end", _D), ("bk", _P)]
+                ("dram_end", _D), ("bk", _P), ("q_end", _D), ("core", _I), ("sync", SYNC_FN)]
 
 
 class Queue(Struct):
@@ -169,6 +170,8 @@ def _c_type(t: Any) -> str:
         return "void *"
     if t is HOST_FN:
         return "HostFn"
+    if t is SYNC_FN:
+        return "SyncFn"
     if isinstance(t, type) and issubclass(t, ctypes._Pointer):
         return _c_type(t._type_) + " *"
     if isinstance(t, type) and issubclass(t, ctypes.Structure):

@@ -17,6 +17,7 @@ those out as the reference lays out its objects; build.load has checked the comp
 from __future__ import annotations
 
 import ctypes
+import math
 import time
 from types import SimpleNamespace
 
@@ -33,6 +34,7 @@ from ..dram import BankedDram, dram_of, report_banks
 from ..execute import queue_latency
 from ..host import HostRunner, host_cost
 from ..queue import OutputQueue
+from ..rounds import Turn
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
 from ..work import vector_lanes, work_counts
@@ -44,6 +46,7 @@ from .boundary import (
     HOST_FN,
     INT_TOTALS,
     NUMBERS,
+    SYNC_FN,
     Args,
     Banks,
     Branches,
@@ -74,12 +77,16 @@ def _free(pointers: list[int]) -> None:
 
 
 class SharedArrays:
-    """The last cache level's state and the DRAM's, carried from one core's run to the next."""
+    """What the cores of a multi-core run share on the C side (cache.SharedMemory's counterpart): the first core's
+    memory state holds the last level's lines, the DRAM calendars and the banks' state, which every later core's
+    points at; each core keeps its own counters.  `release` frees the calendars' grown rooms once all are done."""
 
     def __init__(self) -> None:
-        self.level: tuple[np.ndarray, np.ndarray] | None = None  # tags (with counts), ready times
-        self.dram: list[tuple[np.ndarray, np.ndarray]] | None = None  # per calendar: its bookings' starts and ends
-        self.banks: tuple[np.ndarray, ...] | None = None  # banked DRAM: each bank's row, act, pre_ok, act_ok
+        self.owner: MemoryState | None = None
+
+    def release(self) -> None:
+        if self.owner is not None:
+            self.owner.release_bookings()
 
 
 def virtual_symbols(program: Program) -> frozenset[int]:
@@ -116,9 +123,11 @@ def compiled_or_none(program: Program, timing_only: bool, simd_bits: int) -> cty
 
 
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None,
-             timing_only: bool, shared: SharedArrays | None = None) -> tuple[dict[str, np.ndarray], Stats]:
+             timing_only: bool, shared: SharedArrays | None = None, turn: Turn | None = None
+             ) -> tuple[dict[str, np.ndarray], Stats]:
     """Run `program`; the same results and statistics as ember.sim.reference.simulate.  `host_seconds`
-    leaves out the one-off compilation of a program not yet in the cache."""
+    leaves out the one-off compilation of a program not yet in the cache.  A core of a multi-core run shares
+    `shared` with the others and takes its turns by `turn` (rounds.py)."""
     notes.clear()
     limit = cycle_limit(max_cycles)
     check_resources(program, machine)
@@ -128,16 +137,15 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
         assert shared is None, "multicore.simulate_cores picks the engine for all cores before the first runs"
         return reference.simulate(program, inputs, machine, max_cycles)
     t0 = time.perf_counter()
-    state = _State(program, inputs, machine, limit, virtual, shared)
+    state = _State(program, inputs, machine, limit, virtual, shared, turn)
     try:
         status = state.run(lib)
         if status == OK:
             outputs = state.outputs()
-            if shared is not None:
-                state.share(shared)
     finally:
         lib.release(ctypes.byref(state.args))
-        state.release_bookings()
+        if shared is None:
+            state.memory.release_bookings()
     if status == MAX_CYCLES:
         raise exceeded(limit, float(state.args.totals.cycles))
     if status != OK:
@@ -158,40 +166,42 @@ class MemoryState:
     arrays they point into), laid out as cache.MemorySystem keeps it; an earlier core's last level and bookings
     when `shared` holds them.  The arrays live as long as this object."""
 
-    def __init__(self, machine: Machine, shared: SharedArrays | None = None):
+    def __init__(self, machine: Machine, shared: SharedArrays | None = None, turn: Turn | None = None):
         caches = machine.caches
+        owner = shared.owner if shared is not None else None
+        self.owns = owner is None  # this state's calendars are its own (the first core's, or a lone core's)
         self.tags = [np.zeros(c.sets * (c.ways + 1), dtype=np.int64) for c in caches]  # see Level in runtime.h
         self.rdy = [np.zeros(c.sets * c.ways) for c in caches]
+        if owner is not None:
+            self.tags[-1], self.rdy[-1] = owner.tags[-1], owner.rdy[-1]
         self.levels = (Level * len(caches))(*(
             Level(sets=c.sets, ways=c.ways, line_bytes=c.line_bytes, latency=float(c.latency), tags=tags.ctypes.data,
                   rdy=rdy.ctypes.data) for c, tags, rdy in zip(caches, self.tags, self.rdy)))
         model = dram_of(machine.dram, machine.clock_ghz, caches[0].line_bytes)  # its numbers, as the reference's
         nch = machine.dram.channels
-        ncal = nch
-        if isinstance(model, BankedDram):  # calendars in runtime.h Mem's order
-            ncal += len(model.rank_acts) + len(model.group_acts) + len(model.group_cols) + len(model.sessions)
-        before = shared.dram if shared is not None else None  # an earlier core's bookings, each calendar's
-        slots = max(DRAM_ROOM_MIN, DRAM_ROOM // ncal, 2 * max(len(s) for s, _ in before) if before is not None else 0)
-        self.bookings_of = [(np.zeros(slots), np.zeros(slots)) for _ in range(ncal)]  # each calendar's starts, ends
-        booked = [0] * ncal
-        if shared is not None and shared.level is not None and before is not None:
-            self.tags[-1][:] = shared.level[0]  # the last level's ready times stay 0: present from cycle 0
-            for (start, end), (was_start, was_end) in zip(self.bookings_of, before):  # (cache.SharedMemory)
-                start[:len(was_start)], end[:len(was_end)] = was_start, was_end
-            booked = [len(was_start) for was_start, _ in before]
-        self.channels = (Channel * ncal)(*(Channel(start=start.ctypes.data, end=end.ctypes.data, n=n, cap=slots)
-                                           for (start, end), n in zip(self.bookings_of, booked)))
+        if owner is not None:
+            self.bookings_of, self.channels = owner.bookings_of, owner.channels
+        else:
+            ncal = nch
+            if isinstance(model, BankedDram):  # calendars in runtime.h Mem's order
+                ncal += len(model.rank_acts) + len(model.group_acts) + len(model.group_cols) + len(model.sessions)
+            slots = max(DRAM_ROOM_MIN, DRAM_ROOM // ncal)
+            self.bookings_of = [(np.zeros(slots), np.zeros(slots)) for _ in range(ncal)]  # each calendar's bookings
+            self.channels = (Channel * ncal)(*(Channel(start=start.ctypes.data, end=end.ctypes.data, n=0, cap=slots)
+                                               for start, end in self.bookings_of))
         self.mem = Mem(nlev=len(caches), lv=ctypes.addressof(self.levels), nch=nch,
                        ch=ctypes.addressof(self.channels), dram_latency=float(machine.dram.latency),
-                       line_time=model.burst, line_share=caches[0].line_bytes / machine.dram_bytes_per_cycle)
+                       line_time=model.burst, line_share=caches[0].line_bytes / machine.dram_bytes_per_cycle,
+                       q_end=math.inf)
+        if turn is not None:  # kept alive as long as the C side may call it
+            self.sync = SYNC_FN(turn.rounds.sync)
+            self.mem.q_end, self.mem.core, self.mem.sync = turn.end, turn.core, self.sync
         self.bank_state: tuple[np.ndarray, ...] = ()
         self.banks: Banks | None = None
         if isinstance(model, BankedDram):
             nbanks = model.banks
-            self.bank_state = (np.full(nbanks, -1, dtype=np.int64), *(np.zeros(nbanks) for _ in range(3)))
-            if shared is not None and shared.banks is not None:
-                for mine, was in zip(self.bank_state, shared.banks):
-                    mine[:] = was
+            self.bank_state = owner.bank_state if owner is not None else (
+                np.full(nbanks, -1, dtype=np.int64), *(np.zeros(nbanks) for _ in range(3)))
             row, act, pre_ok, act_ok = (a.ctypes.data for a in self.bank_state)
             d, tm = model.dev, model.t
             self.banks = Banks(ranks=d.ranks, groups=d.bankgroups, banks=d.banks,
@@ -201,6 +211,17 @@ class MemoryState:
                                **{name: getattr(tm, name) for name in BANK_TIMINGS
                                   if name not in ("act_width", "write_burst")})
             self.mem.bk = ctypes.addressof(self.banks)
+        if shared is not None and owner is None:
+            shared.owner = self
+
+    def release_bookings(self) -> None:
+        """Free the rooms the C side grew for the calendars (once; a later core's are the first core's)."""
+        if not self.owns:
+            return
+        for c in self.channels:
+            if c.grown:
+                _free([c.start, c.end])
+                c.grown = 0
 
     def bank_counts(self) -> tuple[int, ...] | None:
         """Banked DRAM's counters (activates, hits, misses, conflicts), None for ideal DRAM."""
@@ -227,7 +248,7 @@ class _State:
     `Args` (boundary.py) that hands it over by name."""
 
     def __init__(self, program: Program, inputs: dict[str, np.ndarray], machine: Machine,
-                 max_cycles: float, virtual: frozenset[int], shared: SharedArrays | None):
+                 max_cycles: float, virtual: frozenset[int], shared: SharedArrays | None, turn: Turn | None):
         self.p, self.m, self.virtual = program, machine, virtual
         syms = program.symbols
         t = Tensors(program)
@@ -253,7 +274,7 @@ class _State:
 
         caches = machine.caches
         names = [c.name for c in caches]
-        self.memory = MemoryState(machine, shared)
+        self.memory = MemoryState(machine, shared, turn)
         self.args.mem = ctypes.pointer(self.memory.mem)
         for name in (machine.access.cache_level, "l1"):
             if name not in names:
@@ -281,29 +302,6 @@ class _State:
         self.args.host = self.callback
         self.hosts = HostRunner(program, self.known)
         self.error: EmberError | None = None  # a host op's error, raised when the C side has returned
-
-    def share(self, shared: SharedArrays) -> None:
-        """Hand the last level and the DRAM bookings on to the next core."""
-        shared.level = (self.memory.tags[-1].copy(), self.memory.rdy[-1].copy())
-        shared.dram = [(start.copy(), end.copy()) for start, end in self.bookings()]
-        shared.banks = tuple(a.copy() for a in self.memory.bank_state) or None
-
-    def bookings(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Each channel's booked intervals (starts, ends), wherever the run left them (grown rooms are C's)."""
-        out = []
-        for c, (start, end) in zip(self.memory.channels, self.memory.bookings_of):
-            if c.grown:
-                start, end = (np.ctypeslib.as_array((ctypes.c_double * c.cap).from_address(p))
-                              for p in (c.start, c.end))
-            out.append((start[:c.n], end[:c.n]))
-        return out
-
-    def release_bookings(self) -> None:
-        """Free the rooms the C side grew (once)."""
-        for c in self.memory.channels:
-            if c.grown:
-                _free([c.start, c.end])
-                c.grown = 0
 
     def point(self, n: int, a: np.ndarray) -> None:
         """Let symbol n's C pointer see array `a` (kept alive until the run ends)."""

@@ -37,6 +37,8 @@ typedef struct {                 /* banked DRAM (dram.BankedDram): its organizat
     double activates, hits, misses, conflicts;
 } Banks;
 
+typedef double (*SyncFn)(int64_t, double);
+
 typedef struct {
     int64_t nlev; Level *lv;
     int64_t nch; Channel *ch;    /* DRAM channels (line n is channel n % nch's); ch holds every calendar: the nch
@@ -47,7 +49,15 @@ typedef struct {
     double dram_requests, dram_bytes, dram_busy, dram_write_bytes;  /* counted */
     double dram_end;             /* end of the last transfer */
     Banks *bk;                   /* NULL: ideal DRAM */
+    double q_end;                /* the end of this core's round (rounds.py; INFINITY: one core) */
+    int64_t core;                /* this core's number among those that share the last level and the DRAM */
+    SyncFn sync;                 /* rounds.Rounds.sync: waits for the core's next turn, returns its round's end */
 } Mem;
+
+/* rounds.py: a call on the shared memory at or past the end of the core's round waits for its next turn. */
+static inline void mem_turn(Mem *m, double t) {
+    if (t >= m->q_end) m->q_end = m->sync(m->core, t);
+}
 
 /* Twice the room for a calendar's bookings, kept in place at the start of its new room. */
 static int channel_grow(Channel *c) {
@@ -301,6 +311,7 @@ static int mem_fill(Mem *m, int64_t k, int64_t tag, double ready, double t) {
 }
 
 static double mem_access(Mem *m, int64_t addr, double t, int64_t first, int write) {
+    mem_turn(m, t);
     int64_t nlev = m->nlev, lb = m->lv[0].line_bytes;
     int64_t line = lb == 64 ? addr >> 6 : addr / lb;
     double now = t, done = 0.0;
@@ -351,6 +362,7 @@ static void mem_drop(Mem *m, int64_t k, int64_t line) {
 /* cache.MemorySystem.write_around: a non-temporal store's line leaves every level and is written to DRAM from
  * t, counted as a write; returns when its transfer ends (< 0: no room for the booking). */
 static double mem_write_around(Mem *m, int64_t addr, double t) {
+    mem_turn(m, t);
     int64_t lb = m->lv[0].line_bytes, line = addr / lb;
     for (int64_t k = 0; k < m->nlev; k++) mem_drop(m, k, line);
     double start = transfer(m, t, line, 1);
@@ -359,6 +371,7 @@ static double mem_write_around(Mem *m, int64_t addr, double t) {
     return start + m->line_time;
 }
 static int mem_place(Mem *m, int64_t addr, int64_t nbytes, int64_t k, double ready, double t) {
+    mem_turn(m, t);
     int64_t lb = m->lv[0].line_bytes, lo = addr / lb, hi = (addr + (nbytes > 1 ? nbytes : 1) - 1) / lb;
     for (int64_t line = lo; line <= hi; line++) {
         for (int64_t j = 0; j < k; j++) mem_drop(m, j, line);
