@@ -142,7 +142,9 @@ def test_assemble_checks_the_program_first() -> None:
 @pytest.fixture(scope="module")
 def small() -> bytes:
     p = example()
-    p.work = [BAG, Work("bag", "max", table=0, indices=1, offsets=2, output=3, padding_idx=-3, empty="zero")]
+    p.symbols.append(Symbol("output", "maxes", "f32", (None, 8)))  # one output a record
+    p.work = [BAG, Work("bag", "max", table=0, indices=1, offsets=2, output=len(p.symbols) - 1, padding_idx=-3,
+                        empty="zero")]
     p.data = {0: np.arange(6, dtype=np.float32).reshape(2, 3)}
     p.symbols[0].shape = (2, 3)
     return assemble(p)

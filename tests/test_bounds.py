@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from ember.backend.dae import Instr
 from ember.bench.run import VARIANTS, compile_variant, run
 from ember.bench.workloads import Workload, suite
+from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
 from ember.sim.engines import simulate
 from ember.sim.stats import Stats
@@ -103,3 +105,54 @@ def simulate_cores_stats(w: Workload) -> Stats:
         p.data[next(n for n, s in enumerate(p.symbols) if s.kind == "param")] = table
         programs.append(p)
     return simulate_cores(programs, slices, MACHINES["default"].with_overrides(["cores=2"]))[1]
+
+
+@pytest.mark.parametrize("change, message", [
+    ("  st r0, @1[0]\n", "work record 0 reads @1 (offsets), which the code writes"),
+    ("  st f0, @2[0, 0]\n", "'st' writes @2, param 'table': params are read-only"),
+    ("  alloc @4, [4]\n", "work record 0 reads @4 (indices), which the code writes"),
+    (".work bag sum table=@2 indices=@0 offsets=@1 output=@3 empty=zero\n", "work records 0 and 1 have the same "
+     "output @3"),
+])
+def test_a_program_cannot_change_what_its_bound_is_counted_from(change: str, message: str) -> None:
+    """The speed of light is counted from the work records' tensors after the run: a program that writes the
+    offsets a record counts from (a kernel set every offset to 0, so no bag had a row, and numpy's reference, made
+    from the changed inputs, agreed), writes a record's indices or a param, or declares a record twice is refused
+    before it runs."""
+    from ember.backend.dae_text import parse_dae
+
+    text = """.dae 2
+.sym @0 input "indices" i64 [4]
+.sym @1 input "offsets" i64 [3]
+.sym @2 param "table" f32 [10, 16]
+.sym @3 output "output" f32 [2, 16]
+.sym @4 temp "t" i64 [4]
+.work bag sum table=@2 indices=@0 offsets=@1 output=@3 empty=zero
+.code
+  li r0, 0
+  li f0, 0.0
+  alloc @3, [2, 16]
+  halt
+.end
+"""
+    assert parse_dae(text, "ok.dae").work  # the unchanged program is fine
+    if change.startswith(".work"):
+        bad = text.replace(".code\n", change + ".code\n")
+    else:
+        bad = text.replace("  halt\n", change + "  halt\n")
+        if "@4" in change:
+            bad = bad.replace("indices=@0", "indices=@4")
+    with pytest.raises(EmberError, match=re.escape(message)):
+        parse_dae(bad, "bad.dae")
+
+
+def test_an_einsum_is_charged_its_terms() -> None:
+    """A bag computed as a count matrix times the table by a host Einsum: 2 flops a term of the sum (256 x 64 x
+    1024 terms), at the matrix rate; charged its output's size alone it beat the speed of light 3.7 times."""
+    from ember.sim.host import host_cost
+
+    counts, table = np.zeros((256, 64), np.float32), np.zeros((64, 1024), np.float32)
+    out = counts @ table
+    cycles, flops, _ = host_cost("Einsum", [counts, table], [out], 64.0, 1e9, 64.0, {"equation": b"bj,jd->bd"})
+    assert flops == 2 * 256 * 64 * 1024 and cycles == flops / 64.0
+    assert host_cost("Einsum", [counts, table], [out], 64.0, 1e9, 64.0, {})[1] == out.size  # no equation: as before

@@ -250,9 +250,10 @@ WORK_TEXT = """\
 .sym @8 temp "updates" f32 [6, 8]
 .sym @9 param "zeros" f32 [4, 8]
 .sym @10 output "agg" f32 [4, 8]
+.sym @11 output "means" f32 [?, 8]
 .work bag sum table=@0 indices=@1 offsets=@2 weights=@3 output=@4 padding_idx=0 empty=identity
 .work gather table=@0 indices=@5 output=@6 negative=wrap
-.work bag mean table=@0 indices=@1 offsets=@2 output=@4 empty=zero
+.work bag mean table=@0 indices=@1 offsets=@2 output=@11 empty=zero
 .work scatter_rows max table=@8 targets=@7 data=@9 output=@10
 .code
   halt
@@ -265,7 +266,7 @@ def test_work_records_print_back_byte_for_byte_and_through_the_binary() -> None:
     assert p.work == [
         Work("bag", "sum", table=0, indices=1, offsets=2, weights=3, output=4, padding_idx=0, empty="identity"),
         Work("gather", table=0, indices=5, output=6, negative="wrap"),
-        Work("bag", "mean", table=0, indices=1, offsets=2, output=4, empty="zero"),
+        Work("bag", "mean", table=0, indices=1, offsets=2, output=11, empty="zero"),
         Work("scatter_rows", "max", table=8, targets=7, data=9, output=10)]
     assert print_dae(p) == WORK_TEXT
     assert print_dae(disassemble(assemble(p), "w.bin")) == WORK_TEXT
@@ -286,37 +287,37 @@ def wedit(old: str, new: str) -> str:
     return WORK_TEXT.replace(old, new)
 
 
-BAG = ".work bag mean table=@0 indices=@1 offsets=@2 output=@4 empty=zero"
+BAG = ".work bag mean table=@0 indices=@1 offsets=@2 output=@11 empty=zero"
 MALFORMED_WORK = [
-    (wedit(".work gather", ".work gathr"), "x.dae:14:7: error: unknown work kind 'gathr' (expected gather, bag, "
+    (wedit(".work gather", ".work gathr"), "x.dae:15:7: error: unknown work kind 'gathr' (expected gather, bag, "
      "qbag, ttbag, robe, dhe or scatter_rows)"),
-    (wedit("bag mean", "bag median"), "x.dae:15:11: error: unknown bag mode 'median' (expected sum, mean or max)"),
-    (wedit("bag mean", "bag"), "x.dae:15:7: error: a bag record needs a mode (sum, mean or max)"),
-    (wedit("gather table", "gather sum table"), "x.dae:14:14: error: a gather record takes no mode, got 'sum'"),
-    (wedit("table=@8", "table=@11"), "x.dae:16:30: error: symbol @11 is not declared"),
-    (wedit("output=@6", "output=@6 output=@6"), "x.dae:14:44: error: field 'output' is given twice"),
-    (wedit(" offsets=@2 output=@4 empty", " output=@4 empty"), "x.dae:15:1: error: a bag record needs offsets=@n"),
-    (wedit(" empty=zero", ""), "x.dae:15:1: error: a bag record needs empty=zero or identity"),
-    (wedit(" data=@9", ""), "x.dae:16:1: error: a scatter_rows record needs data=@n"),
-    (wedit("negative=wrap", "negative=clip"), "x.dae:14:53: error: negative must be wrap, got 'clip'"),
-    (wedit("empty=zero", "empty=none"), "x.dae:15:63: error: empty must be zero or identity, got 'none'"),
-    (wedit("negative=wrap", "padding_idx=0"), "x.dae:14:56: error: a gather record has no field 'padding_idx'"),
-    (wedit(BAG, BAG + " targets=@7"), "x.dae:15:76: error: a bag record has no field 'targets'"),
-    (wedit("indices=@5", "indices=5"), "x.dae:14:31: error: field 'indices' must be a symbol (@n), got '5'"),
-    (wedit("padding_idx=0", "padding_idx=@0"), "x.dae:13:79: error: field 'padding_idx' must be an integer"),
-    (wedit("indices=@5", "lanes=@5"), "x.dae:14:23: error: unknown .work field 'lanes' (expected one of table, "),
-    (wedit("indices=@5", "@5"), "x.dae:14:23: error: '.work' expects key=value fields after its kind and mode, "
+    (wedit("bag mean", "bag median"), "x.dae:16:11: error: unknown bag mode 'median' (expected sum, mean or max)"),
+    (wedit("bag mean", "bag"), "x.dae:16:7: error: a bag record needs a mode (sum, mean or max)"),
+    (wedit("gather table", "gather sum table"), "x.dae:15:14: error: a gather record takes no mode, got 'sum'"),
+    (wedit("table=@8", "table=@12"), "x.dae:17:30: error: symbol @12 is not declared"),
+    (wedit("output=@6", "output=@6 output=@6"), "x.dae:15:44: error: field 'output' is given twice"),
+    (wedit(" offsets=@2 output=@11 empty", " output=@11 empty"), "x.dae:16:1: error: a bag record needs offsets=@n"),
+    (wedit(" empty=zero", ""), "x.dae:16:1: error: a bag record needs empty=zero or identity"),
+    (wedit(" data=@9", ""), "x.dae:17:1: error: a scatter_rows record needs data=@n"),
+    (wedit("negative=wrap", "negative=clip"), "x.dae:15:53: error: negative must be wrap, got 'clip'"),
+    (wedit("empty=zero", "empty=none"), "x.dae:16:64: error: empty must be zero or identity, got 'none'"),
+    (wedit("negative=wrap", "padding_idx=0"), "x.dae:15:56: error: a gather record has no field 'padding_idx'"),
+    (wedit(BAG, BAG + " targets=@7"), "x.dae:16:77: error: a bag record has no field 'targets'"),
+    (wedit("indices=@5", "indices=5"), "x.dae:15:31: error: field 'indices' must be a symbol (@n), got '5'"),
+    (wedit("padding_idx=0", "padding_idx=@0"), "x.dae:14:79: error: field 'padding_idx' must be an integer"),
+    (wedit("indices=@5", "lanes=@5"), "x.dae:15:23: error: unknown .work field 'lanes' (expected one of table, "),
+    (wedit("indices=@5", "@5"), "x.dae:15:23: error: '.work' expects key=value fields after its kind and mode, "
      "got '@5'"),
-    (wedit(".work gather table=@0", ".work table=@0"), "x.dae:14:7: error: '.work' expects a kind (gather, bag, "),
-    (wedit("gather table", "gather a b table"), "x.dae:14:16: error: '.work' expects a kind and a mode, then "
+    (wedit(".work gather table=@0", ".work table=@0"), "x.dae:15:7: error: '.work' expects a kind (gather, bag, "),
+    (wedit("gather table", "gather a b table"), "x.dae:15:16: error: '.work' expects a kind and a mode, then "
      "key=value fields: unexpected 'b'"),
-    (wedit("table=@8", "table=@7"), "x.dae:16:30: error: table=@7 must hold floats, @7 is i64"),
-    (wedit("offsets=@2 output=@4 empty=zero", "offsets=@5 output=@4 empty=zero"),
-     "x.dae:15:44: error: offsets=@5 must have rank 1, @5 has rank 2"),
-    (wedit("weights=@3", "weights=@3 data=@9"), "x.dae:13:62: error: a bag record has no field 'data'"),
-    (wedit("bag sum", "bag max"), "x.dae:13:54: error: per-lookup weights need mode sum"),
+    (wedit("table=@8", "table=@7"), "x.dae:17:30: error: table=@7 must hold floats, @7 is i64"),
+    (wedit("offsets=@2 output=@11 empty=zero", "offsets=@5 output=@11 empty=zero"),
+     "x.dae:16:44: error: offsets=@5 must have rank 1, @5 has rank 2"),
+    (wedit("weights=@3", "weights=@3 data=@9"), "x.dae:14:62: error: a bag record has no field 'data'"),
+    (wedit("bag sum", "bag max"), "x.dae:14:54: error: per-lookup weights need mode sum"),
     (wedit(".code", ".code\n.work gather table=@0 indices=@5 output=@6"),
-     "x.dae:18:1: error: '.work' is not allowed inside .code"),
+     "x.dae:19:1: error: '.work' is not allowed inside .code"),
 ]
 
 
@@ -452,6 +453,8 @@ def programs(draw: st.DrawFn) -> Program:
             return Instr("fcvt", [draw(f), draw(r)])
         if c in ("ld", "st"):  # floats never go into an r register, nor an f register into integers
             m = mem()
+            if c == "st" and symbols[m.sym].kind == "param":  # params are read-only
+                return Instr("halt")
             floats = symbols[m.sym].dtype[0] in "fb"
             return Instr(c, [draw(f if floats and c == "ld" else r if not floats and c == "st" else d), m])
         if c == "dim":  # the dimension is a constant one the symbol has
@@ -475,7 +478,8 @@ def programs(draw: st.DrawFn) -> Program:
             return Instr("pop", [draw(d)])
         if c == "host":
             syms = st.lists(sym.map(SymRef), max_size=3)
-            return Instr("host", [draw(st.text(max_size=8)), draw(syms), draw(syms), draw(attr_dicts)])
+            outs = [o for o in draw(syms) if symbols[o.n].kind != "param"]  # params are read-only
+            return Instr("host", [draw(st.text(max_size=8)), draw(syms), outs, draw(attr_dicts)])
         return Instr(c)
 
     code: list[Instr | Label] = [instr() for _ in range(draw(st.integers(0, 12)))]
@@ -484,8 +488,14 @@ def programs(draw: st.DrawFn) -> Program:
     code[:0] = [Instr("li", [x, 0]) for x in read]  # every register is written before any read
     for name in labels:
         code.insert(draw(st.integers(0, len(code))), Label(name))
-    return Program(symbols, access, code, draw(st.text(max_size=10)), draw(st.integers(0, 30)),
-                   work=draw(work_records(symbols)))
+    written = {a.sym for ins in code if isinstance(ins, Instr) and ins.op == "st" for a in ins.args[1:2]}
+    written |= {a.n for ins in code if isinstance(ins, Instr) and ins.op == "alloc" for a in ins.args[:1]}
+    work, outputs = [], set()
+    for w in draw(work_records(symbols)):  # what a record counts from is never written; one record an output
+        if not ({w.indices, w.offsets} & written) and w.output not in outputs:
+            work.append(w)
+            outputs.add(w.output)
+    return Program(symbols, access, code, draw(st.text(max_size=10)), draw(st.integers(0, 30)), work=work)
 
 
 @st.composite

@@ -215,3 +215,81 @@ def test_every_expert_fits_the_default_core(path: Path) -> None:
     """The experts keep within the registers an AVX-512 core has (every -O level is checked by each run, as
     `simulate` refuses a program that does not fit)."""
     assert over(parse_dae(path.read_text(), path.name), MACHINE.execute) is None
+
+
+def test_a_scalar_condition_selects_the_wider_vector() -> None:
+    """vsel with an r condition picks one whole vector: the result may be the 1024-lane one (64 registers)."""
+    p = program(""".sym @0 output "y" f32 [1024]
+.code
+  alloc @0, [1024]
+  li r0, 0
+  li f0, 1.0
+  vsplat.f32 v8, f0, 1
+  vmask v1, 0, 1024, 1024
+  vld v9, @0[0], v1
+  vsel v10, r0, v8, v9
+L0:
+  vst v10, @0[0], v1
+  bge r0, 0, L1
+  jmp L0
+L1:
+  halt
+.end
+""")
+    held = {str(r): k for n in needs(p, 512) for r, k in n.files.get("vector", [])}
+    assert held["v10"] == 64
+
+
+def test_a_pop_behind_a_branch_takes_the_widest_vector_its_token_brings() -> None:
+    """Two rules push token 1, one a 16-lane head and one a 1024-lane head; the callback pops after a branch.
+    The pop may receive either: the vector made from it and kept past the run is counted at 1024 lanes."""
+    p = program(""".sym @0 input "x" f32 [1024]
+.sym @1 output "y" f32 [1024]
+.access A0 0
+  tu t0, 0, 2, 1
+  vtu t1, 0, 16, 16, t0
+  vtu t2, 0, 1024, 1024, t0
+  mem s1, @0[t1]
+  mem s2, @0[t2]
+  on t1, ite, [s1], 1
+  on t2, ite, [s2], 1
+.end
+.code
+  li r1, 0
+  li f0, 0.0
+  vsplat.f32 v9, f0, 1
+  run A0
+  vmask v1, 0, 1024, 1024
+  vst v9, @1[0], v1
+  halt
+A0.1:
+  bge r1, 5, L0
+  add r1, r1, 1
+L0:
+  pop v3
+  vfadd.f32 v9, v3, v3
+  ret
+.end
+""")
+    found = over(p, MACHINE.execute)
+    assert found is not None and found[1] == "vector"
+    assert dict((str(r), k) for r, k in found[0].files["vector"])["v9"] == 64
+
+
+def test_a_label_nothing_enters_does_not_end_a_block() -> None:
+    """Strip-mining holds across a label no branch, jump or rule names: the chain stays one register a vector."""
+    body = "\n".join(f"  vld v{20 + j}, @0[0], v0" for j in range(6))
+    sums = "\n".join(f"  vfadd.f32 v{20 + j + 1}, v{20 + j}, v{20 + j + 1}" for j in range(5))
+    p = program(f""".sym @0 input "x" f32 [1024]
+.sym @1 output "y" f32 [1024]
+.code
+  alloc @1, [1024]
+  vmask v0, 0, 1024, 1024
+{body}
+unused:
+{sums}
+  vst v25, @1[0], v0
+  halt
+.end
+""")
+    assert max(n.count("vector") for n in needs(p, 512)) == 6

@@ -155,6 +155,9 @@ def _attr_problem(v: Any, depth: int = 0) -> str | None:
     return f"has a value of type {type(v).__name__}"
 
 
+COUNTED = ("indices", "offsets")  # the record fields whose values work.py counts from (of the others, only shapes)
+
+
 class Checker:
     """Checks a whole Program; `locs` (from the text parser) turns keys into source positions."""
 
@@ -253,6 +256,7 @@ class Checker:
             if not is_int(k) or not 0 <= k < len(p.symbols):
                 self.fail("data for a symbol that is not declared", ("data", k))
         self.registers()
+        self.writes()
 
     def registers(self) -> None:
         """Registers are read only where written before (regflow): r and f on some path, v on every path."""
@@ -415,6 +419,44 @@ class Checker:
                           key + (2,))
             if not 0 <= a[2] < rank:
                 self.fail(f"{a[1]} has rank {rank}: no dimension {a[2]}", key + (2,))
+
+    def writes(self) -> None:
+        """What the execute unit writes: never a param (the model's weights: a run must leave them as it found
+        them), and never the indices or offsets a work record counts from (an input included), nor another
+        record's output (the speed of light is counted from them after the run, so a
+        program must not be able to change them; ember/sim/work.py).  A record's table may be written: an earlier
+        record's output feeds the next (message passing); of it, and of weights and targets, only shapes count."""
+        written: dict[int, Key] = {}
+        for i, item in enumerate(self.p.code):
+            if not isinstance(item, Instr):
+                continue
+            kind = OPS[item.base].kind
+            a = item.args
+            if kind in ("store", "vstore", "scatter"):
+                targets = [(a[1].sym, (1,))]
+            elif kind in ("popb", "alloc"):
+                targets = [(a[0].n, (0,))]
+            elif kind == "host":
+                targets = [(s.n, (2,)) for s in a[2]]
+            else:
+                continue
+            for n, at in targets:
+                sym = self.p.symbols[n]
+                if sym.kind == "param":
+                    self.fail(f"'{item.base}' writes @{n}, param '{sym.name}': params are read-only",
+                              ("code", i, *at))
+                if kind != "host":
+                    written.setdefault(n, ("code", i, *at))
+        outputs: dict[int, int] = {}
+        for k, w in enumerate(self.p.work):
+            for name, n in w.symbols().items():
+                if name == "output":
+                    if n in outputs:
+                        self.fail(f"work records {outputs[n]} and {k} have the same output @{n}", ("work", k))
+                    outputs[n] = k
+                elif n in written and name in COUNTED:
+                    self.fail(f"work record {k} reads @{n} ({name}), which the code writes: what a record counts "
+                              "from must be an input, a param or a host result", written[n])
 
     def streams(self, ins: Instr, key: Key, acc: Access, defined: set[Reg]) -> None:
         """Access-unit rules: p within the parameters, s/t defined once and before they are used."""

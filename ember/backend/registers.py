@@ -24,13 +24,14 @@ experts write) counts as one register.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from .. import isa
 from ..ir.diagnostics import EmberError
 from ..ir.types import ScalarType
-from .dae import Access, Instr, Label, Program, Reg
+from .dae import MAX_LANES, Access, Instr, Label, Program, Reg
 from .dae_text import format_instr
 from .regflow import BRANCHES, flow
 
@@ -91,18 +92,21 @@ def vector_shape(ins: Instr, known: dict[int, VShape], symbols: list) -> VShape 
     if kind == "vfma":
         x = of(a[1])
         return VShape("f32", x.lanes) if x else None
-    if kind == "vselect":
-        return of(a[2])
+    if kind == "vselect":  # a scalar condition picks either whole vector: the wider
+        x, y = of(a[2]), of(a[3])
+        return x if y is None or (x is not None and _bits(x) >= _bits(y)) else y
     if kind == "vconvert":
         x = of(a[1])
         return VShape(suffix, x.lanes) if x and suffix else None
     return None
 
 
-def _pushed(acc: Access, symbols: list) -> dict[int, list[VShape | None]]:
-    """Each token's operands, in push order, with the shape of each vector among them (None: a scalar)."""
+def _widest_pushed(acc: Access, symbols: list) -> dict[int, VShape]:
+    """Each token's widest vector operand over every rule that pushes it: a callback's pops may take any of
+    them (its pops can sit behind branches, and two rules may push one token).  A buffer popped into a register
+    is as wide as a vector may be (MAX_LANES): its length is known only at run time."""
     vl = {i.args[0].n: i.args[3] for i in acc.body if i.base == "vtu"}
-    streams: dict[int, VShape | None] = {}
+    streams: dict[int, VShape] = {}
     for i in acc.body:
         a = i.args
         if i.base == "mask":
@@ -110,18 +114,39 @@ def _pushed(acc: Access, symbols: list) -> dict[int, list[VShape | None]]:
         elif i.base == "mem":
             last = a[1].index[-1] if a[1].index else None
             lanes = vl.get(last.n, 0) if isinstance(last, Reg) and last.cls == "t" else 0
-            streams[a[0].n] = VShape(symbols[a[1].sym].dtype, lanes) if lanes else None
-    out: dict[int, list[VShape | None]] = {}
+            if lanes:
+                streams[a[0].n] = VShape(symbols[a[1].sym].dtype, lanes)
+        elif i.base == "buf" and a[1].n in streams:
+            streams[a[0].n] = VShape(streams[a[1].n].dtype, MAX_LANES)
+    out: dict[int, VShape] = {}
     for i in acc.body:
-        if i.base == "on" and len(i.args) > 3 and i.args[3] not in out:
-            ops = []
+        if i.base == "on" and len(i.args) > 3:
             for r in i.args[2]:
-                if isinstance(r, Reg) and r.cls == "t":
-                    ops.append(VShape("i64", vl[r.n]) if r.n in vl else None)
-                else:
-                    ops.append(streams.get(r.n) if isinstance(r, Reg) and r.cls == "s" else None)
-            out[i.args[3]] = ops
+                vs = VShape("i64", vl[r.n]) if isinstance(r, Reg) and r.cls == "t" and r.n in vl else \
+                    streams.get(r.n) if isinstance(r, Reg) and r.cls == "s" else None
+                token = i.args[3]
+                if vs is not None and (token not in out or _bits(vs) > _bits(out[token])):
+                    out[token] = vs
     return out
+
+
+def _callback(p: Program, start: int, labels: dict[str, int]) -> Iterator[Instr]:
+    """The instructions a callback that starts at code item `start` can run before its `ret`."""
+    seen, todo = set(), [start]
+    while todo:
+        i = todo.pop()
+        if i in seen or i >= len(p.code):
+            continue
+        seen.add(i)
+        item = p.code[i]
+        if isinstance(item, Label):
+            todo.append(i + 1)
+            continue
+        yield item
+        if item.base in BRANCHES or item.base == "jmp":
+            todo.append(labels[item.args[-1].name])
+        if item.base not in ("jmp", "ret", "halt"):
+            todo.append(i + 1)
 
 
 def vector_shapes(p: Program) -> dict[int, VShape]:
@@ -138,21 +163,12 @@ def vector_shapes(p: Program) -> dict[int, VShape]:
         return False
 
     labels = {item.name: i for i, item in enumerate(p.code) if isinstance(item, Label)}
-    for acc in p.access:  # a callback pops its token's operands in order (the compiler never branches first)
-        for token, ops in _pushed(acc, p.symbols).items():
-            i = labels.get(f"{acc.name}.{token}")
-            j = 0
-            while i is not None and i < len(p.code) and j < len(ops):
-                item = p.code[i]
-                if isinstance(item, Instr):
-                    if item.base == "ret":
-                        break
-                    if item.base == "pop":
-                        r = item.args[0]
-                        if isinstance(r, Reg) and r.cls == "v":
-                            note(r.n, ops[j])
-                        j += 1
-                i += 1
+    for acc in p.access:  # a vector a callback pops is as wide as the widest its token brings
+        for token, vs in _widest_pushed(acc, p.symbols).items():
+            if f"{acc.name}.{token}" in labels:
+                for item in _callback(p, labels[f"{acc.name}.{token}"], labels):
+                    if item.base == "pop" and isinstance(item.args[0], Reg) and item.args[0].cls == "v":
+                        note(item.args[0].n, vs)
     for _ in range(len(p.code) + 1):  # to a fixed point: an operand may be written further down the code
         changed = False
         for item in p.code:
@@ -273,16 +289,19 @@ def _blocks(p: Program) -> tuple[list[int], list[int]]:
     """The first and last code item of each item's basic block (a label starts one; a branch, jump, ret, halt or
     run ends one)."""
     n = len(p.code)
+    targets = {a.args[-1].name for a in p.code if isinstance(a, Instr) and (a.base in BRANCHES or a.base == "jmp")}
+    targets |= {f"{acc.name}.{i.args[3]}" for acc in p.access for i in acc.body if i.base == "on" and len(i.args) > 3}
+    entered = [isinstance(item, Label) and item.name in targets for item in p.code]  # a label nothing enters: no edge
     first, last = [0] * n, [0] * n
     start = 0
-    for i, item in enumerate(p.code):
-        if isinstance(item, Label) or (i > 0 and isinstance(p.code[i - 1], Instr) and p.code[i - 1].base in ENDS_BLOCK):
+    for i in range(n):
+        if entered[i] or (i > 0 and isinstance(p.code[i - 1], Instr) and p.code[i - 1].base in ENDS_BLOCK):
             start = i
         first[i] = start
     end = n - 1
     for i in range(n - 1, -1, -1):
         item = p.code[i]
-        if i + 1 < n and (isinstance(p.code[i + 1], Label) or (isinstance(item, Instr) and item.base in ENDS_BLOCK)):
+        if i + 1 < n and (entered[i + 1] or (isinstance(item, Instr) and item.base in ENDS_BLOCK)):
             end = i
         last[i] = end
     return first, last

@@ -144,13 +144,14 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
     for t in range(w.tables):
         inputs = w.inputs(t)
         table = None if timing_only else w.table(t, inputs["indices"])
+        given = {k: v.copy() for k, v in inputs.items()}  # a program may write its inputs: numpy gets them as made
         try:
             if machine.cores > 1:
-                out, st = _on_cores(w, variant, program, per_core, t, inputs, table, machine, engine, timing_only)
+                out, st = _on_cores(w, variant, program, per_core, t, given, table, machine, engine, timing_only)
             else:
                 assert program is not None
                 w.bind(program, t, table)
-                out, st = simulate(program, inputs, machine, engine=engine, timing_only=timing_only)
+                out, st = simulate(program, given, machine, engine=engine, timing_only=timing_only)
         except EmberError as e:  # name the point: the message alone does not say which of hundreds failed
             at = where + (f", table {t}" if w.tables > 1 else "")
             raise EmberError(f"{at}: {e.message}", e.where) from None

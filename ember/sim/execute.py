@@ -545,7 +545,7 @@ class Core:
             self.t.note_origin(s.n, op_type, [i.n for i in ins_syms])
         ex = self.m.execute
         cycles, flops, moved = host_cost(op_type, inputs, outs, ex.host_flops_per_cycle, self.m.dram_bytes_per_cycle,
-                                         ex.matrix_flops_per_cycle)
+                                         ex.matrix_flops_per_cycle, attrs)
         pipe = self.pipe
         pipe.drain()
         pipe.fe += cycles

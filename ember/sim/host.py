@@ -14,6 +14,7 @@ every instruction ran alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -35,16 +36,36 @@ def run_host(op_type: str, inputs: list[np.ndarray], n_out: int, attrs: dict[str
 
 
 def host_cost(op_type: str, inputs: list[np.ndarray], outputs: list[np.ndarray], flops_per_cycle: float,
-              dram_bytes_per_cycle: float, matrix_flops_per_cycle: float | None = None) -> tuple[float, float, float]:
-    """(cycles, flops, bytes) of a host op under the roofline model; a Gemm or MatMul computes at the
-    matrix rate (a core's matrix unit, where it has one), every other op at `flops_per_cycle`."""
+              dram_bytes_per_cycle: float, matrix_flops_per_cycle: float | None = None,
+              attrs: dict[str, Any] | None = None) -> tuple[float, float, float]:
+    """(cycles, flops, bytes) of a host op under the roofline model; a Gemm, MatMul or Einsum computes at the
+    matrix rate (a core's matrix unit, where it has one), every other op at `flops_per_cycle`.  An Einsum is
+    two flops a term of its sum: the product of every index's extent (an Einsum charged its output's size
+    alone computed an embedding bag as a count matrix times the table below the speed of light)."""
     moved = float(sum(a.nbytes for a in inputs) + sum(a.nbytes for a in outputs))
     flops = float(sum(a.size for a in outputs))
     if op_type in ("Gemm", "MatMul") and len(inputs) >= 2 and inputs[0].ndim >= 2:
         k = inputs[0].shape[-1]
         flops = 2.0 * float(sum(a.size for a in outputs)) * float(k)
         flops_per_cycle = matrix_flops_per_cycle or flops_per_cycle
+    elif op_type == "Einsum" and attrs is not None and isinstance(attrs.get("equation"), str | bytes):
+        flops = max(flops, 2.0 * einsum_terms(attrs["equation"], inputs))
+        flops_per_cycle = matrix_flops_per_cycle or flops_per_cycle
     return max(flops / flops_per_cycle, moved / dram_bytes_per_cycle), flops, moved
+
+
+def einsum_terms(equation: str | bytes, inputs: list[np.ndarray]) -> float:
+    """The terms an Einsum adds up: the product of the extents of every index its operands name (an ellipsis'
+    dimensions count once each, as the output keeps them)."""
+    text = equation.decode() if isinstance(equation, bytes) else equation
+    sides = text.replace(" ", "").split("->")[0].split(",")
+    extent: dict[str, int] = {}
+    for spec, a in zip(sides, inputs):
+        dots = a.ndim - len(spec.replace("...", ""))
+        names = spec.replace("...", "".join(f"\0{k}" for k in range(max(dots, 0))))
+        for name, size in zip(re.findall(r"\0\d+|[A-Za-z]", names), a.shape):
+            extent[name] = max(extent.get(name, 1), int(size))
+    return float(np.prod([float(v) for v in extent.values()])) if extent else 0.0
 
 
 def host_runs(program: Program) -> dict[int, list[int]]:

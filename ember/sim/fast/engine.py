@@ -351,7 +351,7 @@ class _State:
             ex = self.m.execute
             cost = self.args.cost
             cycles, flops, moved = host_cost(op_type, arrays, outs, ex.host_flops_per_cycle,
-                                             self.m.dram_bytes_per_cycle, ex.matrix_flops_per_cycle)
+                                             self.m.dram_bytes_per_cycle, ex.matrix_flops_per_cycle, attrs)
             cost.cycles, cost.flops, cost.bytes = float(cycles), float(flops), float(moved)
             return 0.0
         except EmberError as e:  # the host runtime's own error, worded already: raised once C returns
