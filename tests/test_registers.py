@@ -80,22 +80,27 @@ def test_accumulators_count_every_piece_and_too_many_are_refused_on_both_engines
         np.testing.assert_array_equal(out["y"], np.tile(3 * x["x"], (4, 1)))
 
 
-def test_a_vector_used_within_its_block_is_one_register_at_a_time() -> None:
-    """Strip-mining: vectors written and last read in one block need one machine register each, however wide;
-    the same vectors carried round the loop need all their pieces."""
+def chain(between: str = "") -> Program:
+    """Six 1024-lane vectors loaded, then summed into the last (`between` goes between the loads and the sums)."""
     body = "\n".join(f"  vld v{20 + j}, @0[0], v0" for j in range(6))
     sums = "\n".join(f"  vfadd.f32 v{20 + j + 1}, v{20 + j}, v{20 + j + 1}" for j in range(5))
-    p = program(f""".sym @0 input "x" f32 [1024]
+    return program(f""".sym @0 input "x" f32 [1024]
 .sym @1 output "y" f32 [1024]
 .code
   alloc @1, [1024]
   vmask v0, 0, 1024, 1024
 {body}
-{sums}
+{between}{sums}
   vst v25, @1[0], v0
   halt
 .end
 """)
+
+
+def test_a_vector_used_within_its_block_is_one_register_at_a_time() -> None:
+    """Strip-mining: vectors written and last read in one block need one machine register each, however wide;
+    the same vectors carried round the loop need all their pieces."""
+    p = chain()
     worst = max(n.count("vector") for n in needs(p, 512))
     assert worst == 6  # six 64-piece vectors live at once, strip-mined: one register each
     x = {"x": np.arange(1024, dtype=np.float32)}
@@ -278,18 +283,4 @@ L0:
 
 def test_a_label_nothing_enters_does_not_end_a_block() -> None:
     """Strip-mining holds across a label no branch, jump or rule names: the chain stays one register a vector."""
-    body = "\n".join(f"  vld v{20 + j}, @0[0], v0" for j in range(6))
-    sums = "\n".join(f"  vfadd.f32 v{20 + j + 1}, v{20 + j}, v{20 + j + 1}" for j in range(5))
-    p = program(f""".sym @0 input "x" f32 [1024]
-.sym @1 output "y" f32 [1024]
-.code
-  alloc @1, [1024]
-  vmask v0, 0, 1024, 1024
-{body}
-unused:
-{sums}
-  vst v25, @1[0], v0
-  halt
-.end
-""")
-    assert max(n.count("vector") for n in needs(p, 512)) == 6
+    assert max(n.count("vector") for n in needs(chain("unused:\n"), 512)) == 6
