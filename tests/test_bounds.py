@@ -156,3 +156,22 @@ def test_an_einsum_is_charged_its_terms() -> None:
     cycles, flops, _ = host_cost("Einsum", [counts, table], [out], 64.0, 1e9, 64.0, {"equation": b"bj,jd->bd"})
     assert flops == 2 * 256 * 64 * 1024 and cycles == flops / 64.0
     assert host_cost("Einsum", [counts, table], [out], 64.0, 1e9, 64.0, {})[1] == out.size  # no equation: as before
+
+
+def test_a_kernel_must_declare_the_work_the_workload_computes() -> None:
+    """ember-bench judges a kernel by its own .work records, so it refuses one whose records differ from the
+    compiled workload's: here a record over a param of made-up indices (which would raise the kernel's bar)."""
+    from pathlib import Path
+
+    from ember.backend.dae_text import parse_dae
+    from ember.bench.run import Baseline, same_work
+
+    w = suite("tiny", ["RM1_L0"])[0]
+    path = Path(__file__).resolve().parent.parent / "ember" / "bench" / "handwritten" / f"bag_sum.d{w.dim}.dae"
+    text = path.read_text()
+    same_work(w, Baseline("expert", parse_dae(text, "expert.dae")))  # the expert says what it computes
+    fake = text.replace(".work bag sum table=@2 indices=@0", ".sym @4 param \"fake\" i64 [4096]\n"
+                        ".work bag sum table=@2 indices=@4")
+    assert fake != text
+    with pytest.raises(EmberError, match="its .work records must say what it computes"):
+        same_work(w, Baseline("fake", parse_dae(fake, "fake.dae")))

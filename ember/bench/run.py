@@ -127,12 +127,30 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
     given = baselines(w, hands)
     if not given:
         raise EmberError(f"{w.name}: no expert kernel computes a {w.kind} workload (leave out variant hand)")
+    for b in given:
+        same_work(w, b)
     runs = [(_run(w, variant, b.program, f"{w.name} hand ({b.name})", machine, engine, timing_only), b)
             for b in given]
     best, b = min(runs, key=lambda rb: rb[0].stats["cycles"])
     if hands and w.kind in hands:
         best.notes.append(f"{w.name} hand: {b.name}" + (f" (the fastest of {len(given)})" if len(given) > 1 else ""))
     return best
+
+
+def same_work(w: Workload, b: Baseline) -> None:
+    """A kernel's `.work` records set the bound it is judged by (sim/work.py), so they must say what the compiled
+    workload's say: the same records, each field naming a symbol of the same kind and, for an input, the same
+    name (a record over a param of made-up indices, or a second record, would raise the kernel's bar)."""
+    want = compile_variant(w, "O0")
+
+    def roles(p: Program) -> list[tuple[object, ...]]:
+        return [(r.kind, r.mode, r.padding_idx, r.negative, r.bits, r.block,
+                 tuple((f, p.symbols[n].kind, p.symbols[n].name if p.symbols[n].kind == "input" else "")
+                       for f, n in r.symbols().items())) for r in p.work]
+
+    if roles(b.program) != roles(want):
+        raise EmberError(f"{w.name}: the kernel {b.name} declares work {roles(b.program)}, but the workload computes "
+                         f"{roles(want)}: its .work records must say what it computes, as the compiler's do")
 
 
 def _run(w: Workload, variant: str, program: Program | None, where: str, machine: Machine, engine: str,

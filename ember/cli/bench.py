@@ -66,7 +66,8 @@ def to_csv(table: list[dict[str, Any]]) -> str:
 @click.option("--hand", "hands", multiple=True, metavar="KIND=FILE.dae",
               help="your own DAE kernel as the hand-written baseline of every workload of KIND (bag_sum, "
                    "bag_weighted, gather, or a form of --suite representations: qbag8, qbag4, ttbag, robe, dhe), "
-                   "checked against numpy like the built-in ones; repeatable, and with several for one KIND the "
+                   "checked against numpy like the built-in ones, its .work records against the compiled "
+                   "workload's (they set its speed of light); repeatable, and with several for one KIND the "
                    "fastest is the baseline")
 @click.option("--machine", default="default", show_default=True, metavar="NAME|FILE.toml",
               help="machine preset name or .toml file")
