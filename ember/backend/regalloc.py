@@ -23,7 +23,7 @@ from typing import Any
 
 from ..isa import WRITES_FIRST
 from .dae import Instr, Label, Mem, Program, Reg, slots_for
-from .registers import Limits, over
+from .registers import ENDS_BLOCK, Limits, over
 
 IMM32 = (-(1 << 31), (1 << 31) - 1)
 IMMEDIATE_SLOTS = ("I", "V", "P")
@@ -43,19 +43,15 @@ def fit_registers(p: Program, limits: Limits) -> Program:
 def _writes(p: Program) -> dict[Reg, list[int]]:
     out: dict[Reg, list[int]] = {}
     for i, item in enumerate(p.code):
-        if isinstance(item, Instr) and item.args and isinstance(item.args[0], Reg) and _writes_first(item):
+        if isinstance(item, Instr) and item.args and isinstance(item.args[0], Reg) and item.base in WRITES_FIRST:
             out.setdefault(item.args[0], []).append(i)
     return out
-
-
-def _writes_first(ins: Instr) -> bool:
-    return ins.base in WRITES_FIRST
 
 
 def _entry(p: Program) -> int:
     """Items before the first label or control transfer: code every run executes once, first."""
     for i, item in enumerate(p.code):
-        if isinstance(item, Label) or item.base in ("blt", "bge", "beq", "jmp", "run", "ret", "halt"):
+        if isinstance(item, Label) or item.base in ENDS_BLOCK:
             return i
     return len(p.code)
 
@@ -77,7 +73,7 @@ def _fold_constants(p: Program) -> None:
         if item.base == "mov" and item.args[1] in consts:
             item.op, item.args = "li", [item.args[0], consts[item.args[1]]]
             continue
-        first = 1 if _writes_first(item) else 0
+        first = 1 if item.base in WRITES_FIRST else 0
         slots = slots_for(item.base, len(item.args))
         for j in range(first, len(item.args)):
             item.args[j] = _fold(item.args[j], slots[j].kind, consts, still_read)
@@ -123,7 +119,7 @@ def _remake_masks(p: Program) -> None:
 
 
 def _reads(ins: Instr, r: Reg) -> bool:
-    first = 1 if _writes_first(ins) else 0
+    first = 1 if ins.base in WRITES_FIRST else 0
     return any(_rename(a, r, None) is not a for a in ins.args[first:])
 
 

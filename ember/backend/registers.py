@@ -130,27 +130,24 @@ def _widest_pushed(acc: Access, symbols: list) -> dict[int, VShape]:
     return out
 
 
-def _callback(p: Program, start: int, labels: dict[str, int]) -> Iterator[Instr]:
-    """The instructions a callback that starts at code item `start` can run before its `ret`."""
-    seen, todo = set(), [start]
+def _callback(p: Program, succ: list[list[int]], start: int) -> Iterator[Instr]:
+    """The instructions a callback that starts at code item `start` can run before its `ret`, over regflow's graph
+    (a `ret`'s successors are dispatchers, past the code, and are not followed)."""
+    seen, todo = {start}, [start]
     while todo:
         i = todo.pop()
-        if i in seen or i >= len(p.code):
-            continue
-        seen.add(i)
         item = p.code[i]
-        if isinstance(item, Label):
-            todo.append(i + 1)
-            continue
-        yield item
-        if item.base in BRANCHES or item.base == "jmp":
-            todo.append(labels[item.args[-1].name])
-        if item.base not in ("jmp", "ret", "halt"):
-            todo.append(i + 1)
+        if isinstance(item, Instr):
+            yield item
+        for j in succ[i]:
+            if j < len(p.code) and j not in seen:
+                seen.add(j)
+                todo.append(j)
 
 
-def vector_shapes(p: Program) -> dict[int, VShape]:
-    """Every v register's shape, the widest of its writes (a register reused for two shapes holds the larger)."""
+def vector_shapes(p: Program, succ: list[list[int]]) -> dict[int, VShape]:
+    """Every v register's shape, the widest of its writes (a register reused for two shapes holds the larger);
+    `succ` is regflow's graph of `p`."""
     known: dict[int, VShape] = {}
 
     def note(n: int, vs: VShape | None) -> bool:
@@ -166,7 +163,7 @@ def vector_shapes(p: Program) -> dict[int, VShape]:
     for acc in p.access:  # a vector a callback pops is as wide as the widest its token brings
         for token, vs in _widest_pushed(acc, p.symbols).items():
             if f"{acc.name}.{token}" in labels:
-                for item in _callback(p, labels[f"{acc.name}.{token}"], labels):
+                for item in _callback(p, succ, labels[f"{acc.name}.{token}"]):
                     if item.base == "pop" and isinstance(item.args[0], Reg) and item.args[0].cls == "v":
                         note(item.args[0].n, vs)
     for _ in range(len(p.code) + 1):  # to a fixed point: an operand may be written further down the code
@@ -262,7 +259,7 @@ def needs(p: Program, simd_bits: int) -> list[Need]:
                     queued[j] = 1
                     work.append(j)
     reach = _reachable(f.succ)
-    shapes, cheap = vector_shapes(p), _cheap(p)
+    shapes, cheap = vector_shapes(p, f.succ), _cheap(p)
     size = [_file_and_size(r, shapes, cheap, simd_bits) for r in regs]
     first, last = _blocks(p)
     out_needs = []
