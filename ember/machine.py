@@ -178,6 +178,17 @@ class DramDevice:
     nbl: float = field(metadata=_doc("clocks of one burst on the data bus (a line may take several: nburst)"))
     nrtw: float = field(metadata=_doc("read command to write command of a rank"))
     nwtr_s: float = field(metadata=_doc("end of write data to a read command, different bank groups"))
+    vdd: float = field(metadata=_doc("core supply voltage in volts, which the currents below are drawn at"))
+    devices: float = field(metadata=_doc("devices of a rank, each drawing the currents below (a fraction where the "
+                                         "currents are for a wider part than the channel)"))
+    idd0: float = field(metadata=_doc("mA, one bank cycling activate to precharge every tRC"))
+    idd2n: float = field(metadata=_doc("mA, standby with every bank precharged"))
+    idd3n: float = field(metadata=_doc("mA, standby with banks open"))
+    idd4r: float = field(metadata=_doc("mA, reads back to back"))
+    idd4w: float = field(metadata=_doc("mA, writes back to back"))
+    idd5b: float = field(metadata=_doc("mA, all-bank refreshes back to back (one every tRFC)"))
+    io_bit_pj: float = field(metadata=_doc("interface energy of a bit moved: drivers, termination and wires, which "
+                                           "the currents leave out"))
 
 
 @dataclass(frozen=True)
@@ -241,12 +252,15 @@ class Energy:
                                                    "request"))
     queue_byte_pj: float = field(metadata=_doc("one byte pushed into the output queue and popped from it"))
     host_flop_pj: float = field(metadata=_doc("one float operation of a host op such as a dense layer"))
-    dram_byte_pj: float = field(metadata=_doc("one byte moved to or from DRAM, device and interface"))
+    dram_byte_pj: float = field(metadata=_doc("one byte moved to or from ideal DRAM, device and interface (a DRAM "
+                                              "device preset prices its own commands instead)"))
     core_static_w: float = field(metadata=_doc("leakage and clock power of one core, in watts"))
     access_static_w: float = field(metadata=_doc("leakage and clock power of one access unit, in watts"))
     cache_static_w_per_mib: float = field(metadata=_doc("leakage power of a MiB of cache, in watts"))
-    dram_channel_static_w: float = field(metadata=_doc("background power of one DRAM channel (refresh, "
-                                                       "interface), in watts"))
+    dram_channel_static_w: float = field(metadata=_doc("background power of one ideal DRAM channel (refresh, "
+                                                       "interface), in watts (a device preset has its own)"))
+    dram_device_scale: float = field(default=1.0, metadata=_doc(
+        "multiplies every energy a DRAM device preset gives (its commands, interface, standby and refresh)"))
 
 
 @dataclass(frozen=True)
@@ -677,4 +691,10 @@ def _validate_device(d: DramDevice, line_bytes: int) -> None:
         if f.name.startswith("n") and f.name != "name":
             need(math.isfinite(getattr(d, f.name)) and getattr(d, f.name) >= 0, f.name, "must be >= 0")
     need(d.nburst > 0, "nburst", "must be positive")
+    for key in ("vdd", "devices", "idd0", "idd2n", "idd3n", "idd4r", "idd4w", "idd5b", "io_bit_pj"):
+        need(math.isfinite(getattr(d, key)) and getattr(d, key) >= 0, key, "must be >= 0")
+    for key in ("idd4r", "idd4w", "idd5b"):
+        need(getattr(d, key) >= d.idd3n, key, "must be at least idd3n (a command draws more than standby)")
+    need(d.idd0 * d.nrc >= d.idd3n * d.nras + d.idd2n * (d.nrc - d.nras), "idd0",
+         "must be at least the standby it spans (idd3n for nras, idd2n for the rest of nrc)")
     need(d.nrefi > d.nrfc, "nrefi", "must exceed nrfc (a refresh must end before the next)")

@@ -8,19 +8,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import compile_model
 
 from ember.bench.dram import check
 from ember.bench.dram.traces import TRACES, trace
 from ember.ir.diagnostics import EmberError
 from ember.machine import DramDevice, load_machine
+from ember.sim import dram_energy
 from ember.sim.dram import BankedDram
+from ember.sim.engines import simulate
+
+MODELS = Path(__file__).parent.parent / "samples" / "models"
 
 # A made-up device with round numbers, one clock a cycle (1000 ps at 1 GHz): 4 lines a row, 2 bank groups of 2
 # banks.  With row-bank-rank-column, line n is column n % 4, group n // 4 % 2, bank n // 8 % 2, row n // 16.
 TOY = DramDevice(name="toy", description="", tck_ps=1000.0, burst_bytes=64, ranks=1, bankgroups=2, banks=2,
                  row_bytes=256, nburst=4.0, ncl=10.0, ncwl=8.0, nrcd=10.0, nrp=10.0, nras=20.0, nrc=30.0, nwr=6.0,
                  nrtp=4.0, nccd_s=4.0, nccd_l=6.0, nrrd_s=4.0, nrrd_l=6.0, nfaw=20.0, nrefi=1000.0, nrfc=100.0,
-                 nbl=4.0, nrtw=6.0, nwtr_s=2.0)
+                 nbl=4.0, nrtw=6.0, nwtr_s=2.0, vdd=1.0, devices=2.0, idd0=30.0, idd2n=10.0, idd3n=20.0, idd4r=60.0,
+                 idd4w=50.0, idd5b=120.0, io_bit_pj=1.0)
 
 
 def toy() -> BankedDram:
@@ -144,3 +150,51 @@ def test_captured_traces_stay_in_the_checked_range() -> None:
         lines, writes = trace(name)
         assert len(lines) == len(writes) > 10_000 and lines.min() >= 0 and lines.max() < (1 << 30) // 64
         assert np.issubdtype(lines.dtype, np.integer)
+
+
+def test_command_energies_worked_out_by_hand() -> None:
+    """TOY: 1 V, two devices; a milliamp for a nanosecond is a picocoulomb, one clock a nanosecond."""
+    e = dram_energy.command_energy(TOY)
+    assert e.activate_j == pytest.approx(2 * (30 * 30 - 20 * 20 - 10 * (30 - 20)) * 1e-12)  # IDD0 tRC - standby
+    assert e.read_j == pytest.approx(2 * (60 - 20) * 4 * 1e-12)  # (IDD4R - IDD3N) for nburst clocks
+    assert e.write_j == pytest.approx(2 * (50 - 20) * 4 * 1e-12)
+    assert e.io_j == pytest.approx(512 * 1e-12)  # 1 pJ a bit, 64 bytes
+    assert e.background_w == pytest.approx(2 * 20e-3)
+    assert e.refresh_w == pytest.approx(2 * (120 - 20) * 1e-3 * 100 / 1000)  # tRFC of every tREFI
+
+
+def test_hbm2_streams_at_the_published_energy_a_bit() -> None:
+    """The method and DRAMsim3's HBM2 currents against O'Connor et al.'s 3.97 pJ a bit for HBM2."""
+    got = check.energy_pj_bit(check.MEMORIES["HBM2"], "sequential reads")
+    assert abs(got / check.PUBLISHED_HBM2_PJ_BIT - 1) <= 0.15, got
+    assert check.energy_pj_bit(check.MEMORIES["HBM2"], "random reads") > 1.1 * got  # a row opened a line
+
+
+def test_the_docs_energy_table_is_current() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "dram.md").read_text()
+    assert all(row in doc for row in check.energy_table().splitlines()[2:]), \
+        "docs/dram.md is stale: paste `python -m ember.bench.dram.check`'s energy table into it"
+
+
+@pytest.mark.parametrize("engine", ["reference", "fast"])
+def test_a_run_prices_its_dram_commands(engine: str) -> None:
+    """energy.dram_j is the run's activates, line reads and writes and interface; energy.static.dram_j its
+    channels' standby and refresh; both engines count the same (the energy is a function of counters)."""
+    m = load_machine("default")
+    data = np.load(MODELS / "dlrm.in.npz")
+    inputs = {k: data[k] for k in data.files}
+    program = compile_model(MODELS / "dlrm.dynamo.onnx", "O3")
+    _, st = simulate(program, inputs, m, engine=engine)
+    e, d = dram_energy.command_energy(m.dram.device_spec), m.dram.device_spec
+    lines, writes = st["dram_bytes"] / 64, st["dram.write_bytes"] / 64
+    assert st["dram.activates"] > 0 and lines > 0
+    assert st["energy.dram_j"] == pytest.approx(st["dram.activates"] * e.activate_j + (lines - writes) * e.read_j
+                                                + writes * e.write_j + lines * e.io_j, rel=1e-12)
+    watts = m.dram.channels * (e.background_w + e.refresh_w)
+    assert st["energy.static.dram_j"] == pytest.approx(watts * st["sim_seconds"], rel=1e-12)
+    assert d.name == "ddr5-4800"
+    parts = sum(st[f"dram.energy.{k}_j"] for k in ("activate", "read", "write", "io", "background", "refresh"))
+    assert parts == pytest.approx(st["energy.dram_j"] + st["energy.static.dram_j"], rel=1e-12)
+    twice = m.set("energy.dram_device_scale", "2")
+    _, st2 = simulate(program, inputs, twice, engine=engine)
+    assert st2["energy.dram_j"] == pytest.approx(2 * st["energy.dram_j"], rel=1e-12)

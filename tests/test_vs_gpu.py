@@ -74,7 +74,7 @@ def test_the_command_prints_both_bases_and_writes_rows(tmp_path: Path) -> None:
                    "--json", str(out))
     assert res.returncode == 0, res.stderr.decode()
     text = res.stdout.decode()
-    assert "iso-bandwidth: dae-server-iso-bw, 64 cores" in text and "iso-power: dae-server-iso-power, 94 cores" in text
+    assert "iso-bandwidth: dae-server-iso-bw, 64 cores" in text and "iso-power: dae-server-iso-power, 91 cores" in text
     assert "not measured" in text and "energy ×0.5" in text
     rows = json.loads(out.read_text())["rows"]
     rm1 = [r for r in rows if r["workload"] == "RM1_L0"]

@@ -12,11 +12,16 @@ from __future__ import annotations
 import dataclasses
 
 from ..machine import CacheConfig, Energy, Machine
+from . import dram_energy
+from .dram_energy import PJ
 from .queue import TOKEN_BYTES
 from .stats import Stats
 
 SCALAR_FP = ("fadd", "fsub", "fmul", "ffma", "fmax", "fmin", "fcvt")  # one fp-pipe use, one lane each
 MIB = 1 << 20
+DRAM_PARTS = {"activate": "activates (each with its precharge)", "read": "line reads", "write": "line writes",
+              "io": "the interface: every line's bits over the pins", "background": "standby with rows open",
+              "refresh": "refreshes"}
 
 
 def cache_access_pj(e: Energy, level: CacheConfig) -> float:
@@ -56,7 +61,12 @@ def dynamic_j(st: Stats, m: Machine) -> dict[str, tuple[float, str]]:
         p = f"cache.{level.name}."
         accesses = st[p + "hits"] + st[p + "misses"] + st[p + "bytes"] / level.line_bytes
         out[level.name] = (accesses * cache_access_pj(e, level), f"{level.name} lookups and line fills")
-    out["dram"] = (st["dram_bytes"] * e.dram_byte_pj, "bytes to and from DRAM")
+    device = m.dram.device_spec
+    if device is None:
+        out["dram"] = (st["dram_bytes"] * e.dram_byte_pj, "bytes to and from ideal DRAM")
+    else:
+        parts = dram_energy.dynamic_parts(st, device, e.dram_device_scale)
+        out["dram"] = (sum(parts.values()) / PJ, f"{device.name} activates, line reads and writes, and interface")
     out["host"] = (st["host.flops"] * e.host_flop_pj, "float operations of host ops")
     return {k: (pj * 1e-12, doc) for k, (pj, doc) in out.items()}
 
@@ -70,7 +80,15 @@ def static_w(m: Machine, cores: int) -> dict[str, tuple[float, str]]:
     return {"core": (e.core_static_w * cores, f"{cores} core(s)"),
             "access": (e.access_static_w * cores, f"{cores} access unit(s)"),
             "cache": (e.cache_static_w_per_mib * mib, f"{mib:g} MiB of cache"),
-            "dram": (e.dram_channel_static_w * m.dram.channels, f"{m.dram.channels} DRAM channel(s)")}
+            "dram": (_dram_static_w(m), f"{m.dram.channels} DRAM channel(s)")}
+
+
+def _dram_static_w(m: Machine) -> float:
+    """Every DRAM channel's background power: ideal DRAM's figure, or a device's standby and refresh."""
+    device = m.dram.device_spec
+    if device is None:
+        return m.energy.dram_channel_static_w * m.dram.channels
+    return sum(dram_energy.static_parts(device, m.dram.channels, m.energy.dram_device_scale).values())
 
 
 def report_energy(st: Stats, m: Machine, cores: int = 1) -> None:
@@ -85,6 +103,13 @@ def report_energy(st: Stats, m: Machine, cores: int = 1) -> None:
         st.set(f"energy.static.{name}_j", watts * seconds, f"static energy of {doc} over the run", "Joule")
         total += watts * seconds
     st.set("energy_j", total, "energy of the run: the sum of the energy.*_j statistics", "Joule")
+    device = m.dram.device_spec
+    if device is not None:  # what energy.dram_j and energy.static.dram_j are made of
+        k = m.energy.dram_device_scale
+        parts = {**dram_energy.dynamic_parts(st, device, k),
+                 **{n: w * seconds for n, w in dram_energy.static_parts(device, m.dram.channels, k).items()}}
+        for name, joules in parts.items():
+            st.set(f"dram.energy.{name}_j", joules, f"DRAM energy of {DRAM_PARTS[name]}", "Joule")
     st.set("power_w", total / seconds if seconds else 0.0, "average power: energy_j / sim_seconds", "Watt")
 
 
@@ -101,5 +126,11 @@ def peak_power_w(m: Machine) -> float:
     comparison holds to a budget (uop overhead only; datapaths and caches add a few percent)."""
     e, hz = m.energy, m.clock_ghz * 1e9
     per_core = (m.execute.issue_width * e.uop_pj + m.access.lanes * e.access_element_pj) * 1e-12 * hz
-    dram = m.dram_bytes_per_cycle * e.dram_byte_pj * 1e-12 * hz
+    device = m.dram.device_spec
+    if device is None:
+        line_pj = e.dram_byte_pj * m.line_bytes
+    else:  # a read of every line and a row opened for each: the dearest way to use the bandwidth
+        c = dram_energy.command_energy(device)
+        line_pj = (max(c.read_j, c.write_j) + c.io_j + c.activate_j) / PJ * e.dram_device_scale
+    dram = m.dram_bytes_per_cycle / m.line_bytes * line_pj * 1e-12 * hz
     return per_core * m.cores + dram + sum(w for w, _ in static_w(m, m.cores).values())

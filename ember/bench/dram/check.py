@@ -10,7 +10,8 @@ Both sides place every line the same way: Ember's address map gives the channel,
 and column, and tools/dram_reference.py writes each request for Ramulator at the address its RoBaRaCoCh mapper
 decodes into exactly those, so the comparison is of the timing models alone.
 
-`python -m ember.bench.dram.check` prints the table docs/dram.md shows.
+`python -m ember.bench.dram.check` prints the tables docs/dram.md shows: the comparison, and each device's
+energy.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from importlib import resources
 import numpy as np
 
 from ...machine import load_dram_device
+from ...sim import dram_energy
 from ...sim.dram import BankedDram
 from .traces import trace
 
@@ -72,6 +74,8 @@ class Measured:
     row_hits: int
     row_misses: int
     row_conflicts: int
+    activates: int
+    write_bytes: int
 
     @property
     def gbps(self) -> float:
@@ -95,7 +99,8 @@ def drive(model: BankedDram, lines: np.ndarray, writes: np.ndarray, buffer: int 
         if not write:
             latency += done - t
             reads += 1
-    return Measured(end, latency / max(reads, 1), 64 * len(lines), model.hits, model.misses, model.conflicts)
+    return Measured(end, latency / max(reads, 1), 64 * len(lines), model.hits, model.misses, model.conflicts,
+                    model.activates, 64 * int(np.count_nonzero(writes)))
 
 
 def reference() -> dict[str, dict[str, dict[str, float]]]:
@@ -140,8 +145,43 @@ def table(compared: list[tuple[str, str, Measured, dict[str, float]]] | None = N
     return "\n".join([head, *body])
 
 
+ENERGY_TRACES = ("random reads", "sequential reads")
+PUBLISHED_HBM2_PJ_BIT = 3.97  # O'Connor et al., "Fine-Grained DRAM", MICRO 2017: HBM2's energy a bit
+
+
+def energy_pj_bit(memory: Memory, name: str) -> float:
+    """Picojoules a bit moved of the trace `name` on `memory`: its commands, interface, and every channel's
+    standby and refresh over the time it takes (ember/sim/dram_energy.py)."""
+    lines, writes = trace(name)
+    got = drive(memory.model(), lines, writes, memory.buffer)
+    device = load_dram_device(memory.device)
+    counts = {"dram_bytes": got.bytes, "dram.write_bytes": got.write_bytes, "dram.activates": got.activates}
+    joules = (sum(dram_energy.dynamic_parts(counts, device).values())
+              + sum(dram_energy.static_parts(device, memory.channels).values()) * got.ns * 1e-9)
+    return joules / (8 * got.bytes) * 1e12
+
+
+def energy_table() -> str:
+    """Each device's energy a command, and a bit moved on random and on sequential reads, as Markdown."""
+    head = ("| memory | activate + precharge, nJ | read, pJ/bit | write, pJ/bit | interface, pJ/bit | standby + "
+            "refresh, mW a channel | random reads, pJ/bit | sequential reads, pJ/bit |\n"
+            "|---|---|---|---|---|---|---|---|")
+    body = []
+    for mem in ("DDR5-4800", "HBM3", "DDR4-3200", "HBM2"):
+        memory = MEMORIES[mem]
+        e = dram_energy.command_energy(load_dram_device(memory.device))
+        bits = 8 * 64
+        per_trace = " | ".join(f"{energy_pj_bit(memory, name):.2f}" for name in ENERGY_TRACES)
+        body.append(f"| {mem} | {e.activate_j * 1e9:.3f} | {e.read_j / bits * 1e12:.2f} | "
+                    f"{e.write_j / bits * 1e12:.2f} | {e.io_j / bits * 1e12:.2f} | "
+                    f"{(e.background_w + e.refresh_w) * 1e3:.1f} | {per_trace} |")
+    return "\n".join([head, *body])
+
+
 def main() -> None:
     print(table())
+    print()
+    print(energy_table())
 
 
 if __name__ == "__main__":
