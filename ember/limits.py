@@ -3,7 +3,7 @@ refused in one line instead of exhausting the machine's memory.
 
 Each cap has a default sized well above any real model Ember imports, and an environment variable
 that replaces it (a positive integer).  The variable is read each time the cap is checked, so a
-setting takes effect without restarting anything.  README.md ("Limits on hostile inputs") lists them.
+setting takes effect without restarting anything.  docs/frontends.md ("Limits on hostile inputs") lists them.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ The code of a traced archive is parsed, never executed.  Besides the operators a
   entry, named `<parameter>_<i>`.
 
 Control flow (`if`, `for`, `while`) means a scripted module: `ember-import` converts it with torch to a
-`.pt2` first when torch is installed (see the README).
+`.pt2` first when torch is installed (see docs/frontends.md).
 
 ### What else the `.pt2` reader follows
 

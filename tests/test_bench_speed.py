@@ -35,7 +35,7 @@ def simulated(stats: dict[str, Any]) -> dict[str, Any]:
 
 # --- the suites ----------------------------------------------------------------------------------------------
 
-# (name, tables, rows, dim, pooling, bags, lookups): the README's published figures are for exactly these.
+# (name, tables, rows, dim, pooling, bags, lookups): docs/results.md's figures are for exactly these.
 QUICK = [
     ("RM1_L0", 1, 20000, 32, 20, 16, 320), ("RM1_L1", 1, 20000, 32, 20, 16, 320),
     ("RM1_L2", 1, 20000, 32, 20, 16, 320), ("RM2_L0", 1, 20000, 64, 40, 16, 640),

@@ -39,7 +39,8 @@ def test_a_twin_is_the_gpu_case_and_a_graph_twin_keeps_the_graph() -> None:
 
 def fake(cycles: float, energy_j: float, power_w: float) -> object:
     def simulate(w: Workload, m: object) -> dict[str, float]:
-        return {"cycles": cycles, "energy_j": energy_j, "power_w": power_w, "roofline.bound_cycles": cycles / 2}
+        return {"cycles": cycles, "energy_j": energy_j, "power_w": power_w, "roofline.bound_cycles": cycles / 2,
+                "cores.min_cycles": 0.9 * cycles, "cores.max_cycles": cycles}
     return simulate
 
 
@@ -53,6 +54,7 @@ def test_the_comparison_is_worked_by_hand_on_one_measured_row() -> None:
     p = points[0]
     assert p.dae_time_s == pytest.approx(10e-6) and p.speedup == pytest.approx(4.0)
     assert p.dae_floor_s == pytest.approx(5e-6)
+    assert (p.first_core_cycles, p.last_core_cycles) == (18_000, 20_000)  # the twin's own cycles, not scaled
     assert p.gpu_energy_j == pytest.approx(20e-3) and p.perf_per_watt() == (pytest.approx(10.0), False)
     assert p.perf_per_watt(2.0)[0] == pytest.approx(5.0)
     rm2 = points[1]

@@ -52,7 +52,9 @@ class Point:
     gpu_time_s: float | None = None
     dae_energy_j: float | None = None
     dae_power_w: float | None = None
-    dae_floor_s: float | None = None  # the run's own roofline bound (sequential cores can land far above it)
+    dae_floor_s: float | None = None  # the run's own roofline bound
+    first_core_cycles: float | None = None  # the twin's cores.min_cycles: when its first core halted
+    last_core_cycles: float | None = None  # cores.max_cycles: the run's cycles
     gpu_energy_j: float | None = None  # measured: NVML power x time
     gpu_energy_bound_j: float | None = None  # not measured: 700 W x time, an upper bound
     lookups: int | None = None  # the GPU case's lookups (edges), the unit of work both sides are given
@@ -100,6 +102,7 @@ def compare(workloads: Sequence[Workload], gpu: GpuBaseline, overrides: Sequence
                 p.dae_time_s = m.seconds(st["cycles"]) * per
                 p.dae_energy_j, p.dae_power_w = st["energy_j"] * per, st["power_w"]
                 p.dae_floor_s = m.seconds(st["roofline.bound_cycles"]) * per
+                p.first_core_cycles, p.last_core_cycles = st["cores.min_cycles"], st["cores.max_cycles"]
                 _gpu_energy(p, row)
             points.append(p)
     return points
@@ -158,9 +161,9 @@ def tables(points: Sequence[Point], gpu: GpuBaseline) -> list[Any]:
             t.caption = (f"GPU: {gpu.device}, torch {gpu.torch}, measured times. Each DAE figure is its twin's "
                          "(the GPU case's shape, O3, timing-only) scaled to the GPU case's lookups or edges. The floor "
                          "is the run's own roofline bound (all cores' DRAM bytes over peak, or the busiest core's "
-                         "work); the sequential multicore model overshoots it when the cores together are "
-                         "bandwidth-bound. GPU energy: NVML power x time where measured; otherwise ≤ 700 W (H100 "
-                         "SXM board power) x time, an upper bound, so perf/W is an upper bound too. Rows 'energy "
+                         "work); the cores' own stalls keep a run above it. GPU energy: NVML power x time where "
+                         "measured; otherwise ≤ 700 W (H100 SXM board power) x time, an upper bound, so perf/W "
+                         "is an upper bound too. Rows 'energy "
                          "×k': the geomean perf/W with every DAE energy number times k.")
             out.append(t)
         models = [p for p in points if p.basis == basis and p.model]

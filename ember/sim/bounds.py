@@ -1,4 +1,4 @@
-"""The two kinds of bound a run is judged against (docs/architecture.md, README: Two bounds), kept apart.
+"""The two kinds of bound a run is judged against (docs/architecture.md, docs/benchmark.md: Two bounds), kept apart.
 
 - **Speed of light** (`sol.*`) comes from the embedding operations the program computes (its `.work`
   records, counted from the tensors by work.py), never from its code, so it judges code quality.
