@@ -18,9 +18,10 @@ def summary():
 
 def test_the_page_holds_every_table_the_kept_rows_give() -> None:
     s = summary()
-    quick, ideal, paper = (s.index(s.rows(n)) for n in ("quick", "quick-ideal-dram", "paper"))
+    quick, ideal, paper, reps = (s.index(s.rows(n)) for n in ("quick", "quick-ideal-dram", "paper", "representations"))
     page = (ROOT / "docs" / "results.md").read_text()
-    for table in (s.suite_table(quick), s.suite_table(paper), s.locality_table(paper), s.memory_table(quick, ideal)):
+    for table in (s.suite_table(quick), s.suite_table(paper), s.locality_table(paper), s.memory_table(quick, ideal),
+                  s.sensitivity_table(), s.representations_table(reps), s.experts_table(reps)):
         for row in table.splitlines()[2:]:
             assert row in page, f"docs/results.md lacks {row!r}: paste `python tools/results_summary.py`"
 

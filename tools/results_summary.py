@@ -112,12 +112,77 @@ def memory_table(real: dict[tuple[str, str], dict], ideal: dict[tuple[str, str],
     return "\n".join(out)
 
 
+FORMS = ("float32", "int8", "int4", "TT", "ROBE", "DHE")
+
+
+def representations_table(idx: dict[tuple[str, str], dict], model: str = "RM3") -> str:
+    """One model's table in every form: its bytes and error, and each variant's cycles."""
+    out = ["| form | param bytes | ratio | error max / RMS | O0 | O3 | O3 `sol_fraction` | expert "
+           "| expert `sol_fraction` | core-only |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for form in FORMS:
+        w = f"{model}_{form}"
+        o3, hand = idx[w, "O3"], idx[w, "hand"]
+        err = "—" if not o3.get("error_rms") else f"{o3['error_max']:.3g} / {o3['error_rms']:.3g}"
+        ratio = f"{o3['ratio']:,.0f}" if o3["ratio"] >= 100 else f"{o3['ratio']:.3g}"
+        out.append(f"| {form} | {o3['param_bytes']:,} | {ratio}× | {err} | {idx[w, 'O0']['cycles']:,.0f} "
+                   f"| {o3['cycles']:,.0f} | {o3['sol_fraction']:.3g} | {hand['cycles']:,.0f} "
+                   f"| {hand['sol_fraction']:.3g} | {idx[w, 'core']['cycles']:,.0f} |")
+    return "\n".join(out)
+
+
+def experts_table(idx: dict[tuple[str, str], dict]) -> str:
+    """Per form, over RM1-RM3: how much faster the expert's kernel is than -O3, and the shares of the speed
+    of light."""
+    out = ["| form | expert over -O3, RM1 / RM2 / RM3 | O3 `sol_fraction` | expert `sol_fraction` "
+           "| expert over the float table's -O3 |", "|---|---:|---:|---:|---:|"]
+    for form in FORMS:
+        ws = [f"{m}_{form}" for m in ("RM1", "RM2", "RM3")]
+        speed = " / ".join(f"{idx[w, 'O3']['cycles'] / idx[w, 'hand']['cycles']:.2f}×" for w in ws)
+        o3 = [100 * idx[w, "O3"]["sol_fraction"] for w in ws]
+        hand = [100 * idx[w, "hand"]["sol_fraction"] for w in ws]
+        slower = [idx[w, "hand"]["cycles"] / idx[f"{w.split('_')[0]}_float32", "O3"]["cycles"] for w in ws]
+        out.append(f"| {form} | {speed} | {span(o3, '{:.1f}')}% | {span(hand, '{:.1f}')}% "
+                   f"| {span(slower, '{:.2f}')}× the cycles |")
+    return "\n".join(out)
+
+
+SENSITIVITY = (("default machine", "quick"),
+               ("mispredict penalty 7 (½×)", "set-mispredict-7"), ("mispredict penalty 28 (2×)", "set-mispredict-28"),
+               ("FP latency 2 (½×)", "set-fp-latency-2"), ("FP latency 8 (2×)", "set-fp-latency-8"),
+               ("issue width 3 (about ½×)", "set-issue-3"), ("issue width 10 (2×)", "set-issue-10"),
+               ("2 DRAM sub-channels (½× bandwidth)", "set-dram-2ch"),
+               ("8 DRAM sub-channels (2× bandwidth)", "set-dram-8ch"))
+
+
+def sensitivity_table() -> str:
+    """The quick suite's geomeans with one assumption of the default machine halved or doubled."""
+    out = ["| machine | O0/O1 | O0/O2 | O0/paper-O3 | O0/O3 | O3 vs core-only | O3 `sol_fraction` "
+           "| RM3 -O3, L0 to L2 |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, name in SENSITIVITY:
+        idx = index(rows(name))
+        ws = workloads(idx)
+
+        def gm(v: str, base: str = "O0", idx: dict = idx, ws: list[str] = ws) -> float:
+            return geomean(idx[w, base]["cycles"] / idx[w, v]["cycles"] for w in ws)
+
+        sol = geomean(100 * idx[w, "O3"]["sol_fraction"] for w in ws)
+        rm3 = idx["RM3_L2", "O3"]["cycles"] / idx["RM3_L0", "O3"]["cycles"] - 1
+        out.append(f"| {label} | {gm('O1'):.2f} | {gm('O2'):.2f} | {gm('paper-O3'):.2f} | {gm('O3'):.2f} "
+                   f"| {gm('O3', 'core'):.2f}× | {sol:.0f}% | {100 * rm3:+.0f}% |")
+    return "\n".join(out)
+
+
 def main() -> None:
     quick, ideal = index(rows("quick")), index(rows("quick-ideal-dram"))
     paper = index(rows("paper"))
     for title, text in (("quick suite", suite_table(quick)), ("paper suite", suite_table(paper)),
                         ("locality, paper suite", locality_table(paper)),
-                        ("real against ideal DRAM, quick suite", memory_table(quick, ideal))):
+                        ("real against ideal DRAM, quick suite", memory_table(quick, ideal)),
+                        ("one assumption at a time, quick suite", sensitivity_table())):
+        print(f"{title}:\n\n{text}\n")
+    reps = index(rows("representations"))
+    for title, text in (("representations, RM3", representations_table(reps)),
+                        ("the experts' representation kernels", experts_table(reps))):
         print(f"{title}:\n\n{text}\n")
 
 
