@@ -61,7 +61,10 @@ def reason(file: str, check: str) -> str | None:
 
 
 def case(file: str, *args: str, check: str) -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=why)] if (why := reason(file, check)) else []
+    # One worker runs a file's three cases, so its -O0 and -O3 runs are simulated once (`run` keeps them).
+    marks = [pytest.mark.xdist_group(file)]
+    if why := reason(file, check):
+        marks.append(pytest.mark.xfail(strict=True, reason=why))
     return pytest.param(file, *args, marks=marks, id="-".join((file, *args)))
 
 

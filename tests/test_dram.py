@@ -119,7 +119,9 @@ def compared(memory: str) -> list[tuple[str, str, check.Measured, dict[str, floa
 
 # DDR5 and HBM3 are issue 33's acceptance and run in `make test`; the other memories' doc rows in `make test-all`
 IN_MAKE_TEST = ("DDR5-4800", "HBM3")
-MEMORY_PARAMS = [pytest.param(m, marks=[] if m in IN_MAKE_TEST else [pytest.mark.slow]) for m in check.MEMORIES]
+# A memory's two tests share one worker (make test's --dist loadgroup), so `compared` drives its traces once.
+MEMORY_PARAMS = [pytest.param(m, marks=[pytest.mark.xdist_group(f"dram-{m}"),
+                                        *([] if m in IN_MAKE_TEST else [pytest.mark.slow])]) for m in check.MEMORIES]
 
 
 def test_every_trace_has_a_reference_for_every_memory() -> None:
