@@ -95,3 +95,16 @@ def test_outputs_are_all_or_none_when_stats_cannot_be_written(tmp_path: Path) ->
                    "--stats", str(tmp_path / "s.txt"), "-q"))
     text = (tmp_path / "s.txt").read_text()
     assert sorted(np.load(out).files) == ["output"] and "Begin Simulation Statistics" in text and "\ncycles " in text
+
+
+def test_a_copied_level_points_back_at_its_weights(tmp_path: Path) -> None:
+    """A sample .dae names its weights relative to itself (../models/...): copied elsewhere, ember-asm says so and
+    how to point it back, and --weights gives the same binary as assembling it in place."""
+    level = MODELS.parent / "levels" / "bag_mean.dynamo.dae"
+    copy = tmp_path / level.name
+    copy.write_bytes(level.read_bytes())
+    r = run_tool("asm", str(copy), "-o", str(tmp_path / "x.bin"))
+    assert r.returncode == 1 and "--weights FILE" in r.stderr.decode() and not (tmp_path / "x.bin").exists()
+    check(run_tool("asm", str(copy), "--weights", str(MODELS / "bag_mean.dynamo.onnx"), "-o", str(tmp_path / "a.bin")))
+    check(run_tool("asm", str(level), "-o", str(tmp_path / "b.bin")))
+    assert (tmp_path / "a.bin").read_bytes() == (tmp_path / "b.bin").read_bytes()

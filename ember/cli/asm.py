@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..files import base_dir, display_name, read_text
@@ -16,12 +18,15 @@ from .common import command, guarded, write_output
               help="leave out the data of float params (the embedding tables) and of the params a transform "
               "derives from them (NAME#int8, #int4, #tt/..., #robe/...): a small .bin for "
               "`ember-sim --timing-only`, which needs only their shapes")
+@click.option("--weights", "weights_path", metavar="FILE",
+              help="read the params from this model or weights file instead of the one the program's .weights "
+                   "line names (that one is relative to the .dae, so a copied .dae can point back with this)")
 @guarded("ember-asm")
-def main(input: str, output: str, no_tables: bool) -> None:
+def main(input: str, output: str, no_tables: bool, weights_path: str | None) -> None:
     """Assemble INPUT (.dae, '-' for stdin) into a versioned, checksummed binary.
 
-    Param tensors are read by name from the file named by `.weights` (relative to the .dae) and
-    embedded, so the .bin runs on its own.
+    Param tensors are read by name from the file named by `.weights` (relative to the .dae), or
+    from --weights, and embedded, so the .bin runs on its own.
     """
     from ..backend.binary import assemble
     from ..backend.dae_text import parse_dae
@@ -36,9 +41,14 @@ def main(input: str, output: str, no_tables: bool) -> None:
         virtual = virtual_symbols(program)
         params = [(n, s) for n, s in params if n not in virtual]
     if params:
-        if not program.weights:
-            raise EmberError("the program has params but no .weights file", display_name(input))
-        path = base_dir(input) / program.weights
+        if weights_path is None and not program.weights:
+            raise EmberError("the program has params but no .weights file (give one with --weights FILE)",
+                             display_name(input))
+        path = Path(weights_path) if weights_path is not None else base_dir(input) / program.weights
+        if not path.is_file():
+            how = "" if weights_path is not None else (" (.weights is relative to the .dae; give the file with "
+                                                       "--weights FILE)")
+            raise EmberError(f"the weights file {path} does not exist{how}", display_name(input))
         weights = load_weights(str(path))
         for n, s in params:
             a = link_param(weights, s.name)  # a derived param (NAME#int8) is computed from NAME

@@ -146,7 +146,8 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
     (D=128, pooling 80, uniform, 4,096 bags): it runs only with --timing-only.
 
     \b
-      ember-bench --suite paper --timing-only -q          # the whole paper suite, timing only
+      ember-bench --suite quick                           # the quick suite: every level, its tables
+      ember-bench --suite paper --timing-only             # the published sizes, timing only (minutes)
       ember-bench --suite huge --timing-only --speed      # speed and peak memory, 51 GB table
       ember-bench --suite quick --only RM3 --compare-engines --variants O0,O3
       ember-bench --suite representations --only RM3     # RM3's table as float, int8, int4, TT, ROBE, DHE

@@ -32,11 +32,12 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 
 
 def presets(named: dict[str, str]) -> list[tuple[str, str]]:
-    """What --list-passes prints: each preset under the option that selects it (a paper preset has none, so its
-    name in parentheses), and -O3 without choose-plan, the way to opt out of its estimate."""
+    """What --list-passes prints: each preset under the option that selects it, and -O3 without choose-plan, the
+    way to opt out of its estimate."""
     out = []
     for name, pipeline in named.items():
-        label = "--target=core" if name == "core" else f"-{name}" if name in LEVEL_PRESETS else f"({name})"
+        label = ("--target=core" if name == "core" else f"-O{name}" if name in PAPER_LEVELS
+                 else f"-{name}" if name in LEVEL_PRESETS else f"({name})")
         out.append((label, pipeline))
         if name == "O3":
             out.append(("(-O3 without choose-plan)", pipeline.replace("choose-plan,", "")))
@@ -52,7 +53,8 @@ LEVELS = {
          "of the machine --machine and --set describe (give the ones ember-sim will run), and is a model: to "
          "optimize every op, give the '(-O3 without choose-plan)' --pass that --list-passes prints",
 }
-LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
+PAPER_LEVELS = ("paper-O1", "paper-O2", "paper-O3")  # the published study's ladder, typed -Opaper-O3
+LEVEL_PRESETS = (*("O" + k for k in LEVELS), *PAPER_LEVELS)
 
 
 @click.command(**command("ember-opt"),
@@ -61,7 +63,8 @@ LEVEL_PRESETS = tuple("O" + k for k in LEVELS)
 @click.option("-o", "--output", default="-", show_default=True, help="output file ('-' for stdout)")
 @click.option("-p", "--pass", "pipeline", help="passes to run, e.g. 'lower-emb,decouple,to-dlc,codegen'")
 @click.option("-O", "level", metavar="LEVEL",
-              help="optimization level, written -O0 .. -O3 (each writes .dae; see below)")
+              help="optimization level, written -O0 .. -O3, or -Opaper-O1 .. -Opaper-O3 for the published "
+                   "study's ladder (each writes .dae; see below)")
 @click.option("--target", type=click.Choice(["dae", "core"]), default="dae", show_default=True,
               help="dae: access unit + execute unit; core: execute-unit code only (the non-decoupled baseline), one "
                    "fixed pipeline that takes no -O level or --pass")
@@ -92,12 +95,15 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
     from ..passes import PRESETS, parse_pipeline, run_passes
     from ..passes.codegen import Codegen
 
-    if level is not None:  # -O takes its level attached (-O3): name the valid ones, not click's 'No such option'
+    if level in PAPER_LEVELS:
+        pass
+    elif level is not None:  # -O takes its level attached (-O3): name the valid ones, not click's 'No such option'
         if level not in LEVELS:
-            if not level[:1].isdigit():  # `-O x.eir` or `-O -O0`: click gave -O the next argument
+            if not level[:1].isdigit() and not level.startswith("paper-"):  # `-O x.eir`: click took the next arg
                 raise EmberError(f"-O needs a level attached, -O0 .. -O3 (it got '{level}')")
             raise EmberError(f"-O{level} is not an optimization level; the levels are "
-                             f"{', '.join('-O' + k for k in LEVELS)} (--list-passes shows their passes)")
+                             f"{', '.join('-O' + k for k in (*LEVELS, *PAPER_LEVELS))} (--list-passes shows "
+                             "their passes)")
         level = "O" + level
     if pipeline and level:
         raise EmberError("give either --pass or an -O level, not both")

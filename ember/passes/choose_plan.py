@@ -76,7 +76,8 @@ class ChoosePlan(Pass):
         for k, w in enumerate(works):
             est = {plan: estimate(trials[plan][0][k], self.target) for plan in PLANS}
             if all(e.known for e in est.values()):
-                plan, why = self.decide(est), self.why(est)
+                plan = self.decide(est)
+                why = self.why(est) + self.why_not(est, plan)
             else:
                 plan, why = self.decide_dynamic(w, k, trials)
             if plan != "optimized":
@@ -150,6 +151,19 @@ class ChoosePlan(Pass):
     def why(est: dict[str, Estimate]) -> str:
         return ", ".join(f"{NAMES[p]} {est[p].cycles:,.0f} ({est[p].bound})" for p in PLANS) + " estimated cycles"
 
+    def why_not(self, est: dict[str, Estimate], kept: str) -> str:
+        """Why a plan estimated cheaper than the one kept did not replace it: the margin, and for the core one
+        memory miss beyond it."""
+        out = ""
+        for p in PLANS:
+            if p != kept and est[p].cycles < est[kept].cycles:
+                rule = f"{self.margin:g}%" + (f" and one memory miss ({self.slack(p):,.0f} cycles)" if self.slack(p)
+                                              else "")
+                bar = est[kept].cycles * (1 - self.margin / 100) - self.slack(p)
+                out += (f"; {CHEAPER[p]} is cheaper, but a plan must be estimated {rule} below the one kept "
+                        f"(at most {bar:,.0f} here)")
+        return out
+
     def trial(self, module: Op, plan: str, later: list[Pass]) -> Trial:
         """Each operation's nests when every operation takes `plan`: a copy of the module marked so, run
         through the `later` passes (fresh instances with the same options) up to to-dlc; and the map from
@@ -176,6 +190,7 @@ VERDICT = {"core": "kept on the core", "decoupled": "kept decoupled as at -O0, n
            "optimized": "decoupled and optimized"}
 NAMES = {"core": "on the core", "decoupled": "decoupled", "optimized": "optimized"}
 WINNERS = {"core": "the core", "optimized": "optimizing"}
+CHEAPER = {"core": "the core plan", "optimized": "the optimized plan", "decoupled": "-O0's plan"}
 
 
 def o3_after() -> list[Pass]:
