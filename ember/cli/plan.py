@@ -32,6 +32,22 @@ def parse_budget(text: str, float_bytes: int) -> int:
     return int(number * UNITS[unit])
 
 
+DEFAULT_MAX_ERROR = "10%"  # of the table's own RMS: a form that loses more than that keeps little of the table
+
+
+def parse_max_error(text: str, explicit: bool) -> tuple[float, bool] | None:
+    """`--max-error`: (bar, relative) for an RMS (`0.05`) or a share of the table's RMS (`10%`); None for `none`,
+    and for the default when no error is measured (--no-errors: the budget could judge nothing)."""
+    s = text.strip().lower()
+    if s == "none" or not explicit:
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*(%?)", s)
+    if not m:
+        raise EmberError(f"--max-error must be an RMS (e.g. 0.05), a share of the table's RMS (e.g. 10%) or none, "
+                         f"got '{text}'")
+    return (float(m.group(1)) / 100, True) if m.group(2) else (float(m.group(1)), False)
+
+
 @click.command(**command("ember-plan"))
 @click.argument("model")
 @click.option("--budget", required=True, metavar="BYTES|FACTORx",
@@ -51,15 +67,16 @@ def parse_budget(text: str, float_bytes: int) -> int:
                    "'tt-decompose{ranks=4}'")
 @click.option("--suite", default="paper", show_default=True, metavar="tiny|quick|paper|huge",
               help="for a bench workload (RM3, RM1_L2, MP_wiki-Talk, ...): the scale of its tables")
-@click.option("--max-error", type=float, metavar="RMS",
-              help="leave out every candidate whose reconstruction error RMS is above RMS (or not measured)")
+@click.option("--max-error", default=DEFAULT_MAX_ERROR, show_default=True, metavar="RMS|N%|none",
+              help="leave out every candidate whose reconstruction error RMS is above this (or not measured): an "
+                   "RMS, or N% of the table's own RMS, or none; the default applies only when errors are measured")
 @click.option("--no-errors", is_flag=True, help="do not measure reconstruction errors (faster on large tables)")
 @click.option("--plot", "plot_path", metavar="FILE.png|FILE.svg", help="draw the Pareto front (needs matplotlib)")
 @click.option("--json", "json_path", metavar="FILE", help="write the candidates, the plan and the front as JSON")
 @click.option("--remarks", is_flag=True, help="print the transforms' remarks: what each did to each table, or why not")
 @guarded("ember-plan")
 def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], objective: str, output: str | None,
-         inputs_path: str | None, specs: tuple[str, ...], suite: str, max_error: float | None, no_errors: bool,
+         inputs_path: str | None, specs: tuple[str, ...], suite: str, max_error: str, no_errors: bool,
          plot_path: str | None, json_path: str | None, remarks: bool) -> None:
     """Choose a representation for each embedding table of MODEL (.eir, .onnx, .pt, .pt2, or a bench workload
     such as RM3) that minimises the simulated cycles (or energy) of its bags within a memory budget.
@@ -98,6 +115,7 @@ def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], obje
         from ..bench.plot import require_matplotlib
 
         require_matplotlib()
+    budget_error = parse_max_error(max_error, explicit=max_error != DEFAULT_MAX_ERROR or not no_errors)
     m = load_machine(machine).with_overrides(overrides)
     candidates = list(specs) or default_specs()
     for spec in candidates:
@@ -119,9 +137,9 @@ def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], obje
         except EmberError as e:
             raise EmberError(f"table '{t.name}': {e.message}", e.where) from None
         del data
-    if max_error is not None:
+    if budget_error is not None:
         for x in measured:
-            x.keep_within(max_error)
+            x.keep_within(*budget_error, said=max_error)
     errors_known = all(c.error_rms is not None for x in measured for c in x.candidates)
     options = [[Option(c.bytes, c.energy_j if objective == "energy" else c.cycles,
                        (c.error_rms or 0.0) ** 2 * x.table.rows * x.table.dim) for c in x.candidates]
@@ -129,8 +147,10 @@ def main(model: str, budget: str, machine: str, overrides: tuple[str, ...], obje
     chosen = optimal(options, limit)
     if chosen is None:
         smallest = sum(min(o.bytes for o in opts) for opts in options)
-        raise EmberError(f"no plan fits a budget of {limit:,} bytes: the smallest plan takes {smallest:,} bytes "
-                         f"({float_bytes / smallest:.2f}x smaller than the float32 tables' {float_bytes:,})")
+        within = "" if budget_error is None else (f" within --max-error {max_error} (the forms above it are listed "
+                                                  "as declined; give a looser one, or none)")
+        raise EmberError(f"no plan fits a budget of {limit:,} bytes: the smallest plan{within} takes {smallest:,} "
+                         f"bytes ({float_bytes / smallest:.2f}x smaller than the float32 tables' {float_bytes:,})")
     outcome = Outcome(source.label, m.name, objective, limit, measured, chosen, front(options), errors_known,
                       simulations=len(measurer.runs), note=source.note)
     files: list[tuple[str, str | bytes]] = []

@@ -55,15 +55,23 @@ class Measured:
     candidates: list[Candidate]
     declined: list[tuple[str, str]]
     remarks: list[str] = field(default_factory=list)
+    rms: float | None = None  # the float table's own RMS, when its data was read
 
-    def keep_within(self, max_error: float) -> None:
-        """Drop the forms whose error RMS is above `max_error`, or unknown (they join `declined`, saying so)."""
+    def keep_within(self, max_error: float, relative: bool = False, said: str = "") -> None:
+        """Drop the forms whose error RMS is above `max_error` (times the table's own RMS when `relative`), or
+        unknown (they join `declined`, saying so); `said` is the budget as the user wrote it."""
+        bar = max_error * self.rms if relative and self.rms is not None else None if relative else max_error
+        said = said or f"{max_error:g}"
+        kept = [self.candidates[0]]
         for c in self.candidates[1:]:
-            if c.error_rms is None or not c.error_rms <= max_error:
-                error = "not measured" if c.error_rms is None else f"{c.error_rms:.3g}"
-                self.declined.append((c.spec, f"{c.representation}: error RMS {error}, above --max-error "
-                                              f"{max_error:g}"))
-        self.candidates[1:] = [c for c in self.candidates[1:] if c.error_rms is not None and c.error_rms <= max_error]
+            if c.error_rms is not None and bar is not None and c.error_rms <= bar:
+                kept.append(c)
+                continue
+            error = "not measured" if c.error_rms is None else f"{c.error_rms:.3g}"
+            of = "" if bar is None or not relative else f" ({c.error_rms / self.rms:.0%} of the table's RMS)" \
+                if c.error_rms is not None and self.rms else ""
+            self.declined.append((c.spec, f"{c.representation}: error RMS {error}{of}, above --max-error {said}"))
+        self.candidates[:] = kept
 
 
 def apply_plan(module: Op, tables: list[Measured], picks: tuple[int, ...]) -> None:
@@ -96,7 +104,8 @@ class Measurer:
         digest = hashlib.sha256(shape.encode() + b"".join(
             np.ascontiguousarray(run_inputs[name]).tobytes() for name in base.attrs["inputs"])).hexdigest()
         cycles, energy = self.run(base, run_inputs, (digest, "float32"))
-        out = Measured(table, [Candidate("", "float32", table.bytes, 0.0, 0.0, cycles, energy)], [])
+        out = Measured(table, [Candidate("", "float32", table.bytes, 0.0, 0.0, cycles, energy)], [],
+                       rms=None if data is None else float(np.sqrt(np.mean(np.square(data, dtype=np.float64)))))
         weights = {table.name: data} if data is not None and self.errors else None
         why = "not asked for (--no-errors)" if not self.errors else why_no_data or "the table's data could not be read"
         for spec in specs:
