@@ -14,10 +14,14 @@ from ..ir.diagnostics import EmberError
 from ..sim.cycle_limit import DEFAULT_MAX_CYCLES
 from .common import command, guarded, host_runtime_option, write_outputs
 
+# What docs/demo.md explains, in its order: the dispatch slots used and each cause the front end waited for add up
+# to the cycles (with host.cycles), so all of them are here.
 SUMMARY = ("cycles", "sim_seconds", "tokens", "operands", "callbacks", "access.elements", "execute.instructions",
-           "execute.starved_cycles", "access.stall_cycles", "queue_max_occupancy", "dram_bytes",
-           "dram_bandwidth_fraction", "sol.bound_cycles", "sol_fraction", "roofline.bound_cycles", "roofline_fraction",
-           "host.cycles", "energy_j", "power_w")
+           "execute.uops", "execute.busy_cycles", "execute.starved_cycles", "execute.load_stall_cycles",
+           "execute.pop_stall_cycles", "execute.compute_stall_cycles", "execute.store_stall_cycles",
+           "execute.mispredict_cycles", "execute.branch_mispredicts",
+           "access.stall_cycles", "queue_max_occupancy", "dram_bytes", "dram_bandwidth_fraction", "sol.bound_cycles",
+           "sol_fraction", "roofline.bound_cycles", "roofline_fraction", "host.cycles", "energy_j", "power_w")
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
