@@ -60,9 +60,18 @@ def reason(file: str, check: str) -> str | None:
     return None
 
 
+def in_bench(file: str) -> bool:
+    """A dynamo export at opset 20, or under the second hash seed: `make bench` simulates it, and `make test` only
+    imports it (test_every_export_imports), simulating the opset-18, hash-seed-0 export of the same model, the
+    TorchScript exporter's, and the archives'."""
+    return "/dynamo20." in file or ".hs1." in file
+
+
 def case(file: str, *args: str, check: str) -> object:
     # One worker runs a file's three cases, so its -O0 and -O3 runs are simulated once (`run` keeps them).
     marks = [pytest.mark.xdist_group(file)]
+    if in_bench(file):
+        marks.append(pytest.mark.slow)
     if why := reason(file, check):
         marks.append(pytest.mark.xfail(strict=True, reason=why))
     return pytest.param(file, *args, marks=marks, id="-".join((file, *args)))
@@ -109,6 +118,13 @@ def test_simulation_matches_reference(file: str, level: str) -> None:
     assert sorted(got) == sorted(want)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, rtol=RTOL, atol=ATOL, err_msg=f"{file} at -{level}: {name}")
+
+
+@pytest.mark.parametrize("file", [f for f in files() if in_bench(f)])
+def test_every_export_imports(file: str) -> None:
+    """The exports `make test` does not simulate still import, with weights, in `make test`."""
+    text, _ = program_key(file)
+    assert "emb." in text, file
 
 
 @pytest.mark.parametrize("file", [case(f, check="cycles") for f in files()])
