@@ -1,7 +1,8 @@
 """Energy and power of a run, from the counters both engines report and the machine's `[energy]` section.
 
 Energy is a linear function of counts the simulator already keeps (uops and pipe uses, cache lookups and
-fills, stream elements, queue bytes, DRAM bytes, host flops) plus static power over the simulated time.
+fills, stream elements, queue bytes, DRAM activates and lines, or bytes for ideal DRAM, host flops) plus
+static power over the simulated time (DRAM's standby and refresh from its device: sim/dram_energy.py).
 Computing it after the run keeps both engines agreeing by construction and needs no new simulation to
 price the same run with other numbers (`scaled`).  The leaves are the statistics named `energy.*_j`;
 they sum to `energy_j`.
