@@ -36,8 +36,7 @@ def presets(named: dict[str, str]) -> list[tuple[str, str]]:
     way to opt out of its estimate."""
     out = []
     for name, pipeline in named.items():
-        label = ("--target=core" if name == "core" else f"-O{name}" if name in PAPER_LEVELS
-                 else f"-{name}" if name in LEVEL_PRESETS else f"({name})")
+        label = "--target=core" if name == "core" else OPTION_OF.get(name, f"({name})")
         out.append((label, pipeline))
         if name == "O3":
             out.append(("(-O3 without choose-plan)", pipeline.replace("choose-plan,", "")))
@@ -54,7 +53,8 @@ LEVELS = {
          "optimize every op, give the '(-O3 without choose-plan)' --pass that --list-passes prints",
 }
 PAPER_LEVELS = ("paper-O1", "paper-O2", "paper-O3")  # the published study's ladder, typed -Opaper-O3
-LEVEL_PRESETS = (*("O" + k for k in LEVELS), *PAPER_LEVELS)
+TYPED_LEVELS = {**{k: "O" + k for k in LEVELS}, **{k: k for k in PAPER_LEVELS}}  # what -O takes -> its preset
+OPTION_OF = {preset: "-O" + typed for typed, preset in TYPED_LEVELS.items()}  # a preset -> the option that runs it
 
 
 @click.command(**command("ember-opt"),
@@ -95,16 +95,13 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
     from ..passes import PRESETS, parse_pipeline, run_passes
     from ..passes.codegen import Codegen
 
-    if level in PAPER_LEVELS:
-        pass
-    elif level is not None:  # -O takes its level attached (-O3): name the valid ones, not click's 'No such option'
-        if level not in LEVELS:
+    if level is not None:  # -O takes its level attached (-O3): name the valid ones, not click's 'No such option'
+        if level not in TYPED_LEVELS:
             if not level[:1].isdigit() and not level.startswith("paper-"):  # `-O x.eir`: click took the next arg
                 raise EmberError(f"-O needs a level attached, -O0 .. -O3 (it got '{level}')")
             raise EmberError(f"-O{level} is not an optimization level; the levels are "
-                             f"{', '.join('-O' + k for k in (*LEVELS, *PAPER_LEVELS))} (--list-passes shows "
-                             "their passes)")
-        level = "O" + level
+                             f"{', '.join('-O' + k for k in TYPED_LEVELS)} (--list-passes shows their passes)")
+        level = TYPED_LEVELS[level]
     if pipeline and level:
         raise EmberError("give either --pass or an -O level, not both")
     if target == "core":

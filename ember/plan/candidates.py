@@ -68,8 +68,8 @@ class Measured:
                 kept.append(c)
                 continue
             error = "not measured" if c.error_rms is None else f"{c.error_rms:.3g}"
-            of = "" if bar is None or not relative else f" ({c.error_rms / self.rms:.0%} of the table's RMS)" \
-                if c.error_rms is not None and self.rms else ""
+            of = f" ({c.error_rms / self.rms:.0%} of the table's RMS)" if relative and bar is not None \
+                and c.error_rms is not None and self.rms else ""
             self.declined.append((c.spec, f"{c.representation}: error RMS {error}{of}, above --max-error {said}"))
         self.candidates[:] = kept
 

@@ -40,33 +40,33 @@ class CommandEnergy:
     refresh_w: float     # every rank's refreshes, averaged over tREFI
 
 
-def command_energy(d: DramDevice) -> CommandEnergy:
-    """The energies of one channel of device `d` (module docstring)."""
+def command_energy(d: DramDevice, scale: float = 1.0) -> CommandEnergy:
+    """The energies of one channel of device `d` (module docstring), each times `scale`
+    (`energy.dram_device_scale`)."""
     ns = d.tck_ps / 1000.0
-    n = d.devices
+    n = d.devices * scale
     pc = 1e-12  # a milliamp for a nanosecond is a picocoulomb
     tras, trc = d.nras * ns, d.nrc * ns
-    act = d.vdd * (d.idd0 * trc - d.idd3n * tras - d.idd2n * (trc - tras)) * pc
     burst = d.nburst * ns
     return CommandEnergy(
-        activate_j=act * n,
+        activate_j=d.vdd * (d.idd0 * trc - d.idd3n * tras - d.idd2n * (trc - tras)) * pc * n,
         read_j=d.vdd * (d.idd4r - d.idd3n) * burst * pc * n,
         write_j=d.vdd * (d.idd4w - d.idd3n) * burst * pc * n,
-        io_j=d.io_bit_pj * d.burst_bytes * 8 * PJ,
+        io_j=d.io_bit_pj * d.burst_bytes * 8 * PJ * scale,
         background_w=d.vdd * d.idd3n * 1e-3 * n * d.ranks,
         refresh_w=d.vdd * (d.idd5b - d.idd3n) * 1e-3 * d.nrfc / d.nrefi * n * d.ranks)
 
 
 def dynamic_parts(st: Stats, d: DramDevice, scale: float = 1.0) -> dict[str, float]:
-    """Joules of the run's activates, line reads, line writes and interface transfers, times `scale`."""
-    e = command_energy(d)
+    """Joules of the run's activates, line reads, line writes and interface transfers."""
+    e = command_energy(d, scale)
     lines = st["dram_bytes"] / d.burst_bytes
     writes = st["dram.write_bytes"] / d.burst_bytes
-    return {"activate": st["dram.activates"] * e.activate_j * scale, "read": (lines - writes) * e.read_j * scale,
-            "write": writes * e.write_j * scale, "io": lines * e.io_j * scale}
+    return {"activate": st["dram.activates"] * e.activate_j, "read": (lines - writes) * e.read_j,
+            "write": writes * e.write_j, "io": lines * e.io_j}
 
 
 def static_parts(d: DramDevice, channels: int, scale: float = 1.0) -> dict[str, float]:
-    """Watts of `channels` channels' background and refresh, times `scale`."""
-    e = command_energy(d)
-    return {"background": e.background_w * channels * scale, "refresh": e.refresh_w * channels * scale}
+    """Watts of `channels` channels' background and refresh."""
+    e = command_energy(d, scale)
+    return {"background": e.background_w * channels, "refresh": e.refresh_w * channels}

@@ -131,7 +131,7 @@ def peak_power_w(m: Machine) -> float:
     if device is None:
         line_pj = e.dram_byte_pj * m.line_bytes
     else:  # a read of every line and a row opened for each: the dearest way to use the bandwidth
-        c = dram_energy.command_energy(device)
-        line_pj = (max(c.read_j, c.write_j) + c.io_j + c.activate_j) / PJ * e.dram_device_scale
+        c = dram_energy.command_energy(device, e.dram_device_scale)
+        line_pj = (max(c.read_j, c.write_j) + c.io_j + c.activate_j) / PJ
     dram = m.dram_bytes_per_cycle / m.line_bytes * line_pj * 1e-12 * hz
     return per_core * m.cores + dram + sum(w for w, _ in static_w(m, m.cores).values())

@@ -169,8 +169,8 @@ def energy_table() -> str:
     body = []
     for mem in ("DDR5-4800", "HBM3", "DDR4-3200", "HBM2"):
         memory = MEMORIES[mem]
-        e = dram_energy.command_energy(load_dram_device(memory.device))
-        bits = 8 * 64
+        device = load_dram_device(memory.device)
+        e, bits = dram_energy.command_energy(device), 8 * device.burst_bytes
         per_trace = " | ".join(f"{energy_pj_bit(memory, name):.2f}" for name in ENERGY_TRACES)
         body.append(f"| {mem} | {e.activate_j * 1e9:.3f} | {e.read_j / bits * 1e12:.2f} | "
                     f"{e.write_j / bits * 1e12:.2f} | {e.io_j / bits * 1e12:.2f} | "
