@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import OP_MODES, compile_text, run_tool
+from conftest import compile_text, op_mode_cases, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
@@ -76,12 +76,8 @@ def compile_dhe(source: str, params: dict[str, np.ndarray], level: str) -> Progr
     return compile_text(source, params, level, "dhe.eir")
 
 
-# Two layers at -O3 take the reference engine longest: `make bench` runs them, `make test` the other widths there
-# and two layers at every other level.
-DHE_CASES = [pytest.param(widths, *p.values, marks=[*p.marks, *([pytest.mark.slow] if len(widths) == 3
-                                                                  and p.values[1] == "O3" else [])],
-                          id=f"widths{n}-{p.values[0]}-{p.values[1]}")
-             for p in OP_MODES for n, widths in enumerate(([16, 8], [24, 16, 8], [12, 10, 6, 4]))]
+# Two layers at -O3 run in `make bench`; `make test` runs the other widths there and two layers at every other level.
+DHE_CASES = op_mode_cases({"widths0": [16, 8], "widths1": [24, 16, 8], "widths2": [12, 10, 6, 4]}, "widths1")
 
 
 @pytest.mark.parametrize(("widths", "mode", "level"), DHE_CASES)

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import OP_MODES, compile_text, run_tool
+from conftest import compile_text, op_mode_cases, run_tool
 from test_fast_engine import assert_same, both
 
 import ember.dialects  # noqa: F401
@@ -79,11 +79,8 @@ def compile_tt(source: str, cores: list[np.ndarray], level: str) -> Program:
     return compile_text(source, {f"g{k}": c for k, c in enumerate(cores)}, level, "tt.eir")
 
 
-# Three cores at -O3 take the reference engine longest: `make bench` runs them, `make test` two and four cores
-# there and three at every other level.
-TT_CASES = [pytest.param(n, *p.values, marks=[*p.marks, *([pytest.mark.slow] if n == 3 and p.values[1] == "O3"
-                                                           else [])], id=f"{n}-{p.values[0]}-{p.values[1]}")
-            for p in OP_MODES for n in (2, 3, 4)]
+# Three cores at -O3 run in `make bench`; `make test` runs two and four cores there and three at every other level.
+TT_CASES = op_mode_cases({"2": 2, "3": 3, "4": 4}, "3")
 
 
 @pytest.mark.parametrize(("n", "mode", "level"), TT_CASES)
