@@ -35,12 +35,15 @@ def group(workload: str) -> str:
     return workload.split("_")[0]
 
 
-def workloads(idx: dict[tuple[str, str], dict], prefix: str = "") -> list[str]:
-    seen: dict[str, None] = {}
-    for w, _ in idx:
-        if w.startswith(prefix):
-            seen[w] = None
-    return list(seen)
+def workloads(idx: dict[tuple[str, str], dict]) -> list[str]:
+    """The workloads of the rows, in the run's order."""
+    return list(dict.fromkeys(w for w, _ in idx))
+
+
+def per_group(idx: dict[tuple[str, str], dict]) -> list[tuple[str | None, list[str]]]:
+    """Each group with its workloads, then None with all of them (the geomean row)."""
+    every = workloads(idx)
+    return [(g, [w for w in every if g is None or group(w) == g]) for g in (*GROUPS, None)]
 
 
 def span(xs: list[float], fmt: str) -> str:
@@ -53,9 +56,7 @@ def suite_table(idx: dict[tuple[str, str], dict]) -> str:
     a share of the expert, and O3's useful bandwidth."""
     out = ["| group | O0/O3 | O3 vs core-only | O3 `sol_fraction` | expert `sol_fraction` | O3 % of expert "
            "| O3 useful bandwidth |", "|---|---:|---:|---:|---:|---:|---:|"]
-    every = workloads(idx)
-    for g in (*GROUPS, None):
-        ws = [w for w in every if g is None or group(w) == g]
+    for g, ws in per_group(idx):
 
         def col(f, ws: list[str] = ws) -> list[float]:
             return [f(w) for w in ws]
@@ -91,9 +92,7 @@ def memory_table(real: dict[tuple[str, str], dict], ideal: dict[tuple[str, str],
     """What the banked DRAM changed: each group's geomean on the default machine and on ideal-dram."""
     out = ["| group | -O3 cycles, real / ideal | O0/O3, real (ideal) | O3 vs core-only, real (ideal) "
            "| O3 `sol_fraction`, real (ideal) |", "|---|---:|---:|---:|---:|"]
-    every = workloads(real)
-    for g in (*GROUPS, None):
-        ws = [w for w in every if g is None or group(w) == g]
+    for g, ws in per_group(real):
 
         def gm(idx: dict, f, ws: list[str] = ws) -> float:
             return geomean(f(idx, w) for w in ws)
