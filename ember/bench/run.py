@@ -19,6 +19,7 @@ from ..sim.engines import DEFAULT_ENGINE, simulate
 from ..sim.fast.engine import notes
 from ..sim.multicore import simulate_cores, split_bags, split_rows
 from ..sim.stats import Stats
+from ..sim.trace import Events, TraceOptions
 from .workloads import Workload
 
 VARIANTS = ("O0", "O1", "O2", "O3", "paper-O3", "hand", "core")
@@ -50,6 +51,7 @@ class Result:
     variant: str
     stats: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. the fast engine handing a program to the reference
+    trace: list[tuple[Events, Program]] | None = field(default=None, compare=False, repr=False)  # table 0's, a core
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ def compile_file(file: str, variant: str) -> Program:
 
 
 def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGINE,
-        timing_only: bool = False, hands: Hands | None = None) -> Result:
+        timing_only: bool = False, hands: Hands | None = None, trace: TraceOptions | None = None) -> Result:
     """Simulate every table of `w` with `engine` and sum the statistics.  With data, every output is checked
     against numpy.  `timing_only` gives the tables no data (the fast engine treats them as address ranges):
     the statistics are the same, the outputs are zeros and go unchecked, and no table is generated.
@@ -118,18 +120,19 @@ def run(w: Workload, variant: str, machine: Machine, engine: str = DEFAULT_ENGIN
     Variant `hand` runs each baseline of `baselines(w, hands)` and keeps the fastest (a note names it when
     there was a choice or it was given).  `host_seconds` is the simulations' own time, so the speeds derived
     from it measure the simulator, not the benchmark's set-up around it (generating data, compiling the
-    workload, checking outputs)."""
+    workload, checking outputs).  `trace` records the timeline of the first table's run (each table is a run
+    of its own from cycle 0) into the result's `trace`."""
     if not timing_only:
         w.require_data()
     if variant != "hand":
         program = compile_variant(w, variant) if machine.cores == 1 else None
-        return _run(w, variant, program, f"{w.name} {variant}", machine, engine, timing_only)
+        return _run(w, variant, program, f"{w.name} {variant}", machine, engine, timing_only, trace)
     given = baselines(w, hands)
     if not given:
         raise EmberError(f"{w.name}: no expert kernel computes a {w.kind} workload (leave out variant hand)")
     for b in given:
         same_work(w, b)
-    runs = [(_run(w, variant, b.program, f"{w.name} hand ({b.name})", machine, engine, timing_only), b)
+    runs = [(_run(w, variant, b.program, f"{w.name} hand ({b.name})", machine, engine, timing_only, trace), b)
             for b in given]
     best, b = min(runs, key=lambda rb: rb[0].stats["cycles"])
     if hands and w.kind in hands:
@@ -154,22 +157,28 @@ def same_work(w: Workload, b: Baseline) -> None:
 
 
 def _run(w: Workload, variant: str, program: Program | None, where: str, machine: Machine, engine: str,
-         timing_only: bool) -> Result:
+         timing_only: bool, trace: TraceOptions | None = None) -> Result:
     """One program (None: each core's own, compiled for its slice) on every table of `w`; `where` names the
-    run in errors."""
+    run in errors.  `trace`: the first table's timeline goes into the result."""
     per_core: dict[int, Program] = {}  # multi-core: each slice size's program, compiled once for every table
     res = Result(w.name, variant)
     for t in range(w.tables):
         inputs = w.inputs(t)
         table = None if timing_only else w.table(t, inputs["indices"])
         given = {k: v.copy() for k, v in inputs.items()}  # a program may write its inputs: numpy gets them as made
+        record = trace if t == 0 else None
         try:
             if machine.cores > 1:
-                out, st = _on_cores(w, variant, program, per_core, t, given, table, machine, engine, timing_only)
+                out, st, runs = _on_cores(w, variant, program, per_core, t, given, table, machine, engine,
+                                          timing_only, record)
             else:
                 assert program is not None
                 w.bind(program, t, table)
-                out, st = simulate(program, given, machine, engine=engine, timing_only=timing_only)
+                events = record.events(machine) if record else None
+                out, st = simulate(program, given, machine, engine=engine, timing_only=timing_only, trace=events)
+                runs = [(events, program)] if events is not None else []
+            if runs:
+                res.trace = runs
         except EmberError as e:  # name the point: the message alone does not say which of hundreds failed
             at = where + (f", table {t}" if w.tables > 1 else "")
             raise EmberError(f"{at}: {e.message}", e.where) from None
@@ -203,10 +212,11 @@ def _run(w: Workload, variant: str, program: Program | None, where: str, machine
 
 def _on_cores(w: Workload, variant: str, program: Program | None, per_core: dict[int, Program], t: int,
               inputs: dict[str, np.ndarray], table: np.ndarray | None, machine: Machine, engine: str,
-              timing_only: bool) -> tuple[dict[str, np.ndarray], Stats]:
+              timing_only: bool, trace: TraceOptions | None
+              ) -> tuple[dict[str, np.ndarray], Stats, list[tuple[Events, Program]]]:
     """The batch split across the machine's cores (bags, or lookups of a gather), each core's program
     compiled for its slice's size (or `program`, hand-written code, which takes any size); outputs are
-    stitched back together in batch order."""
+    stitched back together in batch order.  With `trace`, each core's recorded timeline comes back too."""
     gather = w.kind == "gather"
     slices = split_rows(inputs, machine.cores) if gather else split_bags(inputs, machine.cores)
     programs = []
@@ -218,8 +228,10 @@ def _on_cores(w: Workload, variant: str, program: Program | None, per_core: dict
             p = per_core[size] = compile_variant(sub, variant)
         w.bind(p, t, table)
         programs.append(p)
-    outs, st = simulate_cores(programs, slices, machine, engine=engine, timing_only=timing_only)
-    return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}, st
+    traces = [trace.events(machine) for _ in programs] if trace else None
+    outs, st = simulate_cores(programs, slices, machine, engine=engine, timing_only=timing_only, traces=traces)
+    runs = list(zip(traces, programs)) if traces else []
+    return {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}, st, runs
 
 
 def first_difference(reference: dict[str, float], fast: dict[str, float]) -> str | None:

@@ -13,7 +13,7 @@ import click
 
 from ..ir.diagnostics import EmberError
 from ..sim.engines import DEFAULT_ENGINE, ENGINES, check_engine
-from .common import command, guarded, write_output, write_outputs
+from .common import command, guarded, trace_files, trace_options, trace_request, write_output, write_outputs
 
 if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
     from rich.console import Console
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
     from ..bench.run import Hands, Result
     from ..bench.workloads import Workload
     from ..machine import Machine
+    from ..sim.trace import TraceOptions
 
 
 FORM_VARIANTS = "O0,O1,O2,O3,hand,core"  # the representations suites' default --variants
@@ -118,6 +119,7 @@ def to_csv(table: list[dict[str, Any]]) -> str:
                    "NAME.in.npz beside it), one inference at O3 on one core of each server, against the GPU's "
                    "forward pass of a model of the same name where --gpu-data has one (repeatable)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress bar and no tables (errors are still printed)")
+@trace_options
 @click.pass_context
 @guarded("ember-bench")
 def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands: tuple[str, ...], machine: str,
@@ -125,7 +127,8 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
          json_path: str | None, csv_path: str | None, plot_dir: str | None, engine: str, timing_only: bool,
          compare_engines: bool, speed: bool, sweeps: tuple[str, ...], sweep_out: str | None, jobs: int | None,
          scheduler: str | None, plot_sweeps: tuple[str, ...], vs_gpu: bool, gpu_data: str | None,
-         models: tuple[str, ...], quiet: bool) -> None:
+         models: tuple[str, ...], quiet: bool, trace_path: str | None, trace_window: str | None, trace_limit: int,
+         timeline_path: str | None) -> None:
     """Run the benchmark suite (docs/workloads.md) on the simulated DAE machine and compare with published figures.
 
     Every workload is compiled at each variant, simulated, checked against numpy (unless
@@ -194,6 +197,14 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
                             ("--plot-sweep", plot_sweeps)):
             if given:
                 raise EmberError(f"{name} applies to sweeps only (add --sweep KEY=V1,V2,...)")
+    request = trace_request(trace_path, timeline_path, trace_window, trace_limit)
+    if request:
+        other = "--vs-gpu" if vs_gpu else "--sweep" if sweeps else "--compare-engines" if compare_engines else None
+        if other:
+            raise EmberError(f"--trace and --timeline record one plain run, not {other}")
+        if len(workloads) * len(chosen) != 1:
+            raise EmberError(f"--trace and --timeline record one run: choose one workload with --only (this selects "
+                             f"{len(workloads)}) and one variant with --variants (this selects {len(chosen)})")
     if plot_dir:  # a missing extra or an unusable directory should stop the run before the simulations
         from ..bench.plot import require_matplotlib
 
@@ -219,8 +230,12 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
         return
     if plot_dir:
         _make_dir(plot_dir)
-    results = _run_all(workloads, chosen, m, quiet, [engine], timing_only, hand_kernels)
+    results = _run_all(workloads, chosen, m, quiet, [engine], timing_only, hand_kernels, request)
     _print_notes(results)
+    if request:
+        runs = results[0].trace or []
+        title = f"{workloads[0].name} {chosen[0]}, table 0, on machine '{m.name}'"
+        write_outputs(trace_files(runs, m, trace_path, timeline_path, title, "ember-bench"))
 
     from ..bench import report
 
@@ -432,7 +447,7 @@ def _check_handwritten(workloads: list[Workload], variants: list[str], hands: Ha
 
 
 def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: bool, engines: list[str],
-             timing_only: bool, hands: Hands | None = None) -> list[Result]:
+             timing_only: bool, hands: Hands | None = None, trace: TraceOptions | None = None) -> list[Result]:
     """Every workload x variant x engine in that order (but `hand` where no expert kernel computes the workload), with
     a progress bar on stderr naming what is simulated."""
     from ..bench.run import baselines, run
@@ -446,7 +461,7 @@ def _run_all(workloads: list[Workload], variants: list[str], m: Machine, quiet: 
             for engine in engines:
                 label = f"{w.name} {v}" + (f" {engine}" if len(engines) > 1 else "")
                 progress.update(task, description=label)
-                results.append(run(w, v, m, engine=engine, timing_only=timing_only, hands=hands))
+                results.append(run(w, v, m, engine=engine, timing_only=timing_only, hands=hands, trace=trace))
                 progress.advance(task)
     return results
 

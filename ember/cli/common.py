@@ -8,11 +8,16 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..ir.diagnostics import EmberError
+
+if TYPE_CHECKING:
+    from ..backend.dae import Program
+    from ..machine import Machine
+    from ..sim.trace import Events, TraceOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -172,3 +177,56 @@ def host_runtime_option(fn: F) -> F:
     # a plain string, checked by set_runtime: an unknown name is a one-line error (exit 1), like the variable's
     return click.option("--host-runtime", "host_runtime", metavar="|".join(RUNTIMES), default=None,
                         help=HELP)(fn)
+
+
+def trace_options(fn: F) -> F:
+    """`--trace`, `--trace-window`, `--trace-limit` and `--timeline`: a run's timeline (ember/sim/trace.py)."""
+    from ..sim.trace import DEFAULT_LIMIT
+
+    options = [
+        click.option("--trace", "trace_path", metavar="FILE.json",
+                     help="write the run's timeline as Chrome Trace Event JSON, for Perfetto (ui.perfetto.dev) or "
+                          "chrome://tracing: the access unit's runs and queue-full stalls, the queue's bytes, each "
+                          "callback and host op, the front end's waits by cause, mispredictions and each DRAM "
+                          "channel's busy bus; the same file from either engine (docs/trace.md)"),
+        click.option("--trace-window", metavar="START:END",
+                     help="keep only events that overlap these simulated cycles (either side may be empty)"),
+        click.option("--trace-limit", type=int, default=DEFAULT_LIMIT, show_default=True, metavar="N",
+                     help="keep at most N events a core (about 80 bytes of JSON each); the rest are counted, "
+                          "and a note says how many"),
+        click.option("--timeline", "timeline_path", metavar="FILE.png",
+                     help="draw the same timeline as a picture (needs the plot extra: matplotlib)"),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def trace_request(trace_path: str | None, timeline_path: str | None, window: str | None, limit: int
+                  ) -> TraceOptions | None:
+    """What to record for --trace / --timeline; None when neither is asked."""
+    from ..sim.trace import TraceOptions, check_limit, parse_window
+
+    if trace_path is None and timeline_path is None:
+        if window is not None:
+            raise EmberError("--trace-window needs --trace or --timeline")
+        return None
+    return TraceOptions(check_limit(limit), parse_window(window))
+
+
+def trace_files(runs: list[tuple[Events, Program]], m: Machine, trace_path: str | None, timeline_path: str | None,
+                title: str, prog: str) -> list[tuple[str, str | bytes]]:
+    """The --trace and --timeline files of recorded runs (one a core), with a note when the limit cut them."""
+    from ..sim.trace import dropped_note, trace_json
+
+    files: list[tuple[str, str | bytes]] = []
+    if trace_path:
+        files.append((trace_path, trace_json(runs, m)))
+    if timeline_path:
+        from ..sim.timeline import timeline_png
+
+        files.append((timeline_path, timeline_png(runs, m, title)))
+    note = dropped_note(runs)
+    if note:
+        click.echo(f"{prog}: note: {note}", err=True)
+    return files

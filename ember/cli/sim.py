@@ -12,7 +12,7 @@ from ..bounded_zip import check_declared
 from ..files import display_name, read_bytes
 from ..ir.diagnostics import EmberError
 from ..sim.cycle_limit import DEFAULT_MAX_CYCLES
-from .common import command, guarded, host_runtime_option, write_outputs
+from .common import command, guarded, host_runtime_option, trace_files, trace_options, trace_request, write_outputs
 
 # What docs/demo.md explains, in its order: the dispatch slots used and each cause the front end waited for add up
 # to the cycles (with host.cycles), so all of them are here.
@@ -77,11 +77,13 @@ def check_outputs(got: dict[str, np.ndarray], want: dict[str, np.ndarray], path:
               "statistics only, no outputs; the program's param data may be absent")
 @click.option("--check", "check_path", help="compare the outputs with this .npz (rtol 1e-5, atol 1e-6)")
 @click.option("-q", "--quiet", is_flag=True, help="do not print the summary table")
+@trace_options
 @host_runtime_option
 @guarded("ember-sim")
 def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: str | None, machine: str,
          overrides: tuple[str, ...], max_cycles: float | None, engine: str | None, timing_only: bool,
-         check_path: str | None, quiet: bool, host_runtime: str | None) -> None:
+         check_path: str | None, quiet: bool, host_runtime: str | None, trace_path: str | None,
+         trace_window: str | None, trace_limit: int, timeline_path: str | None) -> None:
     """Simulate PROGRAM (.bin, '-' for stdin) on a DAE machine.
 
     Inputs and outputs are named after the model's inputs and outputs.  The fast engine (default)
@@ -110,7 +112,10 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
         raise EmberError("--timing-only computes no outputs: leave out --outputs and --check")
     prog = disassemble(read_bytes(program), display_name(program))
     m = load_machine(machine).with_overrides(overrides)
-    outputs, stats = simulate(prog, load_inputs(inputs_path), m, max_cycles, engine=engine, timing_only=timing_only)
+    request = trace_request(trace_path, timeline_path, trace_window, trace_limit)
+    events = request.events(m) if request else None
+    outputs, stats = simulate(prog, load_inputs(inputs_path), m, max_cycles, engine=engine, timing_only=timing_only,
+                              trace=events)
     if engine == "fast":
         from ..sim.fast.engine import notes
 
@@ -123,6 +128,8 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
         files.append((outputs_path, npz_bytes(outputs)))
     if stats_path:
         files.append((stats_path, stats_text(stats, stats_path)))
+    if events is not None:
+        files += trace_files([(events, prog)], m, trace_path, timeline_path, display_name(program), "ember-sim")
     write_outputs(files)  # all or none: a --stats that cannot be written leaves no --outputs behind
     if not quiet:
         from rich.console import Console

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import Any
 
 from ember.ir.diagnostics import EmberError
 
@@ -165,6 +166,7 @@ class MemorySystem:
         self.dram_write_bytes = 0
         self.dram_busy = 0.0
         self.busy_until = 0.0
+        self.trace: Any = None  # trace.Events when the run is traced
 
     @classmethod
     def from_machine(cls, machine: Machine) -> MemorySystem:
@@ -230,6 +232,9 @@ class MemorySystem:
     def transfer(self, now: float, line: int, write: bool) -> float:
         """`line` moved to or from DRAM, requested at `now`; returns the start of its data on the bus."""
         start = self.dram.transfer(now, line, write)
+        if self.trace is not None:  # a banked write holds the bus for its burst and its share of turnarounds
+            width = self.dram.write_burst if write and isinstance(self.dram, BankedDram) else self.xfer
+            self.trace.burst(line % self.dram.channels, write, start, width)
         self.dram_requests += 1
         self.dram_bytes += self.line_bytes
         self.dram_busy += self.line_busy

@@ -16,6 +16,7 @@ from ..machine import Machine
 from .fast.engine import simulate as fast
 from .reference import simulate as reference
 from .stats import Stats
+from .trace import Events
 
 ENGINES = ("fast", "reference")
 DEFAULT_ENGINE = "fast"
@@ -33,9 +34,11 @@ def needs_fast(engine: str, timing_only: bool) -> None:
 
 
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None = None,
-             engine: str = DEFAULT_ENGINE, timing_only: bool = False) -> tuple[dict[str, np.ndarray], Stats]:
+             engine: str = DEFAULT_ENGINE, timing_only: bool = False, trace: Events | None = None
+             ) -> tuple[dict[str, np.ndarray], Stats]:
     """Run `program` on `inputs` with the named engine; returns (outputs by name, statistics).  A run past
-    `max_cycles` simulated cycles (None: cycle_limit.DEFAULT_MAX_CYCLES; inf: no limit) stops with an EmberError."""
+    `max_cycles` simulated cycles (None: cycle_limit.DEFAULT_MAX_CYCLES; inf: no limit) stops with an EmberError.
+    `trace` records the run's timeline (trace.py), the same with either engine."""
     check_engine(engine)
     if machine.cores > 1:
         raise EmberError(f"the machine has {machine.cores} cores: a multi-core run splits a batch across them, which "
@@ -43,5 +46,5 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     needs_fast(engine, timing_only)
     check_registers(program, machine.execute)
     if engine == "reference":
-        return reference(program, inputs, machine, max_cycles)
-    return fast(program, inputs, machine, max_cycles, timing_only)
+        return reference(program, inputs, machine, max_cycles, trace=trace)
+    return fast(program, inputs, machine, max_cycles, timing_only, trace=trace)

@@ -25,6 +25,7 @@ from .host import HostRunner, host_cost
 from .pipeline import Pipeline
 from .queue import Entry
 from .tensors import Tensors, dtype_of
+from .trace import CORE, Events, K
 
 
 def round_to(ty: str) -> Callable[[float], float]:
@@ -137,6 +138,8 @@ class Core:
         self.pops: list[Entry] = []
         self.max_cycles = cycle_limit.DEFAULT_MAX_CYCLES  # checked after every taken backward branch
         self.run_hook: Callable[[Instr, float], None] | None = None
+        self.trace: Events | None = None
+        self.callback_start = 0.0  # the dispatch of the callback running now
 
     @property
     def clock(self) -> float:
@@ -219,6 +222,8 @@ class Core:
             taken = bool(row.py(self.val(a[0]), self.val(a[1])))
             if self.branches.miss(self.branch_pc[id(ins)], taken):
                 self.branch_misses += 1
+                if self.trace is not None:
+                    self.trace.add(K["branch_miss"], CORE, done, done)
                 self.pipe.wait(done + self.lat["mispredict_penalty"], "mispredict")
             if taken:
                 return a[2].name
@@ -444,6 +449,7 @@ class Core:
         pipe = self.pipe
         self.counts["dispatch"] = self.counts.get("dispatch", 0) + 1
         t = pipe.issue("load", max(pipe.dispatch(), self.last_pop, tok.ready))
+        self.callback_start = pipe.d
         self.last_pop = tok.pop = t
         c = t + self.qlat
         c = pipe.issue("int_alu", pipe.next_uop(c, "token", c)) + self.lat["int_alu_latency"]
@@ -451,6 +457,8 @@ class Core:
         pipe.retire(c, "token")
         predictor = self.predictors.setdefault(program, DispatchPredictor())
         if predictor.miss(token):  # the front end waits for the token, then for the jump to resolve
+            if self.trace is not None:
+                self.trace.add(K["dispatch_miss"], CORE, c, c)
             pipe.wait(tok.ready, "token")
             pipe.wait(c + self.lat["mispredict_penalty"], "mispredict")
 
@@ -548,6 +556,8 @@ class Core:
                                          ex.matrix_flops_per_cycle, attrs)
         pipe = self.pipe
         pipe.drain()
+        if self.trace is not None:
+            self.trace.add(K["host"], CORE, pipe.fe, pipe.fe + cycles, self.host_index[id(ins)])
         pipe.fe += cycles
         pipe.retire(pipe.fe, "compute")
         self.host_cycles += cycles

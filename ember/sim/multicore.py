@@ -28,6 +28,7 @@ from .engines import needs_fast
 from .fast import engine as fast
 from .rounds import QUANTUM, Rounds, Turn
 from .stats import Stats
+from .trace import Events
 
 SUMMED = ("lookups", "tokens", "operands", "operand_bytes", "callbacks", "access.elements", "access.requests",
           "access.stall_cycles", "execute.instructions", "execute.busy_cycles", "execute.starved_cycles",
@@ -40,10 +41,11 @@ SUMMED_PREFIXES = ("execute.op.", "execute.pipe.")  # counters a core may or may
 
 def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.ndarray]], machine: Machine,
                    max_cycles: float | None = None, engine: str = "fast", timing_only: bool = False,
-                   quantum: float = QUANTUM) -> tuple[list[dict[str, np.ndarray]], Stats]:
+                   quantum: float = QUANTUM, traces: Sequence[Events] | None = None
+                   ) -> tuple[list[dict[str, np.ndarray]], Stats]:
     """One run per core of its program (the same operation, compiled for its slice's shapes) on its slice, all at
     once in rounds of `quantum` cycles; returns each core's outputs and the totals followed by every core's
-    statistics as `core<k>.<name>`."""
+    statistics as `core<k>.<name>`.  `traces`, one a core, record each core's timeline (trace.py)."""
     if len(slices) != len(programs) or not 1 <= len(slices) <= machine.cores:
         raise EmberError(f"the machine has {machine.cores} cores but the batch was split into {len(slices)} slices "
                          f"for {len(programs)} programs (one slice and one program a core, at least one)")
@@ -58,15 +60,18 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
     rounds = Rounds(n, quantum)
     shared_ref, shared_fast = SharedMemory(), fast.SharedArrays()
     results: list[Any] = [None] * n
+    if traces is not None and len(traces) != n:
+        raise EmberError(f"{len(traces)} traces for {n} cores")
 
     def core(k: int) -> None:
+        trace = None if traces is None else traces[k]
         try:
             turn = Turn(rounds, k, rounds.wait(k))
             if engine == "fast":
                 results[k] = fast.simulate(programs[k], slices[k], machine, max_cycles, timing_only, shared_fast,
-                                           turn)
+                                           turn, trace)
             else:
-                results[k] = reference.simulate(programs[k], slices[k], machine, max_cycles, shared_ref, turn)
+                results[k] = reference.simulate(programs[k], slices[k], machine, max_cycles, shared_ref, turn, trace)
         except BaseException as e:  # noqa: BLE001  (raised again in the caller's thread)
             results[k] = e
         finally:

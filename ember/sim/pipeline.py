@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Any
 
 from ..machine import Machine
 
@@ -103,10 +104,13 @@ class Pipeline:
         self.last_commit = 0.0
         self.instructions = 0
         self.stalls = dict.fromkeys(CATEGORIES, 0.0)
+        self.trace: Any = None  # trace.Events when the run is traced
 
     def wait(self, t: float, category: str) -> None:
         """The front end cannot go on before `t`; the wait is charged to `category`."""
         if t > self.fe:
+            if self.trace is not None:
+                self.trace.wait(category, self.fe, t)
             self.stalls[category] += t - self.fe
             self.fe = t
 

@@ -10,6 +10,7 @@ a push is the bytes still held after releasing every entry popped by then, in pu
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from ..ir.diagnostics import EmberError
 from .stats import Histogram
@@ -38,6 +39,7 @@ class OutputQueue:
         self.sum_bytes = 0
         self.hist = Histogram.linear(0, capacity + 1, 8) if capacity >= 8 else Histogram([0, capacity + 1])
         self.stall = 0.0
+        self.trace: Any = None  # trace.Events when the run is traced
 
     def push(self, entry: Entry, t: float) -> float:
         """Push `entry` at or after `t`; returns the push time (the access unit waits until then)."""
@@ -58,6 +60,8 @@ class OutputQueue:
         held.append(entry)
         self.held_bytes += entry.bytes
         self.stall += t - start
+        if self.trace is not None:
+            self.trace.push(start, t, self.held_bytes)
         self.max_bytes = max(self.max_bytes, self.held_bytes)
         self.max_entries = max(self.max_entries, len(held))
         self.samples += 1

@@ -9,6 +9,7 @@ when every instruction has retired, every store is written and every DRAM transf
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -27,12 +28,13 @@ from .queue import OutputQueue
 from .rounds import Turn
 from .stats import Stats
 from .tensors import Tensors
+from .trace import ACCESS, CORE, Events, K, callback_ids
 from .work import WorkCounts, tensor_values, vector_lanes, work_counts
 
 
 class _Run:
     def __init__(self, program: Program, machine: Machine, max_cycles: float, shared: SharedMemory | None,
-                 turn: Turn | None = None):
+                 turn: Turn | None = None, trace: Events | None = None):
         self.p = program
         self.m = machine
         self.max_cycles = max_cycles
@@ -52,6 +54,10 @@ class _Run:
         self.counts = WorkCounts()
         self.access_busy = 0.0
         self.callbacks = 0
+        self.trace = trace
+        if trace is not None:
+            self.mem.trace = self.queue.trace = self.core.trace = self.core.pipe.trace = trace
+            self.callback_ids = callback_ids(program)
 
     def run_access(self, ins: Instr, start: float) -> None:
         name = ins.args[0]
@@ -62,6 +68,8 @@ class _Run:
         if len(params) != acc.params:
             raise EmberError(f"access program {name} takes {acc.params} parameters, 'run' passes {len(params)}")
         core = self.core
+        traced = -1 if self.trace is None else self.trace.add(K["run"], ACCESS, start, math.inf,
+                                                               self.p.access.index(acc))
         unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, start, self.max_cycles)
         stall0 = self.queue.stall
         for msg in unit.run():
@@ -73,11 +81,16 @@ class _Run:
                 raise EmberError(f"token {msg.token} of {name} has no case label '{label}'")
             core.dispatch(name, msg.token, msg.operands[-1])
             core.run_from(core.labels[label], "ret")
+            if self.trace is not None:
+                self.trace.add(K["callback"], CORE, core.callback_start, core.pipe.fe,
+                               self.callback_ids[(name, msg.token)])
             self.callbacks += 1
             cycle_limit.check(self.max_cycles, core.clock)
         if core.pops:
             raise EmberError(f"{len(core.pops)} operands pushed by {name} were never popped")
         core.pipe.wait(unit.clock, "token")
+        if traced >= 0:
+            self.trace.t1[traced] = unit.clock
         self.access_busy += unit.clock - start - (self.queue.stall - stall0)
         for k in self.access_totals:
             self.access_totals[k] += getattr(unit, k)
@@ -96,14 +109,15 @@ def take_turns(mem: MemorySystem, turn: Turn) -> None:
 
 
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine,
-             max_cycles: float | None = None, shared: SharedMemory | None = None, turn: Turn | None = None
-             ) -> tuple[dict[str, np.ndarray], Stats]:
+             max_cycles: float | None = None, shared: SharedMemory | None = None, turn: Turn | None = None,
+             trace: Events | None = None) -> tuple[dict[str, np.ndarray], Stats]:
     """Run `program`; inputs and outputs are keyed by their names in the model.  A core of a multi-core run
-    shares the last cache level and DRAM (`shared`) with the others and takes its turns by `turn` (rounds.py)."""
+    shares the last cache level and DRAM (`shared`) with the others and takes its turns by `turn` (rounds.py).
+    `trace` records the run's timeline (trace.py)."""
     t0 = time.perf_counter()
     limit = cycle_limit.cycle_limit(max_cycles)
     check_resources(program, machine)
-    r = _Run(program, machine, limit, shared, turn)
+    r = _Run(program, machine, limit, shared, turn, trace)
     set_symbols(r.t, program, inputs)
     r.core.run_from(0, "halt")
     r.cycles = r.core.finish(r.mem.busy_until)

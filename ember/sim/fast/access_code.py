@@ -62,6 +62,8 @@ class AccessCode:
         k = self.new_site()
         ac0, stall0 = self.var(f"ac0_{k}", "double"), self.var(f"stall0_{k}", "double")
         self(f"ac = {t}; {ac0} = ac; {stall0} = q->stall; wn = 0;")
+        traced = self.var(f"tr{k}", "int64_t")
+        self(f"{traced} = TR ? tr_add(TR, TK_RUN, TRACK_ACCESS, ac, INFINITY, {self.p.access.index(acc)}, 0) : -1;")
         self.declare_streams(unit)
         if unit.fifo:
             self("q->oph = 0; q->opt = 0;")
@@ -72,6 +74,7 @@ class AccessCode:
         if unit.fifo:  # engine._Run.run_access: operands left unpopped are an error
             self(f"if (q->oph != q->opt) {self.fail()}")
         self("pipe_wait(P, ac, CAT_TOKEN);")
+        self(f"if ({traced} >= 0) TR->t1[{traced}] = ac;")
         self(f"fs_access_busy += ac - {ac0} - (q->stall - {stall0});")
         self.unit = None
 
@@ -298,6 +301,8 @@ class AccessCode:
                 raise Unsupported(f"{label} pops fewer operands than its rule pushes")
             self.pushes = saved
             self(f"RET{k}:;")
+            callback = self.callback_ids[(unit.acc.name, token)]
+            self(f"if (TR) tr_add(TR, TK_CALLBACK, TRACK_CORE, cb0, P->fe, {callback}, 0);")
             self("is_callbacks += 1;")
             self(f"if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')}")
 
@@ -316,7 +321,7 @@ class AccessCode:
         k = self.new_site()
         t, c = self.var(f"dt{k}", "double"), self.var(f"dc{k}", "double")
         self(f"CNT->{count_field('dispatch')} += 1;")
-        self(f"{t} = pipe_dispatch(P, 0); if (lpop > {t}) {t} = lpop; if ({ready} > {t}) {t} = {ready};")
+        self(f"{t} = pipe_dispatch(P, 0); cb0 = P->d; if (lpop > {t}) {t} = lpop; if ({ready} > {t}) {t} = {ready};")
         self(f"{t} = pipe_issue(P, {ExecuteUnit.GROUPS.index('load')}, {t}); lpop = {t}; "
              f"q->pop[{seq} & q->mask] = {t};")
         self(f"{c} = {t} + xp_queue_latency;")
@@ -325,8 +330,9 @@ class AccessCode:
                  f"+ xp_{latency};")
         self(f"pipe_retire(P, {c}, CAT_TOKEN);")
         n, j = self.acc_index[program], self.token_index[program][token]
-        self(f"if (dispatch_miss(nx{n}, &pv{n}, {j})) {{ pipe_wait(P, {ready}, CAT_TOKEN); "
-             f"pipe_wait(P, {c} + xp_mispredict_penalty, CAT_MISPREDICT); }}")
+        self(f"if (dispatch_miss(nx{n}, &pv{n}, {j})) {{ if (TR) tr_add(TR, TK_DISPATCH_MISS, TRACK_CORE, {c}, "
+             f"{c}, 0.0, 0); pipe_wait(P, {ready}, CAT_TOKEN); pipe_wait(P, {c} + xp_mispredict_penalty, "
+             "CAT_MISPREDICT); }")
 
     def describe_push(self, a: Any) -> Push:
         unit = self.unit

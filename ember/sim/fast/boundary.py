@@ -2,14 +2,15 @@
 
 The generated program exports `int64_t simulate(Args *x)` and `void release(Args *x)`; everything else crosses
 inside `Args`: the symbols (`Symbol`), the cache and DRAM state (`Mem`, its `Level`s, `Channel`s and `Banks`), the
-output queue (`Queue`), the machine's numbers (`Numbers`), the host op's cost (`HostCost`) and what the run counts
-(`Counts`, `Totals`).  Why named structures: a positional pointer list, or a flat array read as `k * N + i`, goes
-wrong silently when one side changes and the other does not; a named field cannot be read at another's position.
+output queue (`Queue`), the timeline (`Trace`), the machine's numbers (`Numbers`), the host op's cost (`HostCost`)
+and what the run counts (`Counts`, `Totals`).  Why named structures: a positional pointer list, or a flat array read
+as `k * N + i`, goes wrong silently when one side changes and the other does not; a named field cannot be read at
+another's position.
 
 Each structure is one ctypes class here.  The C declarations of Symbol, HostCost, Numbers, Totals, Counts and Args
 are generated from those classes' `_fields_` (`c_declarations`), so the two sides cannot drift.  Level, Channel,
-Banks, Mem and Queue are declared by hand in runtime.h (its functions use them, and tests compile it alone), so their
-classes mirror them; for every structure the compiled program also exports the layout the C compiler gave it
+Banks, Trace, Mem and Queue are declared by hand in runtime.h (its functions use them, and tests compile it alone),
+so their classes mirror them; for every structure the compiled program also exports the layout the C compiler gave it
 (`ember_layout`, see `c_layout_table`), and `check` compares it with ctypes' before the first call: a field that
 differs in offset, size or kind (floating, integer, other) is an EmberError naming the structure and the field.
 """
@@ -89,6 +90,14 @@ class Branches(Struct):
     _fields_ = [("mask", _I), ("hmask", _I), ("history", _I), ("misses", _I), ("counters", _P)]
 
 
+class Trace(Struct):
+    """The timeline's arrays (runtime.h Trace, trace.Events): counts, window, the events, each track's latest."""
+
+    __slots__ = ()
+    _fields_ = [("n", _I), ("cap", _I), ("dropped", _I), ("lo", _D), ("hi", _D), ("kind", _P), ("track", _P),
+                ("t0", _P), ("t1", _P), ("val", _P), ("last", _P), ("lastv", _P)]
+
+
 class Mem(Struct):
     """The memory system (runtime.h Mem): the levels, the DRAM calendars, DRAM's numbers and its counters, the
     banks (NULL for ideal DRAM), and the core's turns on what the cores share (rounds.py)."""
@@ -97,7 +106,7 @@ class Mem(Struct):
     _fields_ = [("nlev", _I), ("lv", _P), ("nch", _I), ("ch", _P),
                 ("dram_latency", _D), ("line_time", _D), ("line_share", _D),
                 ("dram_requests", _D), ("dram_bytes", _D), ("dram_busy", _D), ("dram_write_bytes", _D),
-                ("dram_end", _D), ("bk", _P), ("q_end", _D), ("core", _I), ("sync", SYNC_FN)]
+                ("dram_end", _D), ("bk", _P), ("q_end", _D), ("core", _I), ("sync", SYNC_FN), ("tr", _P)]
 
 
 class Queue(Struct):
@@ -106,7 +115,8 @@ class Queue(Struct):
     __slots__ = ()
     _fields_ = [("head", _I), ("tail", _I), ("held", _I), ("max_bytes", _I), ("max_entries", _I), ("cap", _I),
                 ("mask", _I), ("bytes", _P), ("hist", _P), ("pop", _P), ("stall", _D),
-                ("oph", _I), ("opt", _I), ("ops", _P), ("opk", _P), ("opi", _P), ("opf", _P), ("opr", _P)]
+                ("oph", _I), ("opt", _I), ("ops", _P), ("opk", _P), ("opi", _P), ("opf", _P), ("opr", _P),
+                ("tr", _P)]
 
 
 # --- declared from these classes (c_declarations) -------------------------------------------------------------
@@ -152,10 +162,11 @@ class Args(Struct):
     __slots__ = ()
     _fields_ = [("sym", ctypes.POINTER(Symbol)), ("nsym", _I), ("next_addr", _I), ("mem", ctypes.POINTER(Mem)),
                 ("q", ctypes.POINTER(Queue)), ("access_level", _I), ("host", HOST_FN), ("cost", HostCost),
-                ("xp", Numbers), ("counts", Counts), ("totals", Totals), ("br", ctypes.POINTER(Branches))]
+                ("xp", Numbers), ("counts", Counts), ("totals", Totals), ("br", ctypes.POINTER(Branches)),
+                ("tr", ctypes.POINTER(Trace))]
 
 
-RUNTIME = (Level, Channel, Banks, Mem, Queue, Branches)  # declared in runtime.h
+RUNTIME = (Level, Channel, Banks, Trace, Mem, Queue, Branches)  # declared in runtime.h
 GENERATED = (Symbol, HostCost, Numbers, Totals, Counts, Args)  # declared by c_declarations, in this order
 STRUCTS: tuple[type[Struct], ...] = RUNTIME + GENERATED  # what ember_layout reports, in this order
 

@@ -25,6 +25,7 @@ from ...backend.dae import Instr, Label, Mem, Program, Reg
 from ...backend.registers import vector_shape
 from ...machine import ExecuteUnit
 from ..execute import operands
+from ..trace import callback_ids
 from .access_code import AccessCode, Unit, tokens_of
 from .boundary import (
     CATEGORIES,
@@ -59,7 +60,7 @@ SIGNATURE = "int64_t simulate(Args *x)"  # everything crosses in x (boundary.py)
 # at the entry, the pointers the body uses all along become locals (the symbols S, the memory system, the queue, the
 # instruction counters), as the machine's numbers become `xp_` locals
 PROLOGUE = ("Symbol *S = x->sym; Mem *mem = x->mem; Queue *q = x->q; Counts *CNT = &x->counts; "
-            "Branches *BR = x->br;")
+            "Branches *BR = x->br; Trace *TR = x->tr;")
 RELEASE = ("void release(Args *x) {  /* frees the elements the generated code allocated */\n"
            "    for (int64_t k = 0; k < x->nsym; k++)\n"
            "        if (x->sym[k].owned) { free(x->sym[k].data); x->sym[k].data = 0; x->sym[k].owned = 0; }\n}\n")
@@ -86,6 +87,7 @@ class Generator(AccessCode, MemoryCode):
         self.pushes: list[Push] | None = None  # operands of the rule whose callback is being inlined
         self.unit: Unit | None = None
         self.acc_index = {a.name: i for i, a in enumerate(program.access)}
+        self.callback_ids = callback_ids(program)  # what a callback's trace event names
         self.timed: set[Reg] = set()  # registers whose ready time the code keeps (tR3, tF1, tV2)
         self.scan_registers()
 
@@ -176,6 +178,7 @@ class Generator(AccessCode, MemoryCode):
         self.var("win", "double *", "(double *)calloc((size_t)(outst > 0 ? outst : 1), sizeof(double))")
         self.var("wn", "int64_t", "0")
         self.var("lpop", "double", "0.0")
+        self.var("cb0", "double", "0.0")  # the dispatch of the callback running now (its trace event's start)
         self.var("pp", "Pipe", "{0}")
         self.var("P", "Pipe *", "&pp")
         self.var("pf", "int64_t", "(int64_t)xp_prefetch_lines")
@@ -185,6 +188,7 @@ class Generator(AccessCode, MemoryCode):
         self(f"{{ int64_t pc[{len(groups)}] = {{{per_cycle}}}, hd[{len(groups)}] = {{{hold}}}; "
              "if (pipe_init(P, xp_issue_slot, (int64_t)xp_rob_entries, (int64_t)xp_store_buffer, "
              f"(int64_t)xp_miss_slots, {len(groups)}, pc, hd)) {self.fail()} }}")
+        self("P->tr = TR;")
         for a in self.p.access:  # execute.Core.dispatch's predictor: the last token, what followed each token
             # (tokens by their index in `token_index`: pv the last one's, nx[1 + k] the one that followed token k)
             n, tokens = self.acc_index[a.name], sorted(set(tokens_of(a)))
@@ -286,8 +290,8 @@ class Generator(AccessCode, MemoryCode):
                     k = self.new_site()
                     self.var(f"tk{k}", "int")
                     self(f"tk{k} = ({row.c.format(a=self.ival(ins.args[0]), b=self.ival(ins.args[1]))}) != 0;")
-                    self(f"if (branch_miss(BR, {pc}, tk{k})) pipe_wait(P, {done} + xp_mispredict_penalty, "
-                         "CAT_MISPREDICT);")
+                    self(f"if (branch_miss(BR, {pc}, tk{k})) {{ if (TR) tr_add(TR, TK_BRANCH_MISS, TRACK_CORE, "
+                         f"{done}, {done}, 0.0, 0); pipe_wait(P, {done} + xp_mispredict_penalty, CAT_MISPREDICT); }}")
                     self(f"if (tk{k}) {jump}")
             else:
                 self.instr(ins)
@@ -548,8 +552,8 @@ class Generator(AccessCode, MemoryCode):
                 self(f"d{n}_{d} = S[{n}].dims[{d}];")
             if n in self.scratch:
                 self(f"sz{n} = d{n}_0 * {elem_bytes(self.p.symbols[n].dtype)}; cap{n} = 0;")
-        self("pipe_drain(P); P->fe += x->cost.cycles; "
-             "pipe_retire(P, P->fe, CAT_COMPUTE);")
+        self(f"pipe_drain(P); if (TR) tr_add(TR, TK_HOST, TRACK_CORE, P->fe, P->fe + x->cost.cycles, {index}, 0); "
+             "P->fe += x->cost.cycles; pipe_retire(P, P->fe, CAT_COMPUTE);")
         self("fs_host_cycles += x->cost.cycles; fs_host_flops += x->cost.flops; fs_host_bytes += x->cost.bytes;")
 
     # --- pops: bound to the pushes of the rule whose callback is being inlined -----------

@@ -37,6 +37,7 @@ from ..queue import OutputQueue
 from ..rounds import Turn
 from ..stats import Stats
 from ..tensors import Tensors, dtype_of, span
+from ..trace import Events
 from ..work import vector_lanes, work_counts
 from .boundary import (
     BANK_COUNTERS,
@@ -56,6 +57,7 @@ from .boundary import (
     Numbers,
     Queue,
     Symbol,
+    Trace,
     count_field,
 )
 from .build import load, notes
@@ -123,11 +125,12 @@ def compiled_or_none(program: Program, timing_only: bool, simd_bits: int) -> cty
 
 
 def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, max_cycles: float | None,
-             timing_only: bool, shared: SharedArrays | None = None, turn: Turn | None = None
-             ) -> tuple[dict[str, np.ndarray], Stats]:
+             timing_only: bool, shared: SharedArrays | None = None, turn: Turn | None = None,
+             trace: Events | None = None) -> tuple[dict[str, np.ndarray], Stats]:
     """Run `program`; the same results and statistics as ember.sim.reference.simulate.  `host_seconds`
     leaves out the one-off compilation of a program not yet in the cache.  A core of a multi-core run shares
-    `shared` with the others and takes its turns by `turn` (rounds.py)."""
+    `shared` with the others and takes its turns by `turn` (rounds.py).  `trace` records the run's timeline in
+    the reference's order (trace.py)."""
     notes.clear()
     limit = cycle_limit(max_cycles)
     check_resources(program, machine)
@@ -135,9 +138,11 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
     lib = compiled_or_none(program, timing_only, machine.execute.simd_bits)
     if lib is None:
         assert shared is None, "multicore.simulate_cores picks the engine for all cores before the first runs"
-        return reference.simulate(program, inputs, machine, max_cycles)
+        return reference.simulate(program, inputs, machine, max_cycles, trace=trace)
     t0 = time.perf_counter()
     state = _State(program, inputs, machine, limit, virtual, shared, turn)
+    if trace is not None:
+        state.record(trace)
     try:
         status = state.run(lib)
         if status == OK:
@@ -302,6 +307,20 @@ class _State:
         self.args.host = self.callback
         self.hosts = HostRunner(program, self.known)
         self.error: EmberError | None = None  # a host op's error, raised when the C side has returned
+        self.events: Events | None = None  # the timeline recorded, if any (`record`)
+
+    def record(self, e: Events) -> None:
+        """Let the run record its timeline into `e`'s arrays (read back by `recorded`)."""
+        self.events = e
+        self.trace = Trace(n=e.n, cap=e.cap, dropped=e.dropped, lo=e.lo, hi=e.hi,
+                           **{name: getattr(e, name).ctypes.data for name in ("kind", "track", "t0", "t1", "val",
+                                                                             "last", "lastv")})
+        self.args.tr = ctypes.pointer(self.trace)
+        self.memory.mem.tr = self.queue_state.queue.tr = ctypes.addressof(self.trace)
+
+    def recorded(self) -> None:
+        if self.events is not None:
+            self.events.n, self.events.dropped = int(self.trace.n), int(self.trace.dropped)
 
     def point(self, n: int, a: np.ndarray) -> None:
         """Let symbol n's C pointer see array `a` (kept alive until the run ends)."""
@@ -362,6 +381,7 @@ class _State:
 
     def run(self, lib: ctypes.CDLL) -> int:
         status = lib.simulate(ctypes.byref(self.args))
+        self.recorded()
         _free(self.orphans)
         return int(status)
 

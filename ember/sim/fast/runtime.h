@@ -39,6 +39,35 @@ typedef struct {                 /* banked DRAM (dram.BankedDram): its organizat
 
 typedef double (*SyncFn)(int64_t, double);
 
+/* The timeline (trace.py, Events): events kept in the engine's arrays, in the reference's order.  The kinds are
+ * trace.KINDS in order, the waits in pipeline.CATEGORIES' order; the tracks are trace.py's ACCESS .. DRAM. */
+enum { TK_RUN, TK_QUEUE_FULL, TK_QUEUE_BYTES, TK_CALLBACK, TK_HOST, TK_BRANCH_MISS, TK_DISPATCH_MISS, TK_WAIT,
+       TK_DRAM_READ = TK_WAIT + 6, TK_DRAM_WRITE };
+enum { TRACK_ACCESS, TRACK_QUEUE, TRACK_CORE, TRACK_WAITS, TRACK_DRAM };
+typedef struct {
+    int64_t n, cap, dropped;     /* kept, room, not kept for want of room */
+    double lo, hi;               /* the window: an event wholly outside it is not kept */
+    int64_t *kind, *track; double *t0, *t1, *val;
+    int64_t *last; double *lastv;  /* per track: its latest event kept (-1: none), its counter's last value */
+} Trace;
+
+/* trace.Events.add: keep an event; its index, -1 if not kept.  `merge`: a span of the same kind starting where the
+ * track's latest one ends extends it. */
+static int64_t tr_add(Trace *r, int64_t kind, int64_t track, double a, double b, double v, int merge) {
+    if (b < r->lo || a > r->hi) return -1;
+    int64_t j = r->last[track];
+    if (merge && j >= 0 && r->kind[j] == kind && r->t1[j] == a) { r->t1[j] = b; return j; }
+    if (r->n == r->cap) { r->dropped += 1; return -1; }
+    j = r->n++;
+    r->kind[j] = kind; r->track[j] = track; r->t0[j] = a; r->t1[j] = b; r->val[j] = v;
+    r->last[track] = j;
+    return j;
+}
+/* trace.Events.count: a counter's value at t, kept only when it changed. */
+static void tr_count(Trace *r, int64_t kind, int64_t track, double t, double v) {
+    if (r->lastv[track] != v && tr_add(r, kind, track, t, t, v, 0) >= 0) r->lastv[track] = v;
+}
+
 typedef struct {
     int64_t nlev; Level *lv;
     int64_t nch; Channel *ch;    /* DRAM channels (line n is channel n % nch's); ch holds every calendar: the nch
@@ -52,6 +81,7 @@ typedef struct {
     double q_end;                /* the end of this core's round (rounds.py; INFINITY: one core) */
     int64_t core;                /* this core's number among those that share the last level and the DRAM */
     SyncFn sync;                 /* rounds.Rounds.sync: waits for the core's next turn, returns its round's end */
+    Trace *tr;                   /* the timeline, NULL when the run is not traced */
 } Mem;
 
 /* rounds.py: a call on the shared memory at or past the end of the core's round waits for its next turn. */
@@ -281,6 +311,9 @@ static inline int mem_contains(Mem *m, int64_t k, int64_t line) {
 static double transfer(Mem *m, double now, int64_t line, int write) {
     double start = m->bk ? banked_transfer(m, now, line, write) : book(m, m->nch == 1 ? 0 : line % m->nch, now);
     if (start < 0.0) return -1.0;
+    if (m->tr)  /* trace.Events.burst: a banked write holds the bus for its burst and its share of turnarounds */
+        tr_add(m->tr, write ? TK_DRAM_WRITE : TK_DRAM_READ, TRACK_DRAM + line % m->nch, start,
+               start + (write && m->bk ? m->bk->write_burst : m->line_time), 0.0, 1);
     m->dram_requests += 1.0; m->dram_bytes += (double)m->lv[0].line_bytes; m->dram_busy += m->line_share;
     if (start + m->line_time > m->dram_end) m->dram_end = start + m->line_time;
     return start;
@@ -395,6 +428,7 @@ typedef struct {
     /* An access program that pushes operands without a token (access_code.py, "FIFO mode") keeps every operand
      * here, from its push to the pop that takes it: sequence number, kind (0 integer, 1 float), value, ready. */
     int64_t oph, opt, *ops, *opk, *opi; double *opf, *opr;
+    Trace *tr;                   /* the timeline, NULL when the run is not traced */
 } Queue;
 
 /* queue.OutputQueue.push: the push time at or after t; the entry's sequence number is q->tail - 1. */
@@ -416,6 +450,10 @@ static double q_push(Queue *q, int64_t nbytes, double t) {
     q->tail++;
     q->held += nbytes;
     q->stall += t - start;
+    if (q->tr) {  /* trace.Events.push */
+        if (t > start) tr_add(q->tr, TK_QUEUE_FULL, TRACK_ACCESS, start, t, 0.0, 1);
+        tr_count(q->tr, TK_QUEUE_BYTES, TRACK_QUEUE, t, (double)q->held);
+    }
     if (q->held > q->max_bytes) q->max_bytes = q->held;
     if (q->tail - q->head > q->max_entries) q->max_entries = q->tail - q->head;
     q->hist[q->held] += 1;
@@ -608,10 +646,14 @@ typedef struct {
     int64_t sb_size, sb_n, sb_h; Store *sb;
     int64_t nmiss; double *miss_free;
     Ports ports[16];  /* one per pipe group (machine.ExecuteUnit.GROUPS, at most 16) */
+    Trace *tr;        /* the timeline, NULL when the run is not traced */
 } Pipe;
 
 static inline void pipe_wait(Pipe *p, double t, int64_t cat) {
-    if (t > p->fe) { p->stalls[cat] += t - p->fe; p->fe = t; }
+    if (t > p->fe) {
+        if (p->tr) tr_add(p->tr, TK_WAIT + cat, TRACK_WAITS, p->fe, t, 0.0, 1);  /* trace.Events.wait */
+        p->stalls[cat] += t - p->fe; p->fe = t;
+    }
 }
 
 static inline double pipe_dispatch(Pipe *p, int64_t stores) {
