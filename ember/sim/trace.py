@@ -166,7 +166,7 @@ def _names(program: Program) -> dict[str, dict[int, str]]:
 def chrome(runs: Sequence[tuple[Events, Program]], machine: Machine) -> dict[str, object]:
     """The Trace Event JSON of one run per core: a process per core with its access unit, queue counter, core
     and front-end threads, and a process for the DRAM channels the cores share.  Times are microseconds of
-    simulated time at the machine's clock; every span's args give its cycles."""
+    simulated time at the machine's clock, to the picosecond; runs, callbacks and host ops give their cycles."""
     us = 1e-3 / machine.clock_ghz  # microseconds a cycle
     ev: list[dict[str, object]] = []
     cores = len(runs)
@@ -197,16 +197,17 @@ def chrome(runs: Sequence[tuple[Events, Program]], machine: Machine) -> dict[str
             if b < e.lo or a > e.hi:  # a run's end is known only when it ends
                 continue
             p, t = (cores, track - DRAM) if track >= DRAM else (pid, track)
+            ts = round(a * us, 6)  # picoseconds: finer than any time the model produces at a GHz clock
             if kind.shape == "counter":
-                ev.append({"name": kind.label, "ph": "C", "pid": p, "ts": a * us, "args": {"bytes": v}})
-                continue
-            if kind.shape == "instant":
-                ev.append({"name": kind.label, "ph": "i", "s": "t", "pid": p, "tid": t, "ts": a * us,
-                           "args": {"cycle": a}})
-                continue
-            name = names[kind.name].get(int(v), kind.label) if kind.name in names else kind.label
-            ev.append({"name": name, "ph": "X", "pid": p, "tid": t, "ts": a * us, "dur": (b - a) * us,
-                       "args": {"cycles": [a, b]}})
+                ev.append({"name": kind.label, "ph": "C", "pid": p, "ts": ts, "args": {"bytes": v}})
+            elif kind.shape == "instant":
+                ev.append({"name": kind.label, "ph": "i", "s": "t", "pid": p, "tid": t, "ts": ts})
+            elif kind.name in names:  # runs, callbacks and host ops name what ran, and give its cycles
+                ev.append({"name": names[kind.name].get(int(v), kind.label), "ph": "X", "pid": p, "tid": t,
+                           "ts": ts, "dur": round((b - a) * us, 6), "args": {"cycles": [a, b]}})
+            else:
+                ev.append({"name": kind.label, "ph": "X", "pid": p, "tid": t, "ts": ts,
+                           "dur": round((b - a) * us, 6)})
     first = runs[0][0]
     return {"traceEvents": ev, "displayTimeUnit": "ns",
             "otherData": {"clock_ghz": machine.clock_ghz, "cores": cores,
