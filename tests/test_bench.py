@@ -67,12 +67,18 @@ def test_json_rows_have_every_stat_and_consistent_speedups(
     assert math.isclose(rows["O0"]["gpu_frac_copy_bw"], 0.1275, abs_tol=1e-4)  # D=32, pooling 20, uniform
 
 
-def test_the_energy_table_gives_nanojoules_a_lookup(full_run: tuple[subprocess.CompletedProcess[bytes], Path]
-                                                   ) -> None:
+def test_the_energy_tables_give_nanojoules_a_lookup_and_watts(full_run: tuple[subprocess.CompletedProcess[bytes], Path]
+                                                             ) -> None:
     res, out = full_run
-    o3 = next(r for r in json.loads((out / "rows.json").read_text())["rows"] if r["variant"] == "O3")
-    line = next(ln for ln in res.stdout.decode().splitlines() if ln.startswith("│ RM1_L0") and " W)" in ln)
-    assert f"{1e9 * o3['energy_j'] / o3['lookups']:,.2f} ({o3['power_w']:.1f} W)" in line
+    rows = {r["variant"]: r for r in json.loads((out / "rows.json").read_text())["rows"]}
+    text = res.stdout.decode()
+    assert max(map(len, text.splitlines())) <= 100
+    for title, cell in (("Energy per lookup (nJ)", lambda r: f"{1e9 * r['energy_j'] / r['lookups']:,.2f}"),
+                        ("Average power (W)", lambda r: f"{r['power_w']:.1f}")):
+        lines = text.split(title, 1)[1].splitlines()
+        header = next(ln for ln in lines if "workload" in ln).split("┃")[2:-1]
+        line = next(ln for ln in lines if ln.startswith("│ RM1_L0")).split("│")[2:-1]
+        assert [c.strip() for c in line] == [cell(rows[v.strip()]) for v in header]
 
 
 def test_csv_parses_with_the_same_rows(full_run: tuple[subprocess.CompletedProcess[bytes], Path]) -> None:
@@ -99,7 +105,9 @@ def test_only_the_tables_the_variants_allow() -> None:
     text = bench(*ONE, "--variants", "O0,O2").stdout.decode()
     assert "O0/O2" in text and "O0/O1" not in text and "O0/O3" not in text
     assert "hand-written" not in text and "core only" not in text
-    assert "O2: of DRAM peak" in text and "O3: of DRAM peak" not in text  # useful bandwidth of the variants run
+    bandwidth = text.split("Useful bandwidth / DRAM peak", 1)[1]
+    header = next(ln for ln in bandwidth.splitlines() if "workload" in ln)
+    assert [c.strip() for c in header.split("┃")[1:-1]] == ["workload", "O0", "O2", "GPU"]
 
 
 def test_plot_writes_the_figures_and_the_energy_breakdown(tmp_path: Path) -> None:

@@ -225,10 +225,10 @@ def bandwidth_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table | 
         return None
     gpu = load_gpu_baseline()
     shapes = {w.name: w for w in workloads}
-    t = _table("Useful bandwidth as a share of peak")
+    t = _table("Useful bandwidth / DRAM peak")
     for v in ours:
-        t.add_column(f"{v}: of DRAM peak", justify="right")
-    t.add_column(f"GPU: of copy bandwidth ({gpu.copy_gbps:,.0f} GB/s)", justify="right")
+        t.add_column(v, justify="right")
+    t.add_column("GPU", justify="right")
     missing: dict[str, list[str]] = {}  # reason -> workloads, so RM2_L0..L2 share one footnote
     for name in idx.workloads:
         w = shapes.get(name)
@@ -237,7 +237,8 @@ def bandwidth_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table | 
             missing.setdefault(gpu.missing_reason(w), []).append(name)
         t.add_row(name, *(frac_cell(idx.stat(name, v, "useful_bandwidth_fraction")) for v in ours),
                   frac_cell(match.frac_copy_bw if match else None))
-    notes = [f"GPU: {gpu.device}, PyTorch {gpu.torch}, same D, pooling and Zipf. "
+    notes = [f"GPU: the share of its {gpu.copy_gbps:,.0f} GB/s copy bandwidth; {gpu.device}, PyTorch {gpu.torch}, "
+             "same D, pooling and Zipf. "
              "Useful bytes = rows gathered + indices + offsets + output, each once."]
     notes.extend(f"{DASH}: {reason} ({', '.join(names)})." for reason, names in missing.items())
     t.caption = " ".join(notes)
@@ -254,12 +255,12 @@ def limiting_bound(idx: ResultIndex, workload: str, variant: str) -> str | None:
 
 def sol_table(idx: ResultIndex) -> Table:
     """Every point against the machine's speed of light, a bound that does not depend on the code."""
-    t = _table("Share of the speed-of-light bound (the bound that sets it)")
+    t = _table("Share of the speed-of-light bound (d: DRAM sets it, e: execute)")
     variants = [v for v in VARIANTS if v in idx.variants]
     for v in variants:
         t.add_column(v, justify="right")
     for w in idx.workloads:
-        t.add_row(w, *(f"{frac_cell(idx.stat(w, v, 'sol_fraction'))} ({limiting_bound(idx, w, v) or DASH})"
+        t.add_row(w, *(f"{frac_cell(idx.stat(w, v, 'sol_fraction'))} {(limiting_bound(idx, w, v) or DASH)[0]}"
                        for v in variants))
     t.add_section()
     t.add_row("geomean", *(frac_cell(geomean(idx.stat(w, v, "sol_fraction") for w in idx.workloads))
@@ -269,23 +270,30 @@ def sol_table(idx: ResultIndex) -> Table:
     return t
 
 
-def energy_table(idx: ResultIndex, workloads: Sequence[Workload]) -> Table:
-    """Energy per lookup and average power of every point (sim/energy.py prices the run's counters)."""
+def energy_tables(idx: ResultIndex, workloads: Sequence[Workload]) -> list[Table]:
+    """Energy per lookup, and average power, of every point (sim/energy.py prices the run's counters)."""
     lookups = {w.name: w.lookups for w in workloads}
-    t = _table("Energy per lookup (nJ), average power (W)")
     variants = [v for v in VARIANTS if v in idx.variants]
+    energy, power = _table("Energy per lookup (nJ)"), _table("Average power (W)")
     for v in variants:
-        t.add_column(v, justify="right")
+        energy.add_column(v, justify="right")
+        power.add_column(v, justify="right")
 
-    def cell(w: str, v: str) -> str:
-        e, p, n = idx.stat(w, v, "energy_j"), idx.stat(w, v, "power_w"), lookups.get(w)
-        return DASH if e is None or p is None or not n else f"{1e9 * e / n:,.2f} ({p:.1f} W)"
+    def per_lookup(w: str, v: str) -> str:
+        e, n = idx.stat(w, v, "energy_j"), lookups.get(w)
+        return DASH if e is None or not n else f"{1e9 * e / n:,.2f}"
+
+    def watts(w: str, v: str) -> str:
+        p = idx.stat(w, v, "power_w")
+        return DASH if p is None else f"{p:.1f}"
 
     for w in idx.workloads:
-        t.add_row(w, *(cell(w, v) for v in variants))
-    t.caption = ("energy_j over the workload's lookups, and energy_j / simulated time; the machine's energy "
-                 "numbers, most of them assumptions (docs/architecture.md, Energy).")
-    return t
+        energy.add_row(w, *(per_lookup(w, v) for v in variants))
+        power.add_row(w, *(watts(w, v) for v in variants))
+    energy.caption = "energy_j over the workload's lookups."
+    power.caption = ("energy_j / simulated time. Both from the machine's energy numbers, most of them assumptions "
+                     "(docs/architecture.md, Energy).")
+    return [energy, power]
 
 
 def form_fields(w: FormWorkload) -> dict[str, Any]:
@@ -337,7 +345,7 @@ def tables(results: Sequence[Result], workloads: Sequence[Workload]) -> list[Tab
     """Every table the run's variants allow, in a fixed order; `caption` says what they were run on."""
     idx = ResultIndex(results)
     built = [speedup_table(idx), hand_table(idx), core_table(idx), sol_table(idx), bandwidth_table(idx, workloads),
-             energy_table(idx, workloads)]
+             *energy_tables(idx, workloads)]
     return [t for t in built if t is not None]
 
 

@@ -314,7 +314,7 @@ def _console(json_path: str | None, csv_path: str | None) -> Console:
 
     console = Console(stderr="-" in (json_path, csv_path))
     if not console.is_terminal:
-        console.width = 120  # piped or captured: wide enough that the tables do not wrap
+        console.width = 100  # piped or captured: the width the tables are laid out for
     return console
 
 

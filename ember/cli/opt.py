@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
 import click
@@ -16,18 +17,26 @@ if TYPE_CHECKING:
     from ..passes.base import Pass
 
 
+COLUMNS = 100  # what --list-passes fits in
+
+
 def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
     from ..passes import PASSES, PRESETS
 
+    width = max(map(len, PASSES)) + 2
     for name in sorted(PASSES):
         cls = PASSES[name]
         opts = ", ".join(f.name for f in dataclasses.fields(cls) if f.repr)
-        click.echo(f"{name:12s} {cls.summary}" + (f"  [options: {opts}]" if opts else ""))
+        text = cls.summary + (f" [options: {opts}]" if opts else "")
+        click.echo(textwrap.fill(text, COLUMNS, initial_indent=f"{name:{width}s}", subsequent_indent=" " * width))
     click.echo("\nPresets: the option to type (or, in parentheses, a name), then the same pipeline as --pass:")
     for label, pipeline in presets(PRESETS):
-        click.echo(f"  {label:26s} --pass={pipeline}")
+        click.echo(f"  {label}")
+        # break only after a comma, so each line is whole pass names
+        click.echo(textwrap.fill(f"--pass={pipeline}".replace(",", ", "), COLUMNS, initial_indent="      ", break_on_hyphens=False,
+                                 subsequent_indent="        ").replace(", ", ","))
     ctx.exit()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import textwrap
 from dataclasses import dataclass
 
 from ..bench.plot import require_matplotlib
@@ -60,11 +61,23 @@ def _num(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
+COLUMNS = 100  # what the report fits in: longer lines wrap, their continuations indented
+REP = 34  # the representation column; a longer representation takes a line of its own
+
+
 def text(o: Outcome) -> str:
     out = io.StringIO()
 
-    def put(line: str = "") -> None:
-        out.write(line + "\n")
+    def put(line: str = "", indent: int = 4) -> None:
+        lead = len(line) - len(line.lstrip(" "))
+        out.write(textwrap.fill(line, COLUMNS, subsequent_indent=" " * (lead + indent), break_long_words=False,
+                                break_on_hyphens=False) + "\n" if line else "\n")
+
+    def row(rep: str, numbers: str) -> None:
+        if len(rep) > REP:
+            put(f"  {rep}")
+            rep = ""
+        out.write(f"  {rep:{REP}s}{numbers}\n")
 
     floats = sum(m.table.bytes for m in o.tables)
     put(f"ember-plan: {o.label} on machine '{o.machine}': -O3, each table's bags simulated timing-only; "
@@ -76,11 +89,11 @@ def text(o: Outcome) -> str:
         t = m.table
         put()
         put(f"table {t.name} ({t.rows:,} x {t.dim} f32, {t.bags} bag{'s' if t.bags > 1 else ''})")
-        put(f"  {'representation':44s} {'bytes':>14s} {'ratio':>8s} {'cycles':>12s} {'energy uJ':>10s} "
-            f"{'error max':>10s} {'error RMS':>10s}")
+        row("representation", f"{'bytes':>13s} {'ratio':>7s} {'cycles':>11s} {'energy uJ':>9s} {'error max':>9s} "
+            f"{'error RMS':>9s}")
         for c in m.candidates:
-            put(f"  {c.representation:44s} {c.bytes:>14,} {t.bytes / c.bytes:>8.2f} {c.cycles:>12,.0f} "
-                f"{c.energy_j * 1e6:>10.4g} {_num(c.error_max):>10s} {_num(c.error_rms):>10s}")
+            row(c.representation, f"{c.bytes:>13,} {t.bytes / c.bytes:>7.2f} {c.cycles:>11,.0f} "
+                f"{c.energy_j * 1e6:>9.4g} {_num(c.error_max):>9s} {_num(c.error_rms):>9s}")
         for spec, why in m.declined:
             put(f"  not a candidate: {spec}: {why}")
         unmeasured = next((c.unmeasured for c in m.candidates if c.unmeasured), "")
@@ -91,8 +104,8 @@ def text(o: Outcome) -> str:
     p, base = o.plan, o.float_plan()
     put(f"plan (least {o.objective} within the budget):")
     for m, c in zip(o.tables, o.picked(p)):
-        put(f"  {m.table.name:24s} {c.representation:44s} {c.bytes:>14,} bytes {c.cycles:>12,.0f} cycles  "
-            f"error RMS {_num(c.error_rms)}")
+        put(f"  {m.table.name}: {c.representation}")
+        put(f"      {c.bytes:,} bytes, {c.cycles:,.0f} cycles, error RMS {_num(c.error_rms)}")
     cyc, fcyc = o.cycles(p), o.cycles(base)
     put(f"  total: {p.bytes:,} bytes ({floats / p.bytes:.2f}x smaller; budget {o.budget:,}), {cyc:,.0f} cycles "
         f"({cyc / fcyc:.2f}x the float32 tables' {fcyc:,.0f}), energy {o.energy(p) * 1e6:.4g} uJ, "
@@ -106,8 +119,8 @@ def text(o: Outcome) -> str:
     for q in shown:
         mark = "*" if q == p else " "
         reps = ", ".join(c.representation.split(" ")[0] + _rank(c) for c in o.picked(q))
-        put(f" {mark}{q.bytes:>14,} bytes {o.cycles(q):>12,.0f} cycles {o.energy(q) * 1e6:>10.4g} uJ  "
-            f"RMS {_num(o.rms(q)):>8s}  {reps}")
+        put(f" {mark}{q.bytes:>13,} bytes {o.cycles(q):>11,.0f} cycles {o.energy(q) * 1e6:>9.4g} uJ  "
+            f"RMS {_num(o.rms(q)):>8s}  {reps}", indent=6)
     put(f"planned in {o.seconds:.1f} s ({o.simulations} programs simulated)")
     return out.getvalue()
 
