@@ -35,8 +35,8 @@ def _list_passes(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     for label, pipeline in presets(PRESETS):
         click.echo(f"  {label}")
         # break only after a comma, so each line is whole pass names
-        click.echo(textwrap.fill(f"--pass={pipeline}".replace(",", ", "), COLUMNS, initial_indent="      ", break_on_hyphens=False,
-                                 subsequent_indent="        ").replace(", ", ","))
+        click.echo(textwrap.fill(f"--pass={pipeline}".replace(",", ", "), COLUMNS, initial_indent="      ",
+                                 subsequent_indent="        ", break_on_hyphens=False).replace(", ", ","))
     ctx.exit()
 
 
