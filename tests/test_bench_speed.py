@@ -208,8 +208,8 @@ def test_compare_engines_stops_at_the_first_differing_statistic(monkeypatch: pyt
     real = bench_run.run
 
     def skewed(w: Any, variant: str, machine: Any, engine: str = "fast", timing_only: bool = False,
-               hands: Any = None) -> Result:
-        res = real(w, variant, machine, engine=engine, timing_only=timing_only, hands=hands)
+               hands: Any = None, trace: Any = None) -> Result:
+        res = real(w, variant, machine, engine=engine, timing_only=timing_only, hands=hands, trace=trace)
         if engine == "fast":
             res.stats["dram_bytes"] += 64
         return res
