@@ -26,7 +26,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check ember tests samples tools
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The optional groups too: tests that need torch (the scripted-TorchScript route, torch references),
 # transformers (the Hugging Face models built at test time) and matplotlib (plots). torch==2.13.0 from
@@ -35,7 +35,7 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch,plot,corpus]'
 	$(BIN)/ruff check ember tests samples tools
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

@@ -142,7 +142,7 @@ def test_the_quantized_experts_equal_fbgemm_bit_for_bit_on_both_engines(bits: in
     np.testing.assert_array_equal(fast_got["output"], want)
 
 
-@pytest.mark.parametrize("name", ["RM1_DHE", "RM2_DHE", "RM3_DHE"])
+@pytest.mark.parametrize("name", ["RM1_DHE", "RM2_DHE", pytest.param("RM3_DHE", marks=pytest.mark.slow)])  # 7 s
 def test_the_dhe_expert_equals_the_compiled_mlp_bit_for_bit_on_both_engines(name: str) -> None:
     """The expert DHE kernel keeps the compiled program's order of float operations (each hidden unit's fused
     multiply-adds over the hashes in order, the ReLU, each output's over the hidden units), with vectors where the
@@ -194,7 +194,7 @@ def test_the_robe_expert_reads_the_array_as_robe_defines_it_on_both_engines(dim:
     assert not out["output"][1].any()
 
 
-@pytest.mark.parametrize("dim", [32, 64, 128])
+@pytest.mark.parametrize("dim", [32, 64, pytest.param(128, marks=pytest.mark.slow)])
 def test_the_tt_expert_computes_the_train_on_both_engines(dim: int) -> None:
     """Against tt_rows, the train's definition in float64, on random cores of p = (3, 5, 4) (the kernel reads p
     from the cores): every row from the last one back, an empty bag, and repeated rows.  Both engines, the same

@@ -68,8 +68,9 @@ def in_bench(file: str) -> bool:
 
 
 def case(file: str, *args: str, check: str) -> object:
-    # One worker runs a file's three cases, so its -O0 and -O3 runs are simulated once (`run` keeps them).
-    marks = [pytest.mark.xdist_group(file)]
+    # make test's --dist loadfile gives one worker every case of this module, so a file's -O0 and -O3 runs are
+    # simulated once (`run` keeps them)
+    marks = []
     if in_bench(file):
         marks.append(pytest.mark.slow)
     if why := reason(file, check):

@@ -119,9 +119,8 @@ def compared(memory: str) -> list[tuple[str, str, check.Measured, dict[str, floa
 
 # DDR5 and HBM3 are issue 33's acceptance and run in `make test`; the other memories' doc rows in `make test-all`
 IN_MAKE_TEST = ("DDR5-4800", "HBM3")
-# A memory's two tests share one worker (make test's --dist loadgroup), so `compared` drives its traces once.
-MEMORY_PARAMS = [pytest.param(m, marks=[pytest.mark.xdist_group(f"dram-{m}"),
-                                        *([] if m in IN_MAKE_TEST else [pytest.mark.slow])]) for m in check.MEMORIES]
+# A memory's two tests run in one worker (make test's --dist loadfile), so `compared` drives its traces once.
+MEMORY_PARAMS = [pytest.param(m, marks=[] if m in IN_MAKE_TEST else [pytest.mark.slow]) for m in check.MEMORIES]
 
 
 def test_every_trace_has_a_reference_for_every_memory() -> None:
@@ -172,6 +171,7 @@ def test_hbm2_streams_at_the_published_energy_a_bit() -> None:
     assert check.energy_pj_bit(check.MEMORIES["HBM2"], "random reads") > 1.1 * got  # a row opened a line
 
 
+@pytest.mark.slow  # 6 s: make bench (docs/testing.md); test_hbm2_streams_at_the_published_energy_a_bit stays
 def test_the_docs_energy_table_is_current() -> None:
     doc = (Path(__file__).parent.parent / "docs" / "dram.md").read_text()
     assert all(row in doc for row in check.energy_table().splitlines()[2:]), \

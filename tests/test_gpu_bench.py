@@ -235,6 +235,7 @@ def test_an_exported_model_is_timed_whole_on_its_inputs() -> None:
         backend.prepare_model(floats)
 
 
+@pytest.mark.slow  # 7 s: make bench (docs/testing.md)
 def test_vs_gpu_runs_a_model_on_one_core_of_each_server(tmp_path: Path) -> None:
     """--model: the model's DAE time is what the tools give for it on one core of the server (ember-import, -O3,
     ember-asm, ember-sim --machine), and with a timed GPU row of the same name the speedup is their ratio."""

@@ -23,8 +23,6 @@ from ember.sim.engines import simulate
 from ember.sim.pipeline import CATEGORIES
 from ember.sim.trace import KINDS, WAIT_LABELS, Events, TraceOptions, chrome, trace_json
 
-pytestmark = pytest.mark.xdist_group("trace")
-
 
 @pytest.fixture(scope="module")
 def demo() -> tuple:
