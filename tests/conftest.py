@@ -117,11 +117,11 @@ OP_MODES = [pytest.param(m, v, marks=[pytest.mark.slow] if v in ("O1", "full") o
             for v in ("O0", "O3", "core", "O1", "full") for m in ("sum", "mean", "weighted")]
 
 
-def op_mode_cases(sizes: dict[str, Any], slow_at_o3: str) -> list[Any]:
-    """OP_MODES for each size of an op (named by its id), with the size `slow_at_o3` in `make bench` at -O3 too:
+def op_mode_cases(sizes: dict[str, Any], slow_at_o3: tuple[str, ...]) -> list[Any]:
+    """OP_MODES for each size of an op (named by its id), with the sizes `slow_at_o3` in `make bench` at -O3 too:
     the reference engine takes longest there."""
     return [pytest.param(size, *p.values, id=f"{key}-{p.values[0]}-{p.values[1]}",
-                         marks=[*p.marks, *([pytest.mark.slow] if key == slow_at_o3 and p.values[1] == "O3" else [])])
+                         marks=[*p.marks, *([pytest.mark.slow] if key in slow_at_o3 and p.values[1] == "O3" else [])])
             for p in OP_MODES for key, size in sizes.items()]
 
 

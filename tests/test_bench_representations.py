@@ -142,7 +142,8 @@ def test_the_quantized_experts_equal_fbgemm_bit_for_bit_on_both_engines(bits: in
     np.testing.assert_array_equal(fast_got["output"], want)
 
 
-@pytest.mark.parametrize("name", ["RM1_DHE", "RM2_DHE", pytest.param("RM3_DHE", marks=pytest.mark.slow)])  # 7 s
+@pytest.mark.parametrize("name", ["RM1_DHE", *(pytest.param(n, marks=pytest.mark.slow) for n in ("RM2_DHE", "RM3_DHE"))
+                                  ])
 def test_the_dhe_expert_equals_the_compiled_mlp_bit_for_bit_on_both_engines(name: str) -> None:
     """The expert DHE kernel keeps the compiled program's order of float operations (each hidden unit's fused
     multiply-adds over the hashes in order, the ReLU, each output's over the hidden units), with vectors where the

@@ -76,8 +76,10 @@ def compile_dhe(source: str, params: dict[str, np.ndarray], level: str) -> Progr
     return compile_text(source, params, level, "dhe.eir")
 
 
-# Two layers at -O3 run in `make bench`; `make test` runs the other widths there and two layers at every other level.
-DHE_CASES = op_mode_cases({"widths0": [16, 8], "widths1": [24, 16, 8], "widths2": [12, 10, 6, 4]}, "widths1")
+# One and two layers at -O3 run in `make bench`; `make test` runs three layers there, and every width at every other
+# level.
+DHE_CASES = op_mode_cases({"widths0": [16, 8], "widths1": [24, 16, 8], "widths2": [12, 10, 6, 4]},
+                          ("widths0", "widths1"))
 
 
 @pytest.mark.parametrize(("widths", "mode", "level"), DHE_CASES)

@@ -117,7 +117,7 @@ def test_a_hang_and_a_crash_are_reported_not_fatal(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(c, "MIX", ("gen",))
     monkeypatch.setattr(engines, "simulate", _spin_forever)  # a hang that burns CPU time: `timeout` of it
-    s = campaign(2, seed=2, timeout=2, jobs=1, shrink_seconds=0)
+    s = campaign(2, seed=2, timeout=1, jobs=1, shrink_seconds=0)
     assert s.runs == 2 and s.counts["hang"] >= 1, s.line()
     [hang] = [f for f in s.failures.values() if "timeout" in f.verdict.detail][:1]
     assert "case.dae" in hang.verdict.files  # saved although the worker was killed

@@ -81,7 +81,7 @@ def test_form_imports_to_one_bag(form: str) -> None:
     assert not module.warnings  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("level", ["O0", "O3"])
+@pytest.mark.parametrize("level", [pytest.param("O0", marks=pytest.mark.slow), "O3"])  # O0: make bench
 @pytest.mark.parametrize("form", FORMS)
 def test_form_simulates_to_onnxruntime(form: str, level: str) -> None:
     feeds, want, _ = _data(form)

@@ -80,7 +80,7 @@ def compile_tt(source: str, cores: list[np.ndarray], level: str) -> Program:
 
 
 # Three cores at -O3 run in `make bench`; `make test` runs two and four cores there and three at every other level.
-TT_CASES = op_mode_cases({"2": 2, "3": 3, "4": 4}, "3")
+TT_CASES = op_mode_cases({"2": 2, "3": 3, "4": 4}, ("3",))
 
 
 @pytest.mark.parametrize(("n", "mode", "level"), TT_CASES)
