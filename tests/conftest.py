@@ -141,6 +141,18 @@ def compile_text(source: str, params: dict[str, Any], level: str, name: str = "m
     return disassemble(assemble(program), name.replace(".eir", ".bin"))
 
 
+# The modules that take longest (pytest --durations, 29 November), run first: `make test` gives each worker whole
+# modules (--dist loadfile) in collection order, so long ones started last would leave one core idle at the end.
+LONGEST_FIRST = ("test_fast_engine.py", "test_pipeline.py", "test_bad_input.py", "test_dram.py",
+                 "test_bench_representations.py", "test_fuzz.py", "test_dhe.py", "test_sweep.py", "test_gpu_bench.py",
+                 "test_corpus.py", "test_plan.py", "test_profitability.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
 # Optional test groups: the module a skipped test could not import -> the extra that installs it.
 OPTIONAL_GROUPS = {"torch": "torch", "onnxscript": "torch", "transformers": "corpus", "matplotlib": "plot",
                    "distributed": "dask", "dask": "dask", "onnxruntime": "test", "triton": "gpu"}

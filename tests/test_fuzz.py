@@ -27,7 +27,7 @@ from ember.fuzz.oracle import same_array, simulate_both  # noqa: E402
 from ember.ir.diagnostics import EmberError  # noqa: E402
 from ember.isa import OPS  # noqa: E402
 
-BOUNDED_RUNS = 120
+BOUNDED_RUNS = 100
 
 
 def test_bounded_run_finds_no_failure(tmp_path: Path) -> None:

@@ -133,6 +133,8 @@ def test_cli_trace_and_its_errors(run: object, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert b"note: the trace keeps the first 5 events" in r.stderr
     assert len(spans(json.loads(out.read_text()))) <= 5
+    r = run("sim", str(binary), "--inputs", inputs, "--trace", "-")  # type: ignore
+    assert r.returncode == 0 and json.loads(r.stdout)["traceEvents"] and b"cycles" in r.stderr  # the table moves
     for args, message in ((["--trace", str(out), "--trace-window", "9:3"], "--trace-window '9:3'"),
                           (["--trace-window", "0:5"], "--trace-window needs --trace"),
                           (["--trace", str(out), "--trace-limit", "0"], "--trace-limit 0")):

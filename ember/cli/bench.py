@@ -246,7 +246,7 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
     if plot_dir:
         _plot(results, f"{report.caption(m, overrides, scale)} {report.published_note('Markers')}", plot_dir)
     if not quiet:
-        console = _console(json_path, csv_path)
+        console = _console(json_path, csv_path, trace_path, timeline_path)
         forms = scale.startswith("representations")
         tables = report.representations_tables(results, workloads) if forms else report.tables(results, workloads)
         if speed:
@@ -308,11 +308,11 @@ def _write_rows(json_path: str | None, json_text: Callable[[], str], csv_path: s
     write_outputs(files)
 
 
-def _console(json_path: str | None, csv_path: str | None) -> Console:
-    """Tables go to stdout, or to stderr when stdout carries --json - or --csv -."""
+def _console(*paths: str | None) -> Console:
+    """Tables go to stdout, or to stderr when stdout carries one of these outputs (--json -, --csv -, ...)."""
     from rich.console import Console
 
-    console = Console(stderr="-" in (json_path, csv_path))
+    console = Console(stderr="-" in paths)
     if not console.is_terminal:
         console.width = 100  # piped or captured: the width the tables are laid out for
     return console
