@@ -197,7 +197,7 @@ def chrome(runs: Sequence[tuple[Events, Program]], machine: Machine) -> dict[str
             if b < e.lo or a > e.hi:  # a run's end is known only when it ends
                 continue
             p, t = (cores, track - DRAM) if track >= DRAM else (pid, track)
-            ts = round(a * us, 6)  # picoseconds: finer than any time the model produces at a GHz clock
+            ts = round(a * us, 6)  # to the picosecond; runs, callbacks and host ops keep their exact cycles
             if kind.shape == "counter":
                 ev.append({"name": kind.label, "ph": "C", "pid": p, "ts": ts, "args": {"bytes": v}})
             elif kind.shape == "instant":
