@@ -33,6 +33,15 @@ _PRESET_DIR = ("machines",)
 _SECTIONS = ("access", "execute", "caches", "dram", "energy")
 ADDRESS_MAPS = ("row-bank-rank-column", "mop4-xor")  # ember.sim.dram's module docstring defines each
 MAX_DRAM_CHANNELS = 1024  # each channel keeps its own bookings (the fast engine reserves room for each)
+# Ranges far beyond any machine built, which keep the engines' state in memory and their arithmetic exact: a count
+# sizes arrays both engines allocate, a time is added to cycle counts that must stay below 2^53.
+MAX_COUNT = 1 << 20  # reorder-buffer entries, fill buffers, lanes, registers, ...
+MAX_CYCLES_PER = 1e6  # a latency, a penalty, a DRAM timing, in cycles
+MAX_HOLD = 1024  # cycles one instruction may hold its pipe group
+MAX_PER_CYCLE = 64  # instructions of one group a cycle
+MAX_QUEUE_BYTES = 1 << 22  # the whole output queue
+MAX_CACHE_BYTES = 1 << 30
+MAX_CORES = 4096
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -608,31 +617,46 @@ def _validate(m: Machine) -> None:
     def non_negative(key: str, value: float) -> None:
         need(math.isfinite(value) and value >= 0, key, value, "must be a finite number >= 0")
 
-    positive("clock_ghz", m.clock_ghz)
-    positive("cores", m.cores)
+    def count(key: str, value: int, top: int = MAX_COUNT) -> None:
+        need(1 <= value <= top, key, value, f"must be from 1 to {top:,}")
+
+    def cycles(key: str, value: float, top: float = MAX_CYCLES_PER) -> None:
+        need(math.isfinite(value) and 0 <= value <= top, key, value, f"must be from 0 to {top:g} cycles")
+
+    def within(key: str, value: float, lo: float, hi: float) -> None:
+        need(math.isfinite(value) and lo <= value <= hi, key, value, f"must be from {lo:g} to {hi:g}")
+
+    within("clock_ghz", m.clock_ghz, 0.001, 100.0)
+    count("cores", m.cores, MAX_CORES)
     a = m.access
-    for name in ("lanes", "outstanding", "queue_bytes", "traversal_units", "stream_slots"):
-        positive(f"access.{name}", getattr(a, name))
+    for name in ("lanes", "outstanding", "traversal_units", "stream_slots"):
+        count(f"access.{name}", getattr(a, name))
+    positive("access.queue_bytes", a.queue_bytes)
+    if a.queue_total_bytes > MAX_QUEUE_BYTES:
+        raise EmberError(f"machine keys 'access.lanes' = {a.lanes} and 'access.queue_bytes' = {a.queue_bytes} make an "
+                         f"output queue of {a.queue_total_bytes:,} bytes; the most is {MAX_QUEUE_BYTES:,}")
     e = m.execute
-    need(e.simd_bits >= 8 and e.simd_bits % 8 == 0, "execute.simd_bits", e.simd_bits,
-         "must be a positive multiple of 8")
-    for name in ("issue_width", "rob_entries", "store_buffer", "miss_slots", "general_registers", "vector_registers",
+    need(8 <= e.simd_bits <= 8192 and e.simd_bits % 8 == 0, "execute.simd_bits", e.simd_bits,
+         "must be a multiple of 8 from 8 to 8192")
+    for name in ("issue_width", "rob_entries", "store_buffer", "general_registers", "vector_registers",
                  "mask_registers"):
-        positive(f"execute.{name}", getattr(e, name))
-    need(e.prefetch_lines >= 0, "execute.prefetch_lines", e.prefetch_lines, "must be >= 0")
+        count(f"execute.{name}", getattr(e, name))
+    count("execute.miss_slots", e.miss_slots, 4096)  # each miss looks for the slot free earliest among them
+    need(0 <= e.prefetch_lines <= 64, "execute.prefetch_lines", e.prefetch_lines, "must be from 0 to 64")
     need(0 < e.branch_entries <= 1 << 24 and e.branch_entries & (e.branch_entries - 1) == 0, "execute.branch_entries",
          e.branch_entries, "must be a power of two from 1 to 16777216")
     need(0 <= e.branch_history <= 30, "execute.branch_history", e.branch_history, "must be from 0 to 30")
     for name in ExecuteUnit.LATENCIES:
-        non_negative(f"execute.{name}", getattr(e, name))
+        cycles(f"execute.{name}", getattr(e, name))
     for group in ExecuteUnit.GROUPS:
         key, rt = f"execute.{group}_throughput", getattr(e, f"{group}_throughput")
-        positive(key, rt)
+        need(math.isfinite(rt) and 1 / MAX_PER_CYCLE <= rt <= MAX_HOLD, key, rt,
+             f"must be from 1/{MAX_PER_CYCLE} to {MAX_HOLD} cycles")
         whole = 1 / rt if rt < 1 else rt
         need(abs(whole - round(whole)) < 1e-9, key, rt,
              "must be a whole number of cycles or one over a whole number (0.25, 0.5, 1, 2, ...)")
-    positive("execute.host_flops_per_cycle", e.host_flops_per_cycle)
-    positive("execute.matrix_flops_per_cycle", e.matrix_flops_per_cycle)
+    within("execute.host_flops_per_cycle", e.host_flops_per_cycle, 1e-6, 1e9)
+    within("execute.matrix_flops_per_cycle", e.matrix_flops_per_cycle, 1e-6, 1e9)
     need(len(m.caches) > 0, "caches", "[]", "at least one cache level is needed")
     seen: set[str] = set()
     for c in m.caches:
@@ -641,29 +665,28 @@ def _validate(m: Machine) -> None:
              "must be an identifier")
         need(c.name not in seen, f"{p}.name", c.name, "names a level twice")
         seen.add(c.name)
-        positive(f"{p}.ways", c.ways)
-        positive(f"{p}.line_bytes", c.line_bytes)
+        count(f"{p}.ways", c.ways, 1024)
+        count(f"{p}.line_bytes", c.line_bytes, 4096)
         need(c.line_bytes & (c.line_bytes - 1) == 0, f"{p}.line_bytes", c.line_bytes,
              "must be a power of two")
         need(c.line_bytes == m.caches[0].line_bytes, f"{p}.line_bytes", c.line_bytes,
              f"must equal the first level's line size ({m.caches[0].line_bytes}); "
              "set caches.line_bytes to change every level")
-        positive(f"{p}.size_bytes", c.size_bytes)
+        count(f"{p}.size_bytes", c.size_bytes, MAX_CACHE_BYTES)
         need(c.size_bytes % (c.ways * c.line_bytes) == 0, f"{p}.size_bytes", c.size_bytes,
              f"must be a multiple of ways * line_bytes ({c.ways * c.line_bytes})")
-        non_negative(f"{p}.latency", c.latency)
+        cycles(f"{p}.latency", c.latency)
     need(a.cache_level in seen, "access.cache_level", a.cache_level,
          f"must name a cache level ({', '.join(m.cache_names)})")
-    non_negative("dram.latency", m.dram.latency)
+    cycles("dram.latency", m.dram.latency)
     device = m.dram.device_spec
     if device is None:
-        positive("dram.bytes_per_cycle", m.dram.bytes_per_cycle)
+        within("dram.bytes_per_cycle", m.dram.bytes_per_cycle, 1e-6, 1e6)
     else:
         need(m.dram.bytes_per_cycle == 0, "dram.bytes_per_cycle", m.dram.bytes_per_cycle,
              f"device '{device.name}' sets the bandwidth (use dram.channels, or dram.device=ideal)")
         _validate_device(device, m.line_bytes)
-    need(math.isfinite(m.dram.write_batch) and m.dram.write_batch >= 1, "dram.write_batch", m.dram.write_batch,
-         "must be at least 1")
+    within("dram.write_batch", m.dram.write_batch, 1, 1e6)
     need(m.dram.address_map in ADDRESS_MAPS, "dram.address_map", m.dram.address_map,
          f"must be one of {', '.join(ADDRESS_MAPS)}")
     need(1 <= m.dram.channels <= MAX_DRAM_CHANNELS, "dram.channels", m.dram.channels,
@@ -681,15 +704,16 @@ def _validate_device(d: DramDevice, line_bytes: int) -> None:
 
     need(d.burst_bytes == line_bytes, "burst_bytes", f"must equal the cache line ({line_bytes} bytes)")
     for key in ("ranks", "bankgroups", "banks"):
-        need(getattr(d, key) > 0 and getattr(d, key) & (getattr(d, key) - 1) == 0, key,
-             "must be a power of two (the mop4-xor map XORs column bits into it)")
+        need(0 < getattr(d, key) <= 1024 and getattr(d, key) & (getattr(d, key) - 1) == 0, key,
+             "must be a power of two up to 1024 (the mop4-xor map XORs column bits into it)")
     lines = d.row_bytes // line_bytes
-    need(d.row_bytes % line_bytes == 0 and lines >= 4 and lines & (lines - 1) == 0, "row_bytes",
+    need(d.row_bytes % line_bytes == 0 and 4 <= lines <= 1 << 16 and lines & (lines - 1) == 0, "row_bytes",
          f"must be a power-of-two multiple of four cache lines ({4 * line_bytes} bytes)")
-    need(math.isfinite(d.tck_ps) and d.tck_ps > 0, "tck_ps", "must be positive")
+    need(math.isfinite(d.tck_ps) and 0.01 <= d.tck_ps <= 1e6, "tck_ps", "must be from 0.01 to 1e6 picoseconds")
     for f in dataclasses.fields(DramDevice):
         if f.name.startswith("n") and f.name != "name":
-            need(math.isfinite(getattr(d, f.name)) and getattr(d, f.name) >= 0, f.name, "must be >= 0")
+            need(math.isfinite(getattr(d, f.name)) and 0 <= getattr(d, f.name) <= 1e7, f.name,
+                 "must be from 0 to 1e7 clocks")
     need(d.nburst > 0, "nburst", "must be positive")
     for key in ("vdd", "devices", "idd0", "idd2n", "idd3n", "idd4r", "idd4w", "idd5b", "io_bit_pj"):
         need(math.isfinite(getattr(d, key)) and getattr(d, key) >= 0, key, "must be >= 0")
