@@ -634,3 +634,39 @@ def test_the_largest_settings_allowed_run_alike_on_both_engines(setting: str) ->
                                     dict(np.load(MODELS / "bag_sum.in.npz")), m)
     np.testing.assert_array_equal(out["output"], ref_out["output"])
     assert_same(ref_st, st)
+
+
+def test_ctrl_c_stops_a_fast_engine_run_at_once(tmp_path: Path) -> None:
+    """SIGINT while the fast engine's compiled code runs (in C, where Python cannot see it) stops the run within a
+    check of the cycle limit, as it stops the reference engine: one line, exit status 1 (issue 35)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ember.backend.binary import assemble
+
+    spin = program("""
+.sym @0 output "y" i64 [1]
+.code
+  alloc @0, [1]
+  li r0, 0
+L0:
+  add r0, r0, 1
+  jmp L0
+  halt
+.end
+""")
+    (tmp_path / "spin.bin").write_bytes(assemble(spin))
+    np.savez(tmp_path / "none.npz")
+    code = "from ember.cli.sim import main; main()"
+    p = subprocess.Popen([sys.executable, "-c", code, "spin.bin", "--inputs", "none.npz", "--max-cycles", "inf",
+                          "-q"], cwd=tmp_path, stderr=subprocess.PIPE,
+                         env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent)))
+    time.sleep(2)  # started, and simulating (the loop never ends)
+    assert p.poll() is None
+    p.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, err = p.communicate(timeout=60)
+    assert time.monotonic() - start < 10
+    assert p.returncode == 1 and err.decode() == "ember-sim: interrupted\n", err

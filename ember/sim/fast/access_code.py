@@ -14,7 +14,6 @@ from ..access import inert_tus
 from .boundary import count_field
 from .cdefs import (
     CTYPE,
-    MAX_CYCLES,
     Push,
     Unsupported,
     VType,
@@ -248,7 +247,7 @@ class AccessCode:
         self.fire(tu, "beg")
         i = self.var(f"i{k}", "int64_t")
         self.block(f"for ({i} = lb{k}; {i} < ub{k}; {i} += st{k})")
-        self(f"if (ac > xp_max_cycles) {self.fail(MAX_CYCLES, 'ac')}")
+        self(self.limit("ac"))
         if tu.vl:
             self(f"ACT{pre}{tu.n} = lanes_left({tu.vl}, ub{k}, {i});")
         self(f"T{pre}{tu.n} = {i}; RT{pre}{tu.n} = maxd(ac, {br});")
@@ -304,7 +303,7 @@ class AccessCode:
             callback = self.callback_ids[(unit.acc.name, token)]
             self(f"if (TR) tr_add(TR, TK_CALLBACK, TRACK_CORE, cb0, P->fe, {callback}, 0);")
             self("is_callbacks += 1;")
-            self(f"if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')}")
+            self(self.limit("P->fe"))
 
     def enqueue(self, push: Push) -> None:
         """FIFO mode: the operand joins the runtime FIFO that pops read (an access program with a rule that pushes

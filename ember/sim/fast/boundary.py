@@ -163,7 +163,7 @@ class Args(Struct):
     _fields_ = [("sym", ctypes.POINTER(Symbol)), ("nsym", _I), ("next_addr", _I), ("mem", ctypes.POINTER(Mem)),
                 ("q", ctypes.POINTER(Queue)), ("access_level", _I), ("host", HOST_FN), ("cost", HostCost),
                 ("xp", Numbers), ("counts", Counts), ("totals", Totals), ("br", ctypes.POINTER(Branches)),
-                ("tr", ctypes.POINTER(Trace))]
+                ("tr", ctypes.POINTER(Trace)), ("stop", _I)]
 
 
 RUNTIME = (Level, Channel, Banks, Trace, Mem, Queue, Branches)  # declared in runtime.h

@@ -39,6 +39,7 @@ from .boundary import (
 from .cdefs import (
     CTYPE,
     ERROR,
+    INTERRUPTED,
     MAX_CYCLES,
     Push,
     Unsupported,
@@ -123,6 +124,12 @@ class Generator(AccessCode, MemoryCode):
     def new_site(self) -> int:
         self.site += 1
         return self.site
+
+    def limit(self, clock: str) -> str:
+        """The check at each backward branch, callback and traversal-unit iteration (cycle_limit.py): past the
+        cycle limit, or asked to stop (Ctrl-C: engine._State.run sets x->stop from another thread)."""
+        return (f"if ({clock} > xp_max_cycles) {self.fail(MAX_CYCLES, clock)} "
+                f"if (*(volatile int64_t *)&x->stop) {self.fail(INTERRUPTED)}")
 
     def fail(self, code: int = ERROR, clock: str = "") -> str:
         """A C statement stopping the run with `code`; a stop at the cycle limit records the `clock` it checked."""
@@ -281,7 +288,7 @@ class Generator(AccessCode, MemoryCode):
                 done = self.plain(ins)
                 to = self.labels[ins.args[-1].name]
                 # a taken backward branch checks the cycle limit (cycle_limit.py), as execute.Core.run_from does
-                jump = f"{{ if (P->fe > xp_max_cycles) {self.fail(MAX_CYCLES, 'P->fe')} goto {names[to]}; }}" \
+                jump = f"{{ {self.limit('P->fe')} goto {names[to]}; }}" \
                     if to <= pc else f"goto {names[to]};"
                 row = isa.OPS[op]
                 if row.kind == "jump":

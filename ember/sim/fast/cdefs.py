@@ -18,7 +18,7 @@ CTYPE = {"f32": "float", "f64": "double", "i64": "int64_t", "index": "int64_t", 
 NPTYPE = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "index": np.int64, "i32": np.int32,
           "i16": np.int16, "i8": np.int8, "u8": np.uint8, "i1": np.bool_, "bool": np.bool_, "f16": np.float16,
           "bf16": np.uint16}
-OK, ERROR, MAX_CYCLES = 0, 1, 2  # status codes of the generated function
+OK, ERROR, MAX_CYCLES, INTERRUPTED = 0, 1, 2, 3  # status codes of the generated function
 OP_NAMES = tuple(sorted(set(TIMED) | {"dispatch", "host", "run"}))  # the instruction counters
 
 

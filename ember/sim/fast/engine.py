@@ -16,8 +16,11 @@ those out as the reference lays out its objects; build.load has checked the comp
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import math
+import threading
 import time
 from types import SimpleNamespace
 
@@ -62,7 +65,7 @@ from .boundary import (
 )
 from .build import load, notes
 from .c_source import generate
-from .cdefs import MAX_CYCLES, OK, OP_NAMES, Unsupported
+from .cdefs import ERROR, MAX_CYCLES, OK, OP_NAMES, Unsupported
 
 DRAM_ROOM = 1 << 16  # booked DRAM intervals the C side makes room for at first, over all calendars; every one is
 # kept (as the reference keeps them), and a calendar's room doubles when it fills (runtime.h, channel_grow)
@@ -380,10 +383,29 @@ class _State:
             return -1.0
 
     def run(self, lib: ctypes.CDLL) -> int:
-        status = lib.simulate(ctypes.byref(self.args))
-        self.recorded()
-        _free(self.orphans)
-        return int(status)
+        """Call the compiled program.  In the main thread it runs in a thread of its own (ctypes lets go of the GIL
+        while C runs), so that Ctrl-C, which Python delivers to the main thread only, reaches the wait here: it
+        sets `stop`, which the program checks where it checks the cycle limit, and is raised again once C has
+        returned."""
+        call = functools.partial(lib.simulate, ctypes.byref(self.args))
+        try:
+            if threading.current_thread() is not threading.main_thread():
+                return int(call())
+            done: list[int] = []
+            worker = threading.Thread(target=lambda: done.append(call()), name="fast-engine", daemon=True)
+            worker.start()
+            try:
+                worker.join()
+            except KeyboardInterrupt:
+                self.args.stop = 1
+                while worker.is_alive():  # C must be done with the memory before it is released
+                    with contextlib.suppress(KeyboardInterrupt):
+                        worker.join()
+                raise
+            return int(done[0]) if done else ERROR
+        finally:
+            self.recorded()
+            _free(self.orphans)
 
     def outputs(self) -> dict[str, np.ndarray]:
         out = {}
