@@ -192,7 +192,7 @@ def trace_options(fn: F) -> F:
         click.option("--trace-window", metavar="START:END",
                      help="keep only events that overlap these simulated cycles (either side may be empty)"),
         click.option("--trace-limit", type=int, default=DEFAULT_LIMIT, show_default=True, metavar="N",
-                     help="keep at most N events a core (about 80 bytes of JSON each); the rest are counted, "
+                     help="keep at most N events a core (about 90 bytes of JSON each); the rest are counted, "
                           "and a note says how many"),
         click.option("--timeline", "timeline_path", metavar="FILE.png",
                      help="draw the same timeline as a picture (needs the plot extra: matplotlib)"),
