@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import struct
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,6 +25,7 @@ from test_engine_semantics import MACHINE, both_fail, program
 from test_fast_engine import HOST_TIME, assert_same, both
 
 from ember import machine as machine_mod
+from ember.backend.binary import assemble
 from ember.backend.dae import Program
 from ember.ir.diagnostics import EmberError
 from ember.machine import load_machine
@@ -639,13 +644,6 @@ def test_the_largest_settings_allowed_run_alike_on_both_engines(setting: str) ->
 def test_ctrl_c_stops_a_fast_engine_run_at_once(tmp_path: Path) -> None:
     """SIGINT while the fast engine's compiled code runs (in C, where Python cannot see it) stops the run within a
     check of the cycle limit, as it stops the reference engine: one line, exit status 1 (issue 35)."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from ember.backend.binary import assemble
-
     spin = program("""
 .sym @0 output "y" i64 [1]
 .code
