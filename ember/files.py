@@ -3,11 +3,14 @@ the planner, which reads a model or `.eir` the same way, share."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
 from pathlib import Path
 
 from .ir.diagnostics import EmberError
+from .limits import INPUT_BYTES, TEXT_BYTES, Limit
 
 
 def display_name(path: str) -> str:
@@ -15,23 +18,33 @@ def display_name(path: str) -> str:
 
 
 def read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
     try:
-        return Path(path).read_text()
+        return read_bytes(path, TEXT_BYTES).decode()
     except UnicodeDecodeError:
-        raise EmberError("not a text file", path) from None
-    except OSError as e:
-        raise EmberError(f"cannot read: {e.strerror}", path) from None
+        raise EmberError("not a text file", display_name(path)) from None
 
 
-def read_bytes(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
+def read_bytes(path: str, limit: Limit = INPUT_BYTES) -> bytes:
+    """The whole file, or an error once it passes `limit` bytes: a regular file by its size, anything else (stdin,
+    a pipe, a device such as /dev/zero) as it is read, a megabyte at a time."""
+    cap = limit.get()
+    too_big = EmberError(f"larger than {cap:,} bytes, the most Ember reads ({limit.env} raises it)",
+                         display_name(path))
     try:
-        return Path(path).read_bytes()
+        with contextlib.nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb") as f:
+            if path != "-" and stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                if os.fstat(f.fileno()).st_size > cap:
+                    raise too_big
+                return f.read()
+            chunks, size = [], 0
+            while chunk := f.read(1 << 20):
+                size += len(chunk)
+                if size > cap:
+                    raise too_big
+                chunks.append(chunk)
+            return b"".join(chunks)
     except OSError as e:
-        raise EmberError(f"cannot read: {e.strerror}", path) from None
+        raise EmberError(f"cannot read: {e.strerror}", display_name(path)) from None
 
 
 def base_dir(path: str) -> Path:

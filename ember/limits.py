@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from .ir.diagnostics import EmberError
 
-__all__ = ["ARCHIVE_DEPTH", "ARCHIVE_MEMBER_BYTES", "ARCHIVE_OBJECTS", "ARCHIVE_RATIO", "HOST_MAX_BYTES", "Limit"]
+__all__ = ["ARCHIVE_DEPTH", "ARCHIVE_MEMBER_BYTES", "ARCHIVE_OBJECTS", "ARCHIVE_RATIO", "HOST_MAX_BYTES", "INPUT_BYTES",
+           "TEXT_BYTES", "Limit"]
 
 
 @dataclass(frozen=True)
@@ -50,3 +51,9 @@ ARCHIVE_DEPTH = Limit("EMBER_ARCHIVE_DEPTH", 200)
 """Deepest nesting of lists, tuples, dicts and module objects in a pickle or JSON member."""
 HOST_MAX_BYTES = Limit("EMBER_HOST_MAX_BYTES", 1 << 32)
 """Largest tensor a host (ONNX) operator may produce."""
+INPUT_BYTES = Limit("EMBER_INPUT_BYTES", 1 << 32)
+"""Largest binary file a tool reads whole (a .bin program, an .npz of inputs): a device such as /dev/zero, or a
+pipe that never ends, is refused at this size instead of filling the memory."""
+TEXT_BYTES = Limit("EMBER_TEXT_BYTES", 1 << 26)
+"""Largest text file (.eir, .dae) a tool reads: the parsers need many times a text's size in memory, and the
+levels name their weights in the model file, so real ones are kilobytes to megabytes."""

@@ -668,3 +668,23 @@ L0:
     _, err = p.communicate(timeout=60)
     assert time.monotonic() - start < 10
     assert p.returncode == 1 and err.decode() == "ember-sim: interrupted\n", err
+
+
+def test_reads_stop_at_their_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file, or a stream that never ends (stdin, a pipe, /dev/zero), is refused once it passes its limit instead
+    of filling the memory (issue 35): binary inputs at EMBER_INPUT_BYTES, text levels at EMBER_TEXT_BYTES."""
+    from conftest import run_tool
+
+    monkeypatch.setenv("EMBER_INPUT_BYTES", "1000")
+    monkeypatch.setenv("EMBER_TEXT_BYTES", "2000")
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * 5000)
+    r = run_tool("disasm", str(big))
+    assert r.returncode == 1 and r.stderr.decode() == (f"ember-disasm: {big}: error: larger than 1,000 bytes, the most "
+                                                       "Ember reads (EMBER_INPUT_BYTES raises it)\n")
+    r = run_tool("disasm", "-", stdin=b"\0" * 5000)
+    assert r.returncode == 1 and b"<stdin>: error: larger than 1,000 bytes" in r.stderr
+    r = run_tool("asm", "-", stdin=b"; a comment\n" * 400)
+    assert r.returncode == 1 and b"larger than 2,000 bytes" in r.stderr and b"EMBER_TEXT_BYTES" in r.stderr
+    r = run_tool("asm", "-", stdin=b"; a comment\n" * 100)  # under the limit: read, then parsed
+    assert b"larger than" not in r.stderr

@@ -61,7 +61,10 @@ def guarded(prog: str) -> Callable[[F], F]:
                 return fn(*args, **kwargs)
             except EmberError as e:
                 click.echo(f"{prog}: {e.render()}", err=True)
-            except (OSError, MemoryError) as e:
+            except MemoryError:  # its text is empty
+                click.echo(f"{prog}: error: out of memory (the input, or the machine's settings, need more than this "
+                           "process may have)", err=True)
+            except OSError as e:
                 click.echo(f"{prog}: error: {e}", err=True)
             except KeyboardInterrupt:
                 click.echo(f"{prog}: interrupted", err=True)
