@@ -339,3 +339,22 @@ def test_sigterm_during_compilation_leaves_no_temporary_file(program: Program, t
     while not _gone(pid) and time.monotonic() < deadline:  # killed, but the kernel may not have cleared it yet
         time.sleep(0.05)
     assert _gone(pid)  # the compiler was killed, not left running
+
+
+def test_the_compilers_own_files_stay_out_of_tmpdir_and_a_full_disk_falls_back(
+        program: Program, expected: tuple, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiler writes its assembly and object under $TMPDIR, which the build points at a directory of its own
+    in the cache and removes, so a compiler that stops early (killed, or failing) leaves nothing in the user's
+    $TMPDIR; a compiler that finds no room on the disk means a cache that cannot be written, and the reference
+    engine runs the program, as docs/cache.md promises (issue 35)."""
+    user_tmp = tmp_path / "tmp"
+    user_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(user_tmp))
+    cc = fake_cc(tmp_path / "full-cc", 'printf partial > "$TMPDIR/ccQ1.s"\n'
+                 'echo "cc: error: cannot write: No space left on device" >&2\nexit 1\n')
+    monkeypatch.setenv("CC", cc)
+    build._loaded.clear()
+    assert_as_reference(run_fast(program), expected)
+    assert len(fast.notes) == 1 and "no space left on the device" in fast.notes[0], fast.notes
+    assert listing(user_tmp) == []
+    assert not [p for p in cache.iterdir() if p.name.startswith("tmp-ember_")]

@@ -168,24 +168,33 @@ def build(cc: str, source: str, d: Path, key: str) -> bytes:
     """Compile `source` (fed on stdin, so no C file is written) and install the entry; returns the library's bytes.
 
     The library is compiled to a temporary name in the cache directory, fsynced and renamed over the entry;
-    then the sidecar is written the same way.  Every temporary file is gone when this returns or raises,
-    and when a signal interrupts it (the compiler is killed first, so it cannot write after the cleanup).
+    then the sidecar is written the same way.  The compiler's own temporary files (its assembly and object) go
+    to a directory of their own there ($TMPDIR for it).  Every temporary file is gone when this returns or raises,
+    and when a signal interrupts it (the compiler is killed first, so it cannot write after the cleanup).  A full
+    disk is a cache that cannot be written, whoever notices it, so the reference engine runs the program.
     """
     so, side = entry(d, key)
     _sweep(d)
     tmp_so, tmp_side = _temp_name(d, key, ".so"), _temp_name(d, key, ".sha256")
     proc: subprocess.Popen[bytes] | None = None
+    scratch: Path | None = None
     with _signals_unwind() as held:
         try:
+            with held():  # a signal now waits until `scratch` is named, so that cleanup can remove it
+                scratch = Path(tempfile.mkdtemp(prefix=f"tmp-ember_{key}.cc.", dir=d))
             try:
                 with held():  # a signal now waits until `proc` names the compiler, so that cleanup can kill it
                     proc = subprocess.Popen([cc, *CFLAGS, "-x", "c", "-", "-o", str(tmp_so)], stdin=subprocess.PIPE,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            env={**os.environ, "TMPDIR": str(scratch)})
             except OSError as e:
                 raise Unsupported(f"a C compiler that cannot be run ({cc}: {e.strerror or e})") from None
             _, err = proc.communicate(source.encode())
             if proc.returncode != 0:
-                lines = err.decode(errors="replace").splitlines() or [f"exit status {proc.returncode}"]
+                text = err.decode(errors="replace")
+                if "No space left on device" in text or "Disk quota exceeded" in text:
+                    raise Unsupported(f"a compile cache that cannot be written ({d}: no space left on the device)")
+                lines = text.splitlines() or [f"exit status {proc.returncode}"]
                 first = next((s for s in lines if "error" in s), lines[0])
                 raise EmberError(f"internal error: the C compiler ({cc}) rejected a generated program: {first.strip()}")
             data = _read(tmp_so, sync=True)
@@ -202,6 +211,8 @@ def build(cc: str, source: str, d: Path, key: str) -> bytes:
                 proc.wait()
             for path in (tmp_so, tmp_side):
                 path.unlink(missing_ok=True)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
     raise AssertionError("unreachable: _signals_unwind raises after an interruption")
 
 
