@@ -264,3 +264,21 @@ def test_a_dense_attribute_of_one_value_holds_a_list() -> None:
     m = parse_module(func("    %a = loop.const {value = dense<5> : tensor<1xi64>} : index\n    return\n"), "s.eir")
     d = m.body.ops[0].body.ops[0].attrs["value"]
     assert d.values == [5] and d.array().tolist() == [5]
+
+
+@pytest.mark.parametrize("depth", [5_000, 200_000])
+def test_text_nested_too_deep_is_refused_at_its_bracket(depth: int) -> None:
+    """An attribute (or a loop nest) nested thousands deep once ran the parser out of Python's recursion limit, an
+    internal error; it is refused where it passes MAX_NESTING, with its position (issue 35).  Up to it, it parses."""
+    from ember.ir.parser import MAX_NESTING
+
+    def module(n: int) -> str:
+        return ("module attributes {deep = " + "[" * n + "1" + "]" * n + "} {\n"
+                "  func @main() -> () {\n    return\n  }\n}\n")
+
+    with pytest.raises(EmberError) as e:
+        parse_module(module(depth), "deep.eir")
+    assert e.value.message == f"nested more than {MAX_NESTING} deep"
+    assert str(e.value.where) == f"deep.eir:1:{len('module attributes {deep = ') + MAX_NESTING}"
+    parse_module(module(MAX_NESTING - 1), "ok.eir")
+    parse_module('module attributes {s = "' + "[" * 500 + '"} {\n  func @main() -> () {\n    return\n  }\n}\n', "s.eir")

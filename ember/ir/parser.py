@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -187,8 +188,31 @@ class _Builder:
         return Op(str(name_tok), operands, results, self.attrs(attr_t), regions, self.loc(name_tok))
 
 
+MAX_NESTING = 100  # brackets and braces: real levels nest about ten deep; the parser recurses per level
+_NEST = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[(\[{]|[)\]}]|\n')
+
+
+def check_nesting(text: str, filename: str) -> None:
+    """Refuse text nested deeper than MAX_NESTING (outside strings and comments) at the bracket that goes past it,
+    before the parser recurses that deep and fails without a position."""
+    depth, line, start = 0, 1, 0
+    for m in _NEST.finditer(text):
+        tok = m.group()
+        if tok == "\n":
+            line, start = line + 1, m.end()
+        elif tok in "([{":
+            depth += 1
+            if depth > MAX_NESTING:
+                src = text[start:text.find("\n", start) if "\n" in text[start:] else len(text)]
+                raise EmberError(f"nested more than {MAX_NESTING} deep", Loc(filename, line, m.start() - start + 1),
+                                 src[:200])
+        elif tok in ")]}":
+            depth -= 1
+
+
 def parse_module(text: str, filename: str = "<input>") -> Op:
     """Parse `.eir` text; syntax and name errors raise EmberError with the position."""
+    check_nesting(text, filename)
     try:
         tree = grammar("eir.lark").parse(text)
     except UnexpectedInput as e:
