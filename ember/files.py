@@ -32,8 +32,9 @@ def read_bytes(path: str, limit: Limit = INPUT_BYTES) -> bytes:
                          display_name(path))
     try:
         with contextlib.nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb") as f:
-            if path != "-" and stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                if os.fstat(f.fileno()).st_size > cap:
+            st = os.fstat(f.fileno())
+            if path != "-" and stat.S_ISREG(st.st_mode):
+                if st.st_size > cap:
                     raise too_big
                 return f.read()
             chunks, size = [], 0

@@ -97,6 +97,10 @@ class Access:
     params: int
     body: list[Instr] = field(default_factory=list)
 
+    def tokens(self) -> list[int]:
+        """The tokens its `on` rules push, in rule order (a rule may push none)."""
+        return [i.args[3] for i in self.body if i.base == "on" and len(i.args) > 3]
+
 
 WORK_SYMBOLS = ("table", "part1", "part2", "part3", "indices", "offsets", "weights", "targets", "data",
                 "output")  # Work's symbol fields

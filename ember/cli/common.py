@@ -214,6 +214,10 @@ def trace_request(trace_path: str | None, timeline_path: str | None, window: str
         if window is not None:
             raise EmberError("--trace-window needs --trace or --timeline")
         return None
+    if timeline_path is not None:  # before the run, not after it
+        from ..sim.timeline import require_matplotlib
+
+        require_matplotlib()
     return TraceOptions(check_limit(limit), parse_window(window))
 
 

@@ -203,9 +203,9 @@ def check_nesting(text: str, filename: str) -> None:
         elif tok in "([{":
             depth += 1
             if depth > MAX_NESTING:
-                src = text[start:text.find("\n", start) if "\n" in text[start:] else len(text)]
+                end = text.find("\n", start)
                 raise EmberError(f"nested more than {MAX_NESTING} deep", Loc(filename, line, m.start() - start + 1),
-                                 src[:200])
+                                 text[start:end if end >= 0 else len(text)][:200])
         elif tok in ")]}":
             depth -= 1
 

@@ -17,17 +17,23 @@ COLORS = {"run": "#c8d6e5", "queue_full": "#e74c3c", "callback": "#4c72b0", "hos
           "wait_store": "#da8bc3", "wait_mispredict": "#ccb974", "dram_read": "#55a868", "dram_write": "#2e7d32"}
 
 
+def require_matplotlib() -> None:
+    """A one-line error naming the extra, before a run whose timeline could not be drawn."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise EmberError("--timeline needs matplotlib, which is not installed: pip install 'ember[plot]'") from None
+
+
 def timeline_png(runs: Sequence[tuple[Events, Program]], machine: Machine, title: str) -> bytes:
     """PNG bytes: per core the access unit, the queue's bytes, the callbacks and host ops (mispredictions as
     ticks) and the front end's waits; then each DRAM channel."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        from matplotlib.lines import Line2D
-        from matplotlib.patches import Patch
-    except ImportError:
-        raise EmberError("--timeline needs matplotlib, which is not installed: pip install 'ember[plot]'") from None
-    channels = len(runs[0][0].last) - DRAM
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    channels = runs[0][0].channels
     rows: list[tuple[int, int]] = [(k, t) for k in range(len(runs)) for t in (ACCESS, QUEUE, CORE, WAITS)]
     rows += [(-1, DRAM + c) for c in range(channels)]
     index = {r: n for n, r in enumerate(rows)}
@@ -38,11 +44,8 @@ def timeline_png(runs: Sequence[tuple[Events, Program]], machine: Machine, title
     queues: dict[int, tuple[list[float], list[float]]] = {}
     end = 0.0
     for k, (e, _) in enumerate(runs):
-        for j in range(e.n):
-            kind, track = KINDS[int(e.kind[j])], int(e.track[j])
-            a, b = float(e.t0[j]), min(float(e.t1[j]), e.hi)
-            if b < e.lo or a > e.hi:
-                continue
+        for kind, track, a, b, v in e.kept():
+            b = min(b, e.hi)
             end = max(end, b)
             row = index[(-1, track) if track >= DRAM else (k, track)]
             if kind.shape == "instant":
@@ -50,7 +53,7 @@ def timeline_png(runs: Sequence[tuple[Events, Program]], machine: Machine, title
             elif kind.shape == "counter":
                 xs, ys = queues.setdefault(row, ([], []))
                 xs.append(a)
-                ys.append(float(e.val[j]))
+                ys.append(v)
             else:
                 spans.setdefault((row, kind.name), []).append((a, b - a))
     for (row, name), bars in spans.items():

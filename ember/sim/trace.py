@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,6 +99,19 @@ class Events:
         self.last = np.full(DRAM + channels, -1, dtype=np.int64)  # per track: its latest event kept
         self.lastv = np.full(DRAM + channels, math.nan)  # per track: its counter's last value kept
 
+    @property
+    def channels(self) -> int:
+        """DRAM channels: the tracks after the core's."""
+        return len(self.last) - DRAM
+
+    def kept(self) -> Iterator[tuple[Kind, int, float, float, float]]:
+        """Each event kept that overlaps the window, as (kind, track, start, end, value).  A run is kept when it
+        starts, before its end is known, so one may end before the window."""
+        for j in range(self.n):
+            a, b = float(self.t0[j]), float(self.t1[j])
+            if b >= self.lo and a <= self.hi:
+                yield KINDS[int(self.kind[j])], int(self.track[j]), a, b, float(self.val[j])
+
     def add(self, kind: int, track: int, a: float, b: float, v: float = 0.0, merge: bool = False) -> int:
         """Keep an event (runtime.h tr_add); returns its index, -1 if not kept.  `merge`: a span of the same
         kind that starts where the track's latest one ends extends it."""
@@ -151,7 +164,7 @@ class TraceOptions:
 
 def callback_ids(program: Program) -> dict[tuple[str, int], int]:
     """A number for each (access program, token) pair: what a callback event's value names."""
-    pairs = {(a.name, int(i.args[3])) for a in program.access for i in a.body if i.base == "on" and len(i.args) > 3}
+    pairs = {(a.name, int(token)) for a in program.access for token in a.tokens()}
     return {pair: n for n, pair in enumerate(sorted(pairs))}
 
 
@@ -180,9 +193,8 @@ def chrome(runs: Sequence[tuple[Events, Program]], machine: Machine) -> dict[str
         ev.append({**base, "name": f"{what}_name", "args": {"name": name}})
         ev.append({**base, "name": f"{what}_sort_index", "args": {"sort_index": order}})
 
-    channels = len(runs[0][0].last) - DRAM
     meta(cores, None, "process", "DRAM (shared)" if cores > 1 else "DRAM", cores)
-    for c in range(channels):
+    for c in range(runs[0][0].channels):
         meta(cores, c, "thread", f"channel {c}", c)
     dropped = 0
     for pid, (e, program) in enumerate(runs):
@@ -191,11 +203,7 @@ def chrome(runs: Sequence[tuple[Events, Program]], machine: Machine) -> dict[str
             meta(pid, tid, "thread", name, tid)
         names = _names(program)
         dropped += e.dropped
-        for j in range(e.n):
-            kind, track = KINDS[int(e.kind[j])], int(e.track[j])
-            a, b, v = float(e.t0[j]), float(e.t1[j]), float(e.val[j])
-            if b < e.lo or a > e.hi:  # a run's end is known only when it ends
-                continue
+        for kind, track, a, b, v in e.kept():
             p, t = (cores, track - DRAM) if track >= DRAM else (pid, track)
             ts = round(a * us, 6)  # to the picosecond; runs, callbacks and host ops keep their exact cycles
             if kind.shape == "counter":

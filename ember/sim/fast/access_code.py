@@ -421,8 +421,3 @@ class Unit:
             if o is not None and (best is None or self.tus[o].depth > self.tus[best].depth):
                 best = o
         return best
-
-
-def tokens_of(acc: Access) -> list[int]:
-    """The tokens an access program's rules push."""
-    return [i.args[3] for i in acc.body if i.base == "on" and len(i.args) > 3]

@@ -26,7 +26,7 @@ from ...backend.registers import vector_shape
 from ...machine import ExecuteUnit
 from ..execute import operands
 from ..trace import callback_ids
-from .access_code import AccessCode, Unit, tokens_of
+from .access_code import AccessCode, Unit
 from .boundary import (
     CATEGORIES,
     FLOAT_TOTALS,
@@ -198,7 +198,7 @@ class Generator(AccessCode, MemoryCode):
         self("P->tr = TR;")
         for a in self.p.access:  # execute.Core.dispatch's predictor: the last token, what followed each token
             # (tokens by their index in `token_index`: pv the last one's, nx[1 + k] the one that followed token k)
-            n, tokens = self.acc_index[a.name], sorted(set(tokens_of(a)))
+            n, tokens = self.acc_index[a.name], sorted(set(a.tokens()))
             self.token_index[a.name] = {t: j for j, t in enumerate(tokens)}
             self.var(f"pv{n}", "int64_t", "-1")
             self.array(f"nx{n}", "int64_t", len(tokens) + 1)
