@@ -32,6 +32,8 @@ from ..ir.types import ScalarType, ShapedType, Type, reads_as
 INT_BINARY = ("addi", "subi", "muli", "divi", "remi", "mini", "maxi")
 FLOAT_BINARY = ("addf", "subf", "mulf", "divf", "maxf", "minf")
 PREDICATES = ("eq", "ne", "lt", "le")
+LOADS = ("loop.load", "loop.vload", "loop.gather")  # operand 0 is the memref read
+STORES = ("loop.store", "loop.vstore", "loop.scatter")  # operand 1 is the memref written
 
 
 def is_int(t: Type) -> bool:

@@ -240,7 +240,7 @@ def undefined(shape: tuple[int, ...], dtype: Any) -> Any:
     there before.  Zeros would be free work no core does; a fixed pattern that is NaN as a float keeps a program
     that reads before it writes visibly wrong, and the same on both engines."""
     out = np.empty(shape, dtype=dtype)
-    out.view(np.uint8).fill(1 if out.dtype == np.bool_ else UNDEFINED_BYTE)
+    out.reshape(-1).view(np.uint8).fill(1 if out.dtype == np.bool_ else UNDEFINED_BYTE)  # a 0-d array too
     return out
 
 

@@ -31,11 +31,12 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+from ..dialects.loop import STORES
 from ..ir.core import Op, Value
 from ..ir.diagnostics import EmberError
 from ..ir.rewrite import clone
 from .base import Pass, parse_pipeline
-from .cost import STORES, Estimate, Target, default_target, estimate, unknown
+from .cost import Estimate, Target, default_target, estimate, unknown
 from .presets import PRESETS
 
 PLANS = ("decoupled", "optimized", "core")  # in the order a plan must beat the one kept before it

@@ -36,6 +36,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..dialects.loop import LOADS, STORES
 from ..ir.core import Op, Value
 from ..ir.types import ScalarType, ShapedType, StreamType, Type
 from ..machine import Machine, load_machine
@@ -160,8 +161,6 @@ def _bits(t: Type) -> int:
     return t.bytes * 8 if isinstance(t, ScalarType) else 64
 
 
-LOADS = ("loop.load", "loop.vload", "loop.gather")
-STORES = ("loop.store", "loop.vstore", "loop.scatter")
 FLOAT_OPS = ("loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf", "loop.fmaf", "loop.cast",
              "loop.select")
 FREE = ("loop.const", "loop.getvar", "loop.setvar", "loop.dim", "loop.alloc",  # registers, or set up once
@@ -222,6 +221,8 @@ def _footprint(m: Value, count: float, lanes: int, indirect: bool, target: Targe
     eb = t.elem.bytes
     total = math.prod(d for d in dims if d is not None) if None not in dims else None
     cap = math.ceil(total * eb / target.line_bytes) if total is not None else math.inf
+    if cap == 0:  # an empty array (an extent of 0): no line to touch
+        return 0.0
     if len(dims) == 1:
         return min(cap, math.ceil(count * lanes * eb / target.line_bytes))
     row = dims[-1] or lanes
@@ -468,6 +469,8 @@ def _charge(n: _Nest, root: Op, memory: _Memory, est: Estimate, t: Target, last:
     """Add one nest's cycles to `est`, then record what it touched."""
     access_cold = dram = waits = fills = stores = 0.0
     for (m, side), lines in n.lines.items():
+        if not lines:  # nothing touched (an empty array, or accesses that never run): nothing to charge
+            continue
         level, before = memory.seen.get(m, (0, 0.0))
         new = max(0.0, lines - before) if level else lines
         if side == "access":

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..dialects.loop import INT_BINARY
+from ..dialects.loop import INT_BINARY, STORES
 from ..ir.core import Block, Op, Value, new_op
 from ..ir.diagnostics import EmberError
 from ..ir.rewrite import clone, defined_in, replace_op
@@ -39,7 +39,7 @@ class Decouple(Pass):
             for op in list(f.body.ops):
                 if op.name != "loop.for" or op.attrs.get("plan") == "core":
                     continue
-                written = {o.operands[1] for o in op.walk() if o.name == "loop.store"}
+                written = {o.operands[1] for o in op.walk() if o.name in STORES}
                 if not any(o.name == "loop.load" and o.operands[0] not in written for o in op.walk()):
                     continue
                 try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..dialects.loop import LOADS, STORES
 from ..ir.builder import Builder
 from ..ir.core import Block, Op, Value
 from ..ir.diagnostics import EmberError
@@ -34,8 +35,6 @@ from ..ir.rewrite import clone, const_value
 from ..ir.types import INDEX, ShapedType
 from .base import Pass, kept
 
-LOADS = ("loop.load", "loop.vload", "loop.gather")
-STORES = ("loop.store", "loop.vstore", "loop.scatter")
 PURE = {"loop.const", "loop.splat", "loop.tailmask", "loop.iota", "loop.cast", "loop.select", "loop.cmpi",
         "loop.for", "loop.addi", "loop.subi", "loop.muli", "loop.divi", "loop.remi", "loop.mini", "loop.maxi",
         "loop.addf", "loop.subf", "loop.mulf", "loop.divf", "loop.maxf", "loop.minf", "loop.fmaf"}

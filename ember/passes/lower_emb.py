@@ -61,11 +61,12 @@ class LowerEmb(Pass):
                          record)
 
 
-def dyn_dims(b: Builder, src: Value, shape: tuple[int | None, ...]) -> list[Value]:
-    """The extents of `src` (memref) as index values, constants where known."""
+def dyn_dims(b: Builder, src: Value, shape: tuple[int | None, ...], first: int = 0) -> list[Value]:
+    """The extents of `src` (memref) from axis `first` on as index values, constants where known."""
     out = []
     for axis, d in enumerate(shape):
-        out.append(b.const(d) if d is not None else b.val("loop.dim", [src], INDEX, axis=axis))
+        if axis >= first:
+            out.append(b.const(d) if d is not None else b.val("loop.dim", [src], INDEX, axis=axis))
     return out
 
 
@@ -82,7 +83,7 @@ def lower_gather(b: Builder, op: Op) -> Value:
     assert tt.shape is not None and it.shape is not None
     c0, c1 = b.const(0), b.const(1)
     idx_ext = dyn_dims(b, idx, it.shape)
-    row_ext = [b.const(d) for d in tt.shape[1:]]  # params have static shapes
+    row_ext = dyn_dims(b, table, tt.shape, first=1)  # a table that is an argument may leave its width to run time
     out = alloc(b, rt, idx_ext + row_ext)
     wrap = None
     if op.attrs.get("negative") == "wrap":
@@ -118,7 +119,7 @@ def lower_bag(b: Builder, op: Op) -> Value:
     narrow = table_elem.bytes < 4  # f16 / bf16 tables accumulate in f32, rounded once at the end
     elem = ScalarType("f32") if narrow else table_elem
     c0, c1 = b.const(0), b.const(1)
-    dim = b.const(tt.shape[1])
+    dim = dyn_dims(b, table, tt.shape, first=1)[0]  # a table that is an argument may leave its width to run time
     n_off = b.val("loop.dim", [offsets], INDEX, axis=0)
     nb = b.val("loop.subi", [n_off, c1], INDEX)
     result = alloc(b, rt, [nb, dim])

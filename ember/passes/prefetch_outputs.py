@@ -60,7 +60,7 @@ class PrefetchRow(RewritePattern):
             cb = cb.parent_op()
         if cb is None or cb.name != "slc.callback":
             return False  # a store of the core's own code, not one a callback makes
-        value, out, row, col = st.operands[:4]
+        value, out = st.operands[:2]
         name = f"'{out.name}'" if out.name else "the output"
         if st.parent_op() is not cb:
             raise Decline(f"{name} is written by '{st.name}' inside a loop of its callback, not as one row "
@@ -68,6 +68,10 @@ class PrefetchRow(RewritePattern):
         if st.name != "loop.vstore":
             raise Decline(f"{name} is written lane by lane ('{st.name}'), not as one row (run unroll and hoist "
                           "first)")
+        shape = out.type.shape if isinstance(out.type, ShapedType) else None
+        if not shape or len(shape) != 2:  # stored at [row, column]
+            raise Decline(f"{name} is a {out.type}, not a 2-D memref of rows")
+        row, col = st.operands[2:4]
         head = row.owner
         iv = head.operands[0] if isinstance(head, Op) and head.name == "slc.head" else None
         body = iv.owner if iv is not None else None
@@ -77,10 +81,9 @@ class PrefetchRow(RewritePattern):
         step = const_value(loop.operands[2])
         if not isinstance(step, int) or step <= 0:
             raise Decline(f"the loop counting the rows of {name} has no constant positive step")
-        shape = out.type.shape if isinstance(out.type, ShapedType) else None
         lanes = value.type.shape if isinstance(value.type, ShapedType) else None
         c0 = const_value(col)
-        if not shape or len(shape) != 2 or not isinstance(shape[1], int) or not lanes or not isinstance(c0, int):
+        if not isinstance(shape[1], int) or not lanes or not isinstance(c0, int):
             raise Decline(f"the columns of {name} this store writes are not a constant range (run unroll first)")
         assert isinstance(out.type, ShapedType)
         stride = max(1, self.line // out.type.elem.bytes)  # elements per line: one touch per line

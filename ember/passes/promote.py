@@ -13,10 +13,11 @@ row becomes a vector core variable (a register, kept between callbacks):
 - the initialisation nest goes, since every row is stored exactly once.
 
 `align-queues` then counts the row in that `end` callback, so a bag costs one token.  Declined,
-with a remark, when the output is read or written anywhere else in the nest, the row is not one
-vector (run `unroll` and `hoist` first), its initial value is not a constant stored by a nest over
-the same rows, or the accumulator needs more machine vector registers than `registers` (default
-16, half of the 32 an AVX-512 core has; refused if it is more than `MAX_REGISTERS`).
+with a remark, when the output is not a 2-D memref of rows or is read or written anywhere else in
+the nest, the row is not one vector (run `unroll` and `hoist` first), its initial value is not a
+constant stored by a nest over the same rows, or the accumulator needs more machine vector
+registers than `registers` (default 16, half of the 32 an AVX-512 core has; refused if it is more
+than `MAX_REGISTERS`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class PromoteRow(RewritePattern):
 
     def promote(self, nest: Op, out: Value, inside: set[Value]) -> None:
         name = f"'{out.name}'" if out.name else "the output"
+        if not (isinstance(out.type, ShapedType) and out.type.rank == 2):  # accessed at [row, column]
+            raise Decline(f"{name} is a {out.type}, not a 2-D memref of rows")
         accesses = [o for o in nest.walk() if out in o.operands]
         if any(o.name not in ("loop.vload", "loop.vstore") for o in accesses):
             bad = next(o for o in accesses if o.name not in ("loop.vload", "loop.vstore"))
@@ -90,8 +93,8 @@ class PromoteRow(RewritePattern):
         if len(loads) != 1 or len(stores) != 1 or cb.body.ops.index(loads[0]) > cb.body.ops.index(stores[0]):
             raise Decline(f"{name} is not read once and then written once per lookup")
         ld, st = loads[0], stores[0]
-        row, col, mask = ld.operands[1], ld.operands[2], ld.operands[3]
-        if st.operands[2:] != [row, col, mask] or len(ld.operands) != 4:
+        row, col, mask = ld.operands[1:]  # a vload of a 2-D memref has exactly these (the verifier's count)
+        if st.operands[2:] != [row, col, mask]:
             raise Decline(f"{name} is read and written at different places")
         h = row.owner
         if not (isinstance(h, Op) and h.name == "slc.head" and h.operands[0] is iv):
