@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import MODELS, ROOT, run_tool
+from conftest import MODELS, ROOT, run_tool, tool
 
 LEVELS = ROOT / "samples" / "levels"
 EIR = LEVELS / "bag_sum.ts.emb.eir"
@@ -93,3 +94,46 @@ def test_bench_json_and_csv_are_all_or_none(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert "cannot write" in r.stderr.decode()
     assert not ok.exists()
+
+
+def _with_stdout(fd_setup: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run a tool in its own process with fd 1 closed (`closed`) or a pipe whose reader has gone (`gone`)."""
+    if fd_setup == "closed":
+        return subprocess.run(tool(args[0]) + list(args[1:]), stderr=subprocess.PIPE, timeout=120,
+                              preexec_fn=lambda: os.close(1))  # noqa: PLW1509 (no threads in the child yet)
+    read, write = os.pipe()
+    os.close(read)  # every write to the pipe now fails with EPIPE, whatever its size
+    try:
+        return subprocess.run(tool(args[0]) + list(args[1:]), stdout=write, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("fd_setup", ["closed", "gone"])
+@pytest.mark.parametrize("args", [("opt", "-O0", str(EIR)), ("asm", str(LEVELS / "bag_sum.ts.dae"), "-o", "-"),
+                                  ("opt", "--list-passes"), ("sim", "--help")],
+                         ids=["text", "binary", "eager-option", "help"])
+def test_a_lost_stdout_is_an_error(fd_setup: str, args: tuple[str, ...]) -> None:
+    """Writing to a closed stdout (`>&-`) or a pipe nobody reads is exit 1 and one line saying so, never exit 0
+    with the output lost (print, click and rich write nothing when stdout is closed) nor Python's complaint."""
+    r = _with_stdout(fd_setup, *args)
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    want = "it is closed" if fd_setup == "closed" else "its reader stopped before the end"
+    assert err.splitlines() == [f"ember-{args[0]}: error: cannot write to standard output: {want}"], err
+
+
+def test_a_report_to_a_lost_stdout_is_an_error(tmp_path: Path) -> None:
+    """ember-sim's statistics table, printed by rich, on a closed stdout: exit 1, and the outputs asked for are
+    still written (they are files of their own)."""
+    out, binary = tmp_path / "o.npz", tmp_path / "p.bin"
+    assert run_tool("asm", str(LEVELS / "bag_sum.ts.O1.dae"), "-o", str(binary)).returncode == 0
+    sim = ("sim", str(binary), "--inputs", str(MODELS / "bag_sum.in.npz"))
+    r = _with_stdout("closed", *sim, "--outputs", str(out))
+    assert r.returncode == 1, r.stderr.decode()
+    assert r.stderr.decode().splitlines() == ["ember-sim: error: cannot write to standard output: it is closed"]
+    assert out.stat().st_size > 0
+    r = _with_stdout("gone", *sim)
+    assert r.returncode == 1, r.stderr.decode()
+    assert r.stderr.decode().splitlines() == [
+        "ember-sim: error: cannot write to standard output: its reader stopped before the end"]

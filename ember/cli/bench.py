@@ -13,7 +13,16 @@ import click
 
 from ..ir.diagnostics import EmberError
 from ..sim.engines import DEFAULT_ENGINE, ENGINES, check_engine
-from .common import command, guarded, trace_files, trace_options, trace_request, write_output, write_outputs
+from .common import (
+    command,
+    guarded,
+    report_console,
+    trace_files,
+    trace_options,
+    trace_request,
+    write_output,
+    write_outputs,
+)
 
 if TYPE_CHECKING:  # imported lazily at run time so `--help` stays fast
     from rich.console import Console
@@ -310,9 +319,7 @@ def _write_rows(json_path: str | None, json_text: Callable[[], str], csv_path: s
 
 def _console(*paths: str | None) -> Console:
     """Tables go to stdout, or to stderr when stdout carries one of these outputs (--json -, --csv -, ...)."""
-    from rich.console import Console
-
-    console = Console(stderr="-" in paths)
+    console = report_console("-" in paths)
     if not console.is_terminal:
         console.width = 100  # piped or captured: the width the tables are laid out for
     return console

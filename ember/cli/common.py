@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,6 +17,8 @@ import click
 from ..ir.diagnostics import EmberError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..backend.dae import Program
     from ..machine import Machine
     from ..sim.trace import Events, TraceOptions
@@ -22,27 +26,100 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+STDOUT_STOPPED = "cannot write to standard output: its reader stopped before the end"
+STDOUT_CLOSED = "cannot write to standard output: it is closed"
+
+
+class ClosedStdout(io.TextIOBase):
+    """sys.stdout while a command runs with its standard output closed (`>&-`).  Python sets sys.stdout to None
+    there, and print, click.echo and rich then write nothing: the command exited 0 with its report lost."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        raise EmberError(STDOUT_CLOSED)
+
+
 class Command(click.Command):
     """A command whose usage errors (an unknown option, a bad option value, a missing argument) are one line,
-    `prog: error: ...`, with exit status 1, as every other error is, instead of click's usage block and status 2."""
+    `prog: error: ...`, with exit status 1, as every other error is, instead of click's usage block and status 2;
+    and whose output to a closed standard output, or to a pipe whose reader stopped, is an error too."""
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         prog = prog_name or self.name or os.path.basename(sys.argv[0])
+        closed = sys.stdout is None
+        if closed:
+            sys.stdout = ClosedStdout()
         try:
             rv = super().main(args, prog, complete_var, standalone_mode=False, **extra)
+            if not _flush_stdout():
+                raise EmberError(STDOUT_STOPPED)
         except click.UsageError as e:
-            click.echo(f"{prog}: error: {e.format_message().rstrip('.')} ({prog} --help lists the options)", err=True)
-            sys.exit(1)
+            _fail(f"{prog}: error: {e.format_message().rstrip('.')} ({prog} --help lists the options)")
         except click.ClickException as e:
-            click.echo(f"{prog}: error: {e.format_message()}", err=True)
-            sys.exit(1)
+            _fail(f"{prog}: error: {e.format_message()}")
         except click.Abort:
-            click.echo(f"{prog}: interrupted", err=True)
-            sys.exit(1)
+            _fail(f"{prog}: interrupted")
+        except EmberError as e:  # --help or another eager option writing to a closed stdout
+            _fail(f"{prog}: {e.render()}")
+        finally:
+            _flush_stdout()  # after an error already reported (a broken pipe met while printing)
+            if closed:
+                sys.stdout = None  # type: ignore[assignment]
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)  # click returns the code of --help and ctx.exit() here
+
+    # --help and eager options print while the arguments are parsed; click would exit 1 without a word on EPIPE
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        with _stdout_stopped_is_an_error():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _stdout_stopped_is_an_error():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _stdout_stopped_is_an_error() -> Iterator[None]:
+    try:
+        yield
+    except BrokenPipeError:
+        raise EmberError(STDOUT_STOPPED) from None
+
+
+def report_console(stderr: bool = False) -> Console:
+    """A rich console for a command's report, whose broken pipe is the command's one-line error: rich's own
+    answer is a silent exit 1."""
+    from rich.console import Console
+
+    class ReportConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return ReportConsole(stderr=stderr)
+
+
+def _fail(line: str) -> None:
+    click.echo(line, err=True)
+    sys.exit(1)
+
+
+def _flush_stdout() -> bool:
+    """Deliver what is still buffered for stdout now, so that a reader that stopped early is this command's error
+    rather than Python's complaint at exit; False when it could not be delivered."""
+    try:
+        sys.stdout.flush()
+        return True
+    except (BrokenPipeError, ValueError):
+        # Python flushes stdout again at exit: give what is left somewhere to go.  (This opens the null device
+        # the system has; nothing is written to a path.)
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
 
 
 def command(prog: str) -> dict[str, Any]:
@@ -64,6 +141,8 @@ def guarded(prog: str) -> Callable[[F], F]:
             except MemoryError:  # its text is empty
                 click.echo(f"{prog}: error: out of memory (the input, or the machine's settings, need more than this "
                            "process may have)", err=True)
+            except BrokenPipeError:  # printing a report: the output files' own errors name them
+                click.echo(f"{prog}: error: {STDOUT_STOPPED}", err=True)
             except OSError as e:
                 click.echo(f"{prog}: error: {e}", err=True)
             except KeyboardInterrupt:
@@ -142,12 +221,12 @@ def _write_stdout(raw: bytes) -> None:
     """All of `raw` to stdout, or an error (a reader that stopped early, a closed stdout) that says so."""
     stream = getattr(sys.stdout, "buffer", None)
     if stream is None:
-        raise EmberError("cannot write the output: standard output is closed")
+        raise EmberError(STDOUT_CLOSED)
     try:
         stream.write(raw)
         stream.flush()
-    except (BrokenPipeError, ValueError) as e:
-        raise EmberError(f"cannot write the output to standard output: {e}") from None
+    except (BrokenPipeError, ValueError):
+        raise EmberError(STDOUT_STOPPED) from None
 
 
 def _stage(path: str, raw: bytes, shown: str) -> str:

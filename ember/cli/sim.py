@@ -12,7 +12,16 @@ from ..bounded_zip import check_declared
 from ..files import display_name, read_bytes
 from ..ir.diagnostics import EmberError
 from ..sim.cycle_limit import DEFAULT_MAX_CYCLES
-from .common import command, guarded, host_runtime_option, trace_files, trace_options, trace_request, write_outputs
+from .common import (
+    command,
+    guarded,
+    host_runtime_option,
+    report_console,
+    trace_files,
+    trace_options,
+    trace_request,
+    write_outputs,
+)
 
 # What docs/demo.md explains, in its order: the dispatch slots used and each cause the front end waited for add up
 # to the cycles (with host.cycles), so all of them are here.
@@ -132,7 +141,6 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
         files += trace_files([(events, prog)], m, trace_path, timeline_path, display_name(program), "ember-sim")
     write_outputs(files)  # all or none: a --stats that cannot be written leaves no --outputs behind
     if not quiet:
-        from rich.console import Console
         from rich.table import Table
 
         table = Table(title=f"ember-sim: {display_name(program)} on machine '{m.name}'")
@@ -144,4 +152,4 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
             s = stats.get(name)
             if s is not None:
                 table.add_row(name, _fmt(s.value), s.unit, s.description)
-        Console(stderr="-" in (outputs_path, trace_path, timeline_path)).print(table)
+        report_console("-" in (outputs_path, trace_path, timeline_path)).print(table)
