@@ -218,6 +218,27 @@ def missing_case(tool: str, which: str = "") -> object:
     return pytest.param(tool, make, "No such file or directory", id=f"missing-file-{tool}{which}")
 
 
+def not_a_file_case(tool: str, kind: str) -> object:
+    """A model, or the model a .dae names for its weights, that is a directory or a FIFO: the error says what it
+    is (it said 'No such file or directory'), and nobody waits on the FIFO."""
+
+    def make(tmp: Path, good: Good) -> Bad:
+        odd = tmp / "odd.onnx"
+        odd.mkdir() if kind == "directory" else os.mkfifo(odd)
+        args = {"import": [str(odd), "-o", str(tmp / "out.eir")],
+                "asm": [str(good.files["dae"]), "--weights", str(odd), "-o", str(tmp / "out.bin")]}[tool]
+        return Bad(args, f"{odd}: error: ")
+
+    return pytest.param(tool, make, f"is a {kind}, not a model file", id=f"{kind}-as-model-{tool}")
+
+
+def stdin_model_case() -> object:
+    def make(tmp: Path, good: Good) -> Bad:
+        return Bad(["-", "-o", str(tmp / "out.eir")], "error: ")
+
+    return pytest.param("import", make, "a model is read from a file, not from standard input", id="stdin-as-model")
+
+
 # ----------------------------------------------------------------------------- corruptions
 
 
@@ -557,6 +578,12 @@ CASES = [
     missing_case("disasm"),
     missing_case("sim"),
     missing_case("sim", "-inputs"),
+    # a model that is not a regular file
+    not_a_file_case("import", "directory"),
+    not_a_file_case("import", "FIFO"),
+    not_a_file_case("asm", "directory"),
+    not_a_file_case("asm", "FIFO"),
+    stdin_model_case(),
 ]
 
 

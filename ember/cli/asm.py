@@ -45,7 +45,7 @@ def main(input: str, output: str, no_tables: bool, weights_path: str | None) -> 
             raise EmberError("the program has params but no .weights file (give one with --weights FILE)",
                              display_name(input))
         path = Path(weights_path) if weights_path is not None else base_dir(input) / program.weights
-        if not path.is_file():  # the error is at the missing file, as a missing input's is
+        if not path.exists():  # the error is at the missing file, as a missing input's is
             how = "" if weights_path is not None else (f" (the .weights of {display_name(input)} names it, relative "
                                                        "to the .dae; give another with --weights FILE)")
             raise EmberError(f"no such file{how}", str(path))

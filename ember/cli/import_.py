@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 @click.command(**command("ember-import"))
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model")
 @click.option("-o", "--output", default="-", show_default=True, help="output .eir file ('-' for stdout)")
 @click.option("--example-inputs", "example_inputs", metavar="IN.npz",
               help="for a scripted .pt (torch.jit.script): one array per parameter of forward, by name; only "

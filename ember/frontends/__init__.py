@@ -11,6 +11,8 @@ The readers are imported lazily so that, say, reading a `.pt2` does not pay for 
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,9 +31,24 @@ SUFFIXES = (".onnx", ".pt", ".pt2")
 
 
 
+KINDS_OF_FILE = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
 def _kind(path: str) -> str:
-    if not Path(path).is_file():
-        raise EmberError("cannot read the file: No such file or directory", path)
+    """The model's format, for a model that is a regular file: the .eir names the model file for its weights,
+    and every tool that needs them reads it again, which a pipe, a FIFO or a device cannot give."""
+    why = "Ember's levels name the model file for its weights, and each tool that needs them reads it again: save " \
+          "the model to a file"
+    if path == "-":
+        raise EmberError(f"a model is read from a file, not from standard input ({why})")
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise EmberError(f"cannot read the file: {e.strerror}", path) from None
+    if not stat.S_ISREG(mode):
+        what = next((name for test, name in KINDS_OF_FILE if test(mode)), "not a regular file")
+        raise EmberError(f"is {what}, not a model file ({why})", path)
     suffix = Path(path).suffix.lower()
     if suffix not in SUFFIXES:
         shown = f"'{suffix}'" if suffix else "no suffix"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
 from ...ir.diagnostics import EmberError
+from ...limits import INPUT_BYTES
 
 ELEM = {
     TensorProto.FLOAT: "f32", TensorProto.DOUBLE: "f64", TensorProto.FLOAT16: "f16",
@@ -18,6 +22,10 @@ ELEM = {
 
 def load_model(path: str) -> ModelProto:
     """Read and check a model, so later stages can trust its structure."""
+    cap = INPUT_BYTES.get()
+    with contextlib.suppress(OSError):  # a file that cannot be read is onnx.load's error below
+        if os.stat(path).st_size > cap:  # onnx.load reads it whole
+            raise EmberError(f"larger than {cap:,} bytes, the most Ember reads ({INPUT_BYTES.env} raises it)", path)
     try:
         model = onnx.load(path)
     except OSError as e:
