@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .ir.diagnostics import EmberError
 
 __all__ = ["ARCHIVE_DEPTH", "ARCHIVE_MEMBER_BYTES", "ARCHIVE_OBJECTS", "ARCHIVE_RATIO", "HOST_MAX_BYTES", "INPUT_BYTES",
-           "TEXT_BYTES", "Limit"]
+           "TEXT_BYTES", "TEXT_LINE_CHARS", "TEXT_LIST_ITEMS", "Limit"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,12 @@ HOST_MAX_BYTES = Limit("EMBER_HOST_MAX_BYTES", 1 << 32)
 INPUT_BYTES = Limit("EMBER_INPUT_BYTES", 1 << 32)
 """Largest binary file a tool reads whole (a .bin program, an .npz of inputs): a device such as /dev/zero, or a
 pipe that never ends, is refused at this size instead of filling the memory."""
+TEXT_LINE_CHARS = Limit("EMBER_TEXT_LINE_CHARS", 1 << 20)
+"""Longest line of a .eir or .dae text, which bounds a string literal as well: real lines are under a few hundred
+characters, and the parsers take hundreds of bytes of memory per character of a string."""
+TEXT_LIST_ITEMS = Limit("EMBER_TEXT_LIST_ITEMS", 100_000)
+"""Most items in one list, dict or parenthesis of a .eir or .dae text (an attribute, a shape, an op's operands): a
+list takes the parser about 10 microseconds and 1 kB an item, and real ones have a few."""
 TEXT_BYTES = Limit("EMBER_TEXT_BYTES", 1 << 26)
 """Largest text file (.eir, .dae) a tool reads: the parsers need many times a text's size in memory, and the
 levels name their weights in the model file, so real ones are kilobytes to megabytes."""

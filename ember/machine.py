@@ -27,7 +27,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ember.ir.diagnostics import EmberError, Loc
+from .files import read_text
+from .ir.diagnostics import EmberError, Loc
 
 _PRESET_DIR = ("machines",)
 _SECTIONS = ("access", "execute", "caches", "dram", "energy")
@@ -408,9 +409,9 @@ def load_machine(name_or_path: str) -> Machine:
     if looks_like_path:
         path = Path(name_or_path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise EmberError(f"cannot read machine file: {e.strerror or e}", str(path)) from None
+            text = read_text(name_or_path)  # bounded: a FIFO or a device may never end
+        except EmberError as e:
+            raise EmberError(f"machine file: {e.message}", str(path)) from None
         return _from_text(text, str(path), path.stem, str(path))
     return _from_text(_preset_text(name_or_path, []), f"{name_or_path}.toml", name_or_path, name_or_path)
 

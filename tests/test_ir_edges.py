@@ -282,3 +282,53 @@ def test_text_nested_too_deep_is_refused_at_its_bracket(depth: int) -> None:
     assert str(e.value.where) == f"deep.eir:1:{len('module attributes {deep = ') + MAX_NESTING}"
     parse_module(module(MAX_NESTING - 1), "ok.eir")
     parse_module('module attributes {s = "' + "[" * 500 + '"} {\n  func @main() -> () {\n    return\n  }\n}\n', "s.eir")
+
+
+def _module_with(attr: str) -> str:
+    return "module attributes {a = " + attr + "} {\n  func @main() -> () {\n    return\n  }\n}\n"
+
+
+def test_a_list_past_the_item_limit_is_refused_at_its_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 20-million-item list took the parser 114 s and 4.3 GB before an empty error (issue 35); a list past
+    EMBER_TEXT_LIST_ITEMS is refused at the first item too many, on whatever lines its items are."""
+    monkeypatch.setenv("EMBER_TEXT_LIST_ITEMS", "50")
+    parse_module(_module_with("[" + ", ".join(["7"] * 50) + "]"), "ok.eir")
+    with pytest.raises(EmberError) as e:
+        parse_module(_module_with("[" + ",\n ".join(["7"] * 51) + "]"), "long.eir")
+    assert e.value.message == "a list of more than 50 items (EMBER_TEXT_LIST_ITEMS raises the limit)"
+    assert str(e.value.where) == "long.eir:50:3"  # the comma after the 50th item, which would begin the 51st
+    parse_module(_module_with('"' + ", " * 100 + '"'), "string.eir")  # commas in a string are not items
+
+
+def test_a_line_past_the_limit_is_refused_with_a_short_snippet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 200 MB string attribute took 3.7 GB (issue 35); a line past EMBER_TEXT_LINE_CHARS, which bounds a string,
+    is refused where it passes the limit, and the caret snippet shows a window of the line, not all of it."""
+    from ember.ir.diagnostics import SNIPPET
+
+    monkeypatch.setenv("EMBER_TEXT_LINE_CHARS", "5000")
+    prefix = "module attributes {a = "
+    parse_module(_module_with('"' + "x" * (5000 - len(prefix + '""} {')) + '"'), "ok.eir")  # 5,000 exactly
+    with pytest.raises(EmberError) as e:
+        parse_module(_module_with('"' + "x" * 6000 + '"'), "long.eir")
+    assert e.value.message == "line longer than 5,000 characters (EMBER_TEXT_LINE_CHARS raises the limit)"
+    assert str(e.value.where) == "long.eir:1:5001"
+    head, line, caret = e.value.render().splitlines()
+    assert len(line) <= SNIPPET + 6 and line.startswith("...x") and line.endswith("x...")
+    assert line[len(caret) - 1] == "x" and caret.strip() == "^"
+
+
+def test_dae_text_has_the_same_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The .dae parser scans its text the same way (';' comments skipped): deep nesting and long lists."""
+    from ember.backend.dae_text import parse_dae
+
+    def program(operand: str) -> str:
+        return f".dae 2\n.code\n  halt {operand} ; [ not a bracket\n.end\n"
+
+    with pytest.raises(EmberError, match="nested more than 100 deep") as e:
+        parse_dae(program("{a = " + "[" * 5000 + "]" * 5000 + "}"), "deep.dae")
+    assert str(e.value.where) == "deep.dae:3:112"  # the 101st bracket, counting the brace
+    monkeypatch.setenv("EMBER_TEXT_LIST_ITEMS", "3")
+    with pytest.raises(EmberError, match="a list of more than 3 items"):
+        parse_dae(program("{a = [1, 2, 3, 4]}"), "long.dae")
+    with pytest.raises(EmberError, match="'halt' expects no operands"):  # within the limits: the usual check
+        parse_dae(program("{a = [1, 2, 3]}"), "ok.dae")

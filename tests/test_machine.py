@@ -69,7 +69,7 @@ def test_file_errors(tmp_path: Path) -> None:
     f.write_text('clock_ghz = 1.0\n')
     with pytest.raises(EmberError, match="missing"):
         load_machine(str(f))
-    with pytest.raises(EmberError, match="cannot read machine file"):
+    with pytest.raises(EmberError, match="machine file: cannot read"):
         load_machine(str(tmp_path / "absent.toml"))
     f.write_text('base = "nope"\n')
     with pytest.raises(EmberError, match="unknown machine preset 'nope'"):

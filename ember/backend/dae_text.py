@@ -18,7 +18,7 @@ from lark import Token, Tree
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 
 from ..ir.diagnostics import EmberError, Loc
-from ..ir.parser import grammar, syntax_error
+from ..ir.parser import check_text, grammar, syntax_error
 from ..ir.printer import DenseAttr, format_attrs, format_float
 from ..ir.types import SCALARS, ScalarType, ShapedType
 from ..isa import OPS
@@ -388,6 +388,7 @@ class _Builder:
 
 def parse_dae(text: str, filename: str) -> Program:
     """Parse and check `.dae` text; every mistake is an EmberError at its `file:line:col`."""
+    check_text(text, filename, comment=";")
     try:
         tree = grammar("dae.lark").parse(text)
     except UnexpectedInput as e:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..files import read_text
 from ..ir.diagnostics import EmberError
 from ..sim.engines import DEFAULT_ENGINE, ENGINES, check_engine
 from .common import (
@@ -434,11 +435,7 @@ def _read_hands(items: tuple[str, ...], variants: list[str]) -> Hands:
             raise EmberError(f"--hand {item}: expected KIND=FILE.dae")
         if kind not in KINDS:
             raise EmberError(f"--hand {item}: unknown workload kind '{kind}' (valid: {', '.join(KINDS)})")
-        try:
-            text = Path(path).read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise EmberError(f"--hand {item}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
-        out.setdefault(kind, []).append(Baseline(Path(path).name, parse_dae(text, path)))
+        out.setdefault(kind, []).append(Baseline(Path(path).name, parse_dae(read_text(path), path)))
     if out and "hand" not in variants:
         raise EmberError("--hand gives a baseline, but 'hand' is not among --variants")
     return out

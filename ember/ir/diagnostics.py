@@ -33,9 +33,21 @@ class EmberError(Exception):
     def render(self) -> str:
         head = f"{self.where}: error: {self.message}" if self.where else f"error: {self.message}"
         if self.source_line is not None and isinstance(self.where, Loc):
-            caret = " " * (self.where.col - 1) + "^"
-            return f"{head}\n{self.source_line.rstrip()}\n{caret}"
+            line, col = _window(self.source_line.rstrip(), self.where.col)
+            return f"{head}\n{line}\n{' ' * (col - 1)}^"
         return head
 
     def __str__(self) -> str:
         return self.render()
+
+
+SNIPPET = 120  # characters of a long source line shown around the caret (a line may be a megabyte long)
+
+
+def _window(line: str, col: int) -> tuple[str, int]:
+    """At most SNIPPET characters of `line` around column `col`, marked with ... where cut, and the column there."""
+    if len(line) <= SNIPPET:
+        return line, col
+    start = max(0, min(col - 1 - SNIPPET // 2, len(line) - SNIPPET))
+    shown = ("..." if start else "") + line[start:start + SNIPPET] + ("..." if start + SNIPPET < len(line) else "")
+    return shown, col - start + (3 if start else 0)

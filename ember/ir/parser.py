@@ -11,6 +11,7 @@ from typing import Any
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
+from ..limits import TEXT_LINE_CHARS, TEXT_LIST_ITEMS
 from .core import Block, Op, Value
 from .diagnostics import EmberError, Loc
 from .printer import DenseAttr
@@ -189,30 +190,49 @@ class _Builder:
 
 
 MAX_NESTING = 100  # brackets and braces: real levels nest about ten deep; the parser recurses per level
-_NEST = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[(\[{]|[)\]}]|\n')
+_STRING = r'"(?:[^"\\\n]|\\.)*"'
+_SCAN = {comment: re.compile(rf'{_STRING}|{comment}[^\n]*|[(\[{{,]|[)\]}}]|\n') for comment in ("//", ";")}
 
 
-def check_nesting(text: str, filename: str) -> None:
-    """Refuse text nested deeper than MAX_NESTING (outside strings and comments) at the bracket that goes past it,
-    before the parser recurses that deep and fails without a position."""
-    depth, line, start = 0, 1, 0
-    for m in _NEST.finditer(text):
+def check_text(text: str, filename: str, comment: str = "//") -> None:
+    """Refuse, at its position, text that would make a parser recurse out of Python's stack or spend minutes and
+    gigabytes: brackets nested deeper than MAX_NESTING, a list or dict of more than TEXT_LIST_ITEMS items, a line
+    longer than TEXT_LINE_CHARS (which bounds a string too).  Strings and comments (from `comment`) are skipped."""
+    line_cap, items_cap = TEXT_LINE_CHARS.get(), TEXT_LIST_ITEMS.get()
+    items: list[int] = []  # per open bracket, the items begun in it
+    line, start = 1, 0
+
+    def refuse(message: str, at: int) -> EmberError:
+        end = text.find("\n", start)
+        return EmberError(message, Loc(filename, line, at - start + 1), text[start:end if end >= 0 else len(text)])
+
+    for m in _SCAN[comment].finditer(text):
         tok = m.group()
+        if m.start() - start > line_cap:  # a token that starts past the limit, or the line's end
+            raise refuse(f"line longer than {line_cap:,} characters ({TEXT_LINE_CHARS.env} raises the limit)",
+                         start + line_cap)
         if tok == "\n":
             line, start = line + 1, m.end()
         elif tok in "([{":
-            depth += 1
-            if depth > MAX_NESTING:
-                end = text.find("\n", start)
-                raise EmberError(f"nested more than {MAX_NESTING} deep", Loc(filename, line, m.start() - start + 1),
-                                 text[start:end if end >= 0 else len(text)][:200])
-        elif tok in ")]}":
-            depth -= 1
+            items.append(1)
+            if len(items) > MAX_NESTING:
+                raise refuse(f"nested more than {MAX_NESTING} deep", m.start())
+        elif tok == ",":
+            if items:
+                items[-1] += 1
+                if items[-1] > items_cap:
+                    raise refuse(f"a list of more than {items_cap:,} items ({TEXT_LIST_ITEMS.env} raises the limit)",
+                                 m.start())
+        elif tok in ")]}" and items:
+            items.pop()
+    if len(text) - start > line_cap:
+        raise refuse(f"line longer than {line_cap:,} characters ({TEXT_LINE_CHARS.env} raises the limit)",
+                     start + line_cap)
 
 
 def parse_module(text: str, filename: str = "<input>") -> Op:
     """Parse `.eir` text; syntax and name errors raise EmberError with the position."""
-    check_nesting(text, filename)
+    check_text(text, filename)
     try:
         tree = grammar("eir.lark").parse(text)
     except UnexpectedInput as e:
