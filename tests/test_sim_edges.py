@@ -670,6 +670,50 @@ L0:
     assert p.returncode == 1 and err.decode() == "ember-sim: interrupted\n", err
 
 
+MULTICORE_SPIN = """
+import sys
+import threading
+from pathlib import Path
+from ember.backend.binary import disassemble
+from ember.machine import load_machine
+from ember.sim.multicore import simulate_cores
+spin = disassemble(Path("spin.bin").read_bytes(), "spin.bin")
+try:
+    simulate_cores([spin, spin], [{}, {}], load_machine("default").with_overrides(["cores=2"]), float("inf"),
+                   sys.argv[1])
+except KeyboardInterrupt:  # raised once every core has stopped, not while they still run on freed memory
+    sys.exit(7 if threading.active_count() == 1 else 8)
+"""
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_ctrl_c_stops_a_multicore_run(tmp_path: Path, engine: str) -> None:
+    """SIGINT while the cores of a multi-core run simulate in their threads (Python gives it to the main thread,
+    which waits for them): every core stops at its next cycle-limit check, the core that waits for its first turn
+    too, and only then is the shared memory released and the interrupt raised (issue 35)."""
+    spin = program("""
+.sym @0 output "y" i64 [1]
+.code
+  alloc @0, [1]
+  li r0, 0
+L0:
+  add r0, r0, 1
+  jmp L0
+  halt
+.end
+""")
+    (tmp_path / "spin.bin").write_bytes(assemble(spin))
+    p = subprocess.Popen([sys.executable, "-c", MULTICORE_SPIN, engine], cwd=tmp_path, stderr=subprocess.PIPE,
+                         env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent)))
+    time.sleep(3)  # started, and simulating (core 0 never ends; core 1 waits for its first turn)
+    assert p.poll() is None, p.stderr.read().decode() if p.stderr else ""
+    p.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, err = p.communicate(timeout=60)
+    assert time.monotonic() - start < 10
+    assert p.returncode == 7 and not err, err.decode()
+
+
 def test_reads_stop_at_their_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file, or a stream that never ends (stdin, a pipe, /dev/zero), is refused once it passes its limit instead
     of filling the memory (issue 35): binary inputs at EMBER_INPUT_BYTES, text levels at EMBER_TEXT_BYTES."""

@@ -10,6 +10,7 @@ far apart they finish.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -82,8 +83,16 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
         th.start()
     rounds.begin()
     try:
-        for th in threads:
-            th.join()
+        try:
+            for th in threads:
+                th.join()
+        except KeyboardInterrupt:  # Python gives Ctrl-C to this thread: stop the cores before their memory goes
+            rounds.stop()
+            for th in threads:
+                while th.is_alive():
+                    with contextlib.suppress(KeyboardInterrupt):
+                        th.join()
+            raise
     finally:
         shared_fast.release()
     for r in results:

@@ -47,6 +47,9 @@ class _Run:
         self.core = Core(program, self.t, self.mem, machine)
         self.core.run_hook = self.run_access
         self.core.max_cycles = max_cycles
+        self.unit: AccessUnit | None = None
+        if turn is not None:
+            turn.rounds.on_stop(self.stop)
         self.queue = OutputQueue(machine.access.queue_total_bytes)
         self.access_totals = {"elements": 0, "requests": 0, "tokens": 0, "operands": 0, "operand_bytes": 0,
                               "lookups": 0}
@@ -59,6 +62,12 @@ class _Run:
             self.mem.trace = self.queue.trace = self.core.trace = self.core.pipe.trace = trace
             self.callback_ids = callback_ids(program)
 
+    def stop(self) -> None:
+        """Stop at the next cycle-limit check, however far the clocks are (a multi-core run interrupted)."""
+        self.max_cycles = self.core.max_cycles = -math.inf
+        if self.unit is not None:
+            self.unit.max_cycles = -math.inf
+
     def run_access(self, ins: Instr, start: float) -> None:
         name = ins.args[0]
         acc = next((a for a in self.p.access if a.name == name), None)
@@ -70,7 +79,7 @@ class _Run:
         core = self.core
         traced = -1 if self.trace is None else self.trace.add(K["run"], ACCESS, start, math.inf,
                                                                self.p.access.index(acc))
-        unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, start, self.max_cycles)
+        unit = self.unit = AccessUnit(acc, params, self.t, self.mem, self.m, self.queue, start, self.max_cycles)
         stall0 = self.queue.stall
         for msg in unit.run():
             core.pops.extend(msg.operands[:-1] if msg.token is not None else msg.operands)

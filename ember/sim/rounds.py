@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 
 QUANTUM = 128.0  # cycles a round lasts: about a DRAM access's latency (its error and its cost: docs/architecture.md)
 
@@ -30,6 +31,27 @@ class Rounds:
         self.wants = [0] * cores  # the round each core waits for (the running core's: its current one)
         self.live = set(range(cores))
         self.turn = [threading.Event() for _ in range(cores)]
+        self.stopping = False  # Ctrl-C: every core stops at its next cycle-limit check, in its turn
+        self._stoppers: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def on_stop(self, stop: Callable[[], None]) -> None:
+        """Call `stop` (which makes one core's engine stop at its next cycle-limit check) when the run is stopped,
+        or now if it already is."""
+        with self._lock:
+            self._stoppers.append(stop)
+            if not self.stopping:
+                return
+        stop()
+
+    def stop(self) -> None:
+        """Stop every core (Ctrl-C in multicore.simulate_cores).  The turns go on as before, so no two cores touch
+        the shared memory at once while they wind down: each stops soon after its turn comes."""
+        with self._lock:
+            self.stopping = True
+            stoppers = list(self._stoppers)
+        for stop in stoppers:
+            stop()
 
     def _next(self) -> int:
         return min(self.live, key=lambda k: (self.wants[k], (k - self.wants[k]) % self.n))

@@ -65,7 +65,7 @@ from .boundary import (
 )
 from .build import load, notes
 from .c_source import generate
-from .cdefs import ERROR, MAX_CYCLES, OK, OP_NAMES, Unsupported
+from .cdefs import ERROR, INTERRUPTED, MAX_CYCLES, OK, OP_NAMES, Unsupported
 
 DRAM_ROOM = 1 << 16  # booked DRAM intervals the C side makes room for at first, over all calendars; every one is
 # kept (as the reference keeps them), and a calendar's room doubles when it fills (runtime.h, channel_grow)
@@ -144,6 +144,8 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
         return reference.simulate(program, inputs, machine, max_cycles, trace=trace)
     t0 = time.perf_counter()
     state = _State(program, inputs, machine, limit, virtual, shared, turn)
+    if turn is not None:
+        turn.rounds.on_stop(state.stop)
     if trace is not None:
         state.record(trace)
     try:
@@ -156,6 +158,8 @@ def simulate(program: Program, inputs: dict[str, np.ndarray], machine: Machine, 
             state.memory.release_bookings()
     if status == MAX_CYCLES:
         raise exceeded(limit, float(state.args.totals.cycles))
+    if status == INTERRUPTED:  # a multi-core run stopped by Ctrl-C (rounds.Rounds.stop)
+        raise KeyboardInterrupt
     if status != OK:
         if state.error is not None:
             raise state.error
@@ -381,6 +385,10 @@ class _State:
             return -1.0
         except Exception:  # the reference engine reruns the program and words the error
             return -1.0
+
+    def stop(self) -> None:
+        """Stop at the next cycle-limit check (the generated code reads `stop` there)."""
+        self.args.stop = 1
 
     def run(self, lib: ctypes.CDLL) -> int:
         """Call the compiled program.  In the main thread it runs in a thread of its own (ctypes lets go of the GIL
