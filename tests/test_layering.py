@@ -2,8 +2,8 @@
 (or its own), no modules import each other in a cycle, and a module imports other Ember modules inside a
 function only where the table of deferred imports below says why.
 
-    ir, limits, files  <  dialects, isa, machine, predictor, host, bounded_zip  <  backend  <  frontends  <  passes
-      <  sim  <  bench  <  plan  <  fuzz  <  cli
+    ir, limits, files, signals  <  dialects, isa, machine, predictor, host, bounded_zip  <  backend  <  frontends
+      <  passes  <  sim  <  bench  <  plan  <  fuzz  <  cli
 
 Data flows frontends -> passes -> backend -> sim; the backend sits below the passes in imports because the
 `codegen` pass wraps it, and `ember-opt` writes `.dae` through that pass.
@@ -15,8 +15,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "ember"
-LAYERS = [("ir", "limits", "files"), ("dialects", "isa", "machine", "predictor", "host", "bounded_zip"), ("backend",),
-          ("frontends",), ("passes",), ("sim",), ("bench",), ("plan",), ("fuzz",), ("cli",)]
+LAYERS = [("ir", "limits", "files", "signals"), ("dialects", "isa", "machine", "predictor", "host", "bounded_zip"),
+          ("backend",), ("frontends",), ("passes",), ("sim",), ("bench",), ("plan",), ("fuzz",), ("cli",)]
 RANK = {pkg: k for k, layer in enumerate(LAYERS) for pkg in layer}
 # Ember imports a function may make, and why it cannot make them at the top of its module.
 DEFERRED = {

@@ -256,3 +256,47 @@ def test_a_dask_cluster_gives_the_rows_of_a_local_run(serial: Path, tmp_path: Pa
     want = json.loads((serial / "rows.json").read_text())["rows"]
     assert [simulated(r) for r in got] == [simulated(r) for r in want]
     assert len(json_rows(tmp_path / "points.jsonl")) == 4
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    kids = set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.add(int(stat_file.parent.name))
+    return kids
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signalled_sweep_leaves_no_worker_behind(tmp_path: Path, sig: str) -> None:
+    """SIGTERM (or Ctrl-C) while a sweep's workers run ends them with it: they and the resource tracker survived
+    SIGTERM with parent 1 (issue 35).  The rows finished before it stay; no temporary file is left."""
+    import signal
+    import time
+
+    args = ["--suite", "tiny", "--only", "RM1_L0", "--sweep", "variant=O0,O3", "--sweep", "dram.channels=1,2,4,8",
+            "--engine", "reference", "--sweep-out", "s.jsonl", "-j", "2", "-q"]
+    p = subprocess.Popen([sys.executable, "-c", "from ember.cli.bench import main; main()", *args], cwd=tmp_path,
+                         stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    deadline = time.monotonic() + 60
+    while len(kids := _children(p.pid)) < 2 and time.monotonic() < deadline:  # the pool's workers have started
+        time.sleep(0.2)
+    assert p.poll() is None and len(kids) >= 2, kids
+    kids |= {k for kid in kids for k in _children(kid)}
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == (-signal.SIGTERM if sig == "SIGTERM" else 1), err.decode()
+    if sig == "SIGINT":
+        assert err.decode() == "ember-bench: interrupted\n"
+    deadline = time.monotonic() + 10
+    while (alive := {k for k in kids if Path(f"/proc/{k}").exists()
+                     and "Z" not in Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0]}) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive, f"processes left running: {alive}"
+    assert {f.name for f in tmp_path.iterdir()} <= {"s.jsonl"}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..ir.diagnostics import EmberError
+from ..signals import signals_unwind
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -129,13 +130,15 @@ def command(prog: str) -> dict[str, Any]:
 
 
 def guarded(prog: str) -> Callable[[F], F]:
-    """Turn every failure into `prog: file:line:col: error: ...` on stderr and exit status 1."""
+    """Turn every failure into `prog: file:line:col: error: ...` on stderr and exit status 1; a signal that ends
+    the command (Ctrl-C, SIGTERM, SIGHUP) first unwinds it, so that no temporary file or worker process outlives it."""
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
-                return fn(*args, **kwargs)
+                with signals_unwind(prog):  # SIGTERM and SIGHUP run the finally blocks too, then end the process
+                    return fn(*args, **kwargs)
             except EmberError as e:
                 click.echo(f"{prog}: {e.render()}", err=True)
             except MemoryError:  # its text is empty

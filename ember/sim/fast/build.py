@@ -18,19 +18,15 @@ import hashlib
 import os
 import secrets
 import shutil
-import signal
 import stat
 import struct
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from types import FrameType
 
 from ...ir.diagnostics import EmberError
+from ...signals import signals_unwind
 from .boundary import Args, check
 from .cdefs import Unsupported
 
@@ -45,7 +41,6 @@ CFLAGS = ["-O1", "-fno-tree-vectorize", "-shared", "-fPIC", "-fno-fast-math", "-
           "-fno-strict-aliasing", "-w"]
 FORMAT = "ember-fast 2"  # part of every key: a change to the entry layout or the flags gives new names
 STALE_SECONDS = 86_400  # a temporary file this old belongs to no running build
-SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
 _loaded: dict[str, ctypes.CDLL] = {}
 _private: list[Path] = []  # this process's temporary cache directory, once one was needed
 notes: list[str] = []  # what the CLI tells the user about the last run: why the reference engine ran it, and so on
@@ -178,7 +173,7 @@ def build(cc: str, source: str, d: Path, key: str) -> bytes:
     tmp_so, tmp_side = _temp_name(d, key, ".so"), _temp_name(d, key, ".sha256")
     proc: subprocess.Popen[bytes] | None = None
     scratch: Path | None = None
-    with _signals_unwind() as held:
+    with signals_unwind("compiling the fast engine's program") as held:
         try:
             with held():  # a signal now waits until `scratch` is named, so that cleanup can remove it
                 scratch = Path(tempfile.mkdtemp(prefix=f"tmp-ember_{key}.cc.", dir=d))
@@ -228,7 +223,7 @@ def _dlopen(d: Path, key: str, data: bytes) -> ctypes.CDLL:
     """
     _check_elf(data, entry(d, key)[0])
     copy = _temp_name(d, key, ".load.so")
-    with _signals_unwind():
+    with signals_unwind("compiling the fast engine's program"):
         try:
             _write_new(copy, data, sync=False)
             return ctypes.CDLL(str(copy))
@@ -317,67 +312,3 @@ def _sync_dir(d: Path) -> None:
         os.close(fd)
 
 
-class _Interrupted(BaseException):
-    """Raised by the temporary signal handler so that `finally` blocks remove temporary files."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextmanager
-def _signals_unwind() -> Iterator[Callable[[], AbstractContextManager[None]]]:
-    """While the block runs, SIGTERM, SIGINT and SIGHUP unwind it (running its `finally`) instead of ending the
-    process on the spot; afterwards the caller's own handlers are back and the signal is delivered to them as
-    if it had just arrived: the default action ends the process by that signal, a Python handler is called.
-
-    It yields `held`: inside `with held():` a signal only waits, and unwinds at the end of that block, so that
-    a statement such as `proc = Popen(...)` either finishes (and cleanup knows the child) or never starts it.
-    Signals the caller ignores stay ignored.  Outside the main thread handlers cannot be set, so there
-    only `finally` cleans up (exceptions, not signals).
-    """
-    previous: dict[int, object] = {}
-    pending: list[int] = []
-    armed = [True]
-    holding = [False]
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        pending.append(signum)
-        if armed[0] and not holding[0]:  # the first signal unwinds; another one must not cut the cleanup short
-            armed[0] = False
-            raise _Interrupted(signum)
-
-    @contextmanager
-    def held() -> Iterator[None]:
-        holding[0] = True
-        try:
-            yield
-        finally:
-            holding[0] = False
-        if pending and armed[0]:
-            armed[0] = False
-            raise _Interrupted(pending[0])
-
-    interrupted = False
-    try:  # from the first handler on: a signal arriving while the rest are set still restores them all
-        for s in SIGNALS if threading.current_thread() is threading.main_thread() else ():
-            old = signal.getsignal(s)
-            if old is signal.SIG_IGN or old is None:  # ignored, or set outside Python (cannot be restored)
-                continue
-            previous[s] = old
-            signal.signal(s, handler)
-        yield held
-    except _Interrupted:
-        interrupted = True
-    finally:
-        armed[0] = False
-        for s, old in previous.items():
-            signal.signal(s, old)  # type: ignore[arg-type]
-        if pending:  # delivered now to the caller's handler, as if it had just arrived
-            old = previous[pending[0]]
-            if callable(old):
-                old(pending[0], None)
-            else:
-                signal.raise_signal(pending[0])  # SIG_DFL: the process ends by this signal, as it would have
-    if interrupted:  # the caller's handler let the process go on
-        raise EmberError(f"compiling the fast engine's program was interrupted by {signal.Signals(pending[0]).name}")
