@@ -341,3 +341,18 @@ def test_a_json_member_that_would_build_too_much_is_refused_before_parsing(tmp_p
         import_model(str(bomb), str(bomb))
     assert "archive member '" in e.value.message and "models/model.json' " in e.value.message
     assert refusal in e.value.message
+
+
+def test_the_readme_lists_every_cap_with_its_default() -> None:
+    """The README's limits table is the user's list of caps: each Limit in ember/limits.py, with its default."""
+    from ember import limits
+
+    readme = (ROOT / "README.md").read_text()
+    caps = [v for v in vars(limits).values() if isinstance(v, limits.Limit)]
+    assert len(caps) == len(limits.__all__) - 1
+    for cap in caps:
+        row = next((ln for ln in readme.splitlines() if ln.startswith(f"| `{cap.env}` |")), None)
+        assert row is not None, f"{cap.env} is not in the README's limits table"
+        shown = row.split("|")[2].strip()
+        d = cap.default
+        assert shown in {f"{d:,}", f"{d >> 30} GiB" if d % (1 << 30) == 0 else "", f"{d >> 20} MiB"}, (cap.env, shown)
