@@ -30,6 +30,8 @@ def read_bytes(path: str, limit: Limit = INPUT_BYTES) -> bytes:
     cap = limit.get()
     too_big = EmberError(f"larger than {cap:,} bytes, the most Ember reads ({limit.env} raises it)",
                          display_name(path))
+    if path == "-" and sys.stdin is None:  # `<&-`: Python leaves sys.stdin None
+        raise EmberError("cannot read standard input: it is closed")
     try:
         with contextlib.nullcontext(sys.stdin.buffer) if path == "-" else open(path, "rb") as f:
             st = os.fstat(f.fileno())

@@ -137,3 +137,12 @@ def test_a_report_to_a_lost_stdout_is_an_error(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr.decode()
     assert r.stderr.decode().splitlines() == [
         "ember-sim: error: cannot write to standard output: its reader stopped before the end"]
+
+
+@pytest.mark.parametrize("args", [("asm", "-"), ("disasm", "-"), ("opt", "-O0", "-"), ("sim", "-", "--inputs", "x")])
+def test_a_closed_stdin_is_an_error(args: tuple[str, ...]) -> None:
+    """Reading `-` with stdin closed (`<&-`) is a one-line error; it was an internal error (sys.stdin is None)."""
+    r = subprocess.run(tool(args[0]) + list(args[1:]), capture_output=True, timeout=120,
+                       preexec_fn=lambda: os.close(0))  # noqa: PLW1509 (no threads in the child yet)
+    assert r.returncode == 1
+    assert r.stderr.decode().splitlines() == [f"ember-{args[0]}: error: cannot read standard input: it is closed"]
