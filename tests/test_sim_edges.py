@@ -641,10 +641,7 @@ def test_the_largest_settings_allowed_run_alike_on_both_engines(setting: str) ->
     assert_same(ref_st, st)
 
 
-def test_ctrl_c_stops_a_fast_engine_run_at_once(tmp_path: Path) -> None:
-    """SIGINT while the fast engine's compiled code runs (in C, where Python cannot see it) stops the run within a
-    check of the cycle limit, as it stops the reference engine: one line, exit status 1 (issue 35)."""
-    spin = program("""
+SPIN = """
 .sym @0 output "y" i64 [1]
 .code
   alloc @0, [1]
@@ -654,7 +651,13 @@ L0:
   jmp L0
   halt
 .end
-""")
+"""  # a loop that never ends
+
+
+def test_ctrl_c_stops_a_fast_engine_run_at_once(tmp_path: Path) -> None:
+    """SIGINT while the fast engine's compiled code runs (in C, where Python cannot see it) stops the run within a
+    check of the cycle limit, as it stops the reference engine: one line, exit status 1 (issue 35)."""
+    spin = program(SPIN)
     (tmp_path / "spin.bin").write_bytes(assemble(spin))
     np.savez(tmp_path / "none.npz")
     code = "from ember.cli.sim import main; main()"
@@ -691,17 +694,7 @@ def test_ctrl_c_stops_a_multicore_run(tmp_path: Path, engine: str) -> None:
     """SIGINT while the cores of a multi-core run simulate in their threads (Python gives it to the main thread,
     which waits for them): every core stops at its next cycle-limit check, the core that waits for its first turn
     too, and only then is the shared memory released and the interrupt raised (issue 35)."""
-    spin = program("""
-.sym @0 output "y" i64 [1]
-.code
-  alloc @0, [1]
-  li r0, 0
-L0:
-  add r0, r0, 1
-  jmp L0
-  halt
-.end
-""")
+    spin = program(SPIN)
     (tmp_path / "spin.bin").write_bytes(assemble(spin))
     p = subprocess.Popen([sys.executable, "-c", MULTICORE_SPIN, engine], cwd=tmp_path, stderr=subprocess.PIPE,
                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent)))
