@@ -79,3 +79,22 @@ def signals_unwind(what: str) -> Iterator[Callable[[], AbstractContextManager[No
                 signal.raise_signal(pending[0])  # SIG_DFL: the process ends by this signal, as it would have
     if interrupted:  # the caller's handler let the process go on
         raise EmberError(f"{what} was interrupted by {signal.Signals(pending[0]).name}")
+
+
+@contextmanager
+def sigint_deferred() -> Iterator[None]:
+    """Ctrl-C waits until the block ends, then acts.  For importing a library with C extensions on first use
+    (onnxruntime, torch, matplotlib): a KeyboardInterrupt raised inside an extension's initialisation can leave it
+    half made, and the process crashes or hangs later."""
+    old = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(old):
+        yield  # only the main thread is given the signal; one ignored or left to the system needs no deferring
+        return
+    came: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if came:
+        old(signal.SIGINT, None)

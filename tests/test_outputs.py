@@ -146,3 +146,28 @@ def test_a_closed_stdin_is_an_error(args: tuple[str, ...]) -> None:
                        preexec_fn=lambda: os.close(0))  # noqa: PLW1509 (no threads in the child yet)
     assert r.returncode == 1
     assert r.stderr.decode().splitlines() == [f"ember-{args[0]}: error: cannot read standard input: it is closed"]
+
+
+def test_an_unbuffered_stdout_loses_nothing_silently(tmp_path: Path) -> None:
+    """Under PYTHONUNBUFFERED a write to a pipe whose reader goes away takes part of the data and returns its count,
+    which print and rich ignore: ember-sim exited 0 having delivered 4 KiB of 13 KiB.  The reader here waits until
+    the pipe (4 KiB) is full, so the tool is inside that write when the reader closes."""
+    import fcntl
+    import termios
+
+    binary = tmp_path / "p.bin"
+    assert run_tool("asm", str(LEVELS / "bag_sum.ts.O1.dae"), "-o", str(binary)).returncode == 0
+    read, write = os.pipe()
+    fcntl.fcntl(write, 1031, 4096)  # F_SETPIPE_SZ
+    p = subprocess.Popen(tool("sim") + [str(binary), "--inputs", str(MODELS / "bag_sum.in.npz"), "--stats", "-", "-q"],
+                         stdout=write, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    os.close(write)
+    waiting = bytearray(4)
+    while p.poll() is None:
+        fcntl.ioctl(read, termios.FIONREAD, waiting)
+        if int.from_bytes(waiting, "little") >= 4096:
+            break
+    os.close(read)
+    err = p.communicate(timeout=120)[1].decode()
+    assert p.returncode == 1, err
+    assert err.splitlines() == ["ember-sim: error: cannot write to standard output: its reader stopped before the end"]

@@ -707,6 +707,27 @@ def test_ctrl_c_stops_a_multicore_run(tmp_path: Path, engine: str) -> None:
     assert p.returncode == 7 and not err, err.decode()
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="watches the process's libraries in /proc")
+def test_ctrl_c_while_the_tool_starts_is_an_interruption(tmp_path: Path) -> None:
+    """SIGINT while the console script imports its modules (numpy, onnx) ended it with a KeyboardInterrupt traceback,
+    and inside an extension's initialisation with a crash (issue 35); it is now recorded until the command starts,
+    which reports it.  The signal is sent once numpy's library is mapped: the imports are under way."""
+    script = Path(sys.executable).parent / "ember-sim"
+    if not script.exists():
+        pytest.skip("needs the installed console script (make install)")
+    (tmp_path / "spin.bin").write_bytes(assemble(program(SPIN)))
+    np.savez(tmp_path / "none.npz")
+    p = subprocess.Popen([str(script), "spin.bin", "--inputs", "none.npz", "--max-cycles", "inf", "-q"],
+                         cwd=tmp_path, stderr=subprocess.PIPE)
+    maps = Path(f"/proc/{p.pid}/maps")
+    deadline = time.monotonic() + 60
+    while "_multiarray_umath" not in maps.read_text() and time.monotonic() < deadline:
+        time.sleep(0.002)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and err.decode() == "ember-sim: interrupted\n", (p.returncode, err.decode()[-600:])
+
+
 def test_reads_stop_at_their_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file, or a stream that never ends (stdin, a pipe, /dev/zero), is refused once it passes its limit instead
     of filling the memory (issue 35): binary inputs at EMBER_INPUT_BYTES, text levels at EMBER_TEXT_BYTES."""

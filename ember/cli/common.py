@@ -16,6 +16,7 @@ import click
 
 from ..ir.diagnostics import EmberError
 from ..signals import signals_unwind
+from . import started
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,9 +51,12 @@ class Command(click.Command):
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         prog = prog_name or self.name or os.path.basename(sys.argv[0])
+        if started():  # Ctrl-C while the tool's modules were imported (ember/cli/__init__.py)
+            _fail(f"{prog}: interrupted")
         closed = sys.stdout is None
         if closed:
             sys.stdout = ClosedStdout()
+        _buffered_stdout()
         try:
             rv = super().main(args, prog, complete_var, standalone_mode=False, **extra)
             if not _flush_stdout():
@@ -102,6 +106,16 @@ def report_console(stderr: bool = False) -> Console:
             raise BrokenPipeError
 
     return ReportConsole(stderr=stderr)
+
+
+def _buffered_stdout() -> None:
+    """Under `python -u` or PYTHONUNBUFFERED, stdout's binary layer is the raw file, whose write to a pipe can take
+    part of the data (when the reader goes away meanwhile) and report it in a count that print, rich and a plain
+    write ignore: the rest was lost with exit 0.  A BufferedWriter over it writes everything or raises."""
+    out = sys.stdout
+    if isinstance(out, io.TextIOWrapper) and isinstance(out.buffer, io.RawIOBase):
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(out.buffer), encoding=out.encoding, errors=out.errors,
+                                      line_buffering=True)
 
 
 def _fail(line: str) -> None:

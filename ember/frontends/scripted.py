@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.diagnostics import EmberError
+from ..signals import sigint_deferred
 from .aten.archive import check_declared
 from .needs_torch import NeedsTorch
 
@@ -68,7 +69,8 @@ def export_scripted(path: str, need: NeedsTorch, example_inputs: dict[str, np.nd
     """Load the TorchScript archive at `path` with torch and save it to `dest` as a torch.export archive."""
     check_declared(path)  # torch inflates every member, to the size it declares
     try:
-        import torch
+        with sigint_deferred():
+            import torch
     except ImportError:
         raise EmberError(f"{need.reason}; Ember reads such archives with torch, which is not installed: "
                          "pip install 'ember[torch]'", path) from None

@@ -26,6 +26,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 from ..ir.diagnostics import EmberError
+from ..signals import sigint_deferred
 
 RUNTIMES = ("auto", "onnxruntime", "reference")
 ENV = "EMBER_HOST_RUNTIME"
@@ -67,7 +68,8 @@ def runtime() -> str:
 
 def onnxruntime_installed() -> bool:
     try:
-        import onnxruntime  # noqa: F401
+        with sigint_deferred():
+            import onnxruntime  # noqa: F401
     except ImportError:
         return False
     return True
@@ -151,7 +153,8 @@ def _prepare_reference(model: ModelProto) -> Run:
 
 
 def _prepare_onnxruntime(model: ModelProto) -> Run:
-    import onnxruntime as ort
+    with sigint_deferred():
+        import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 4  # its own failures come back as exceptions; no log lines on stderr

@@ -10,6 +10,7 @@ from typing import Any
 from ..backend.dae import Program
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
+from ..signals import sigint_deferred
 from .trace import ACCESS, CORE, DRAM, KINDS, QUEUE, WAITS, Events
 
 COLORS = {"run": "#c8d6e5", "queue_full": "#e74c3c", "callback": "#4c72b0", "host": "#8172b2",
@@ -20,7 +21,8 @@ COLORS = {"run": "#c8d6e5", "queue_full": "#e74c3c", "callback": "#4c72b0", "hos
 def require_matplotlib() -> None:
     """A one-line error naming the extra, before a run whose timeline could not be drawn."""
     try:
-        import matplotlib  # noqa: F401
+        with sigint_deferred():
+            import matplotlib  # noqa: F401
     except ImportError:
         raise EmberError("--timeline needs matplotlib, which is not installed: pip install 'ember[plot]'") from None
 
