@@ -175,3 +175,14 @@ def test_a_kernel_must_declare_the_work_the_workload_computes() -> None:
     assert fake != text
     with pytest.raises(EmberError, match="its .work records must say what it computes"):
         same_work(w, Baseline("fake", parse_dae(fake, "fake.dae")))
+
+
+@pytest.mark.parametrize("group", ["store", "fp", "load"])
+def test_no_run_beats_its_speed_of_light_on_slow_pipes(group: str) -> None:
+    """A pipe that takes an operation every 1,024 cycles (the most machine validation allows): the run ends when its
+    last store (add, load) has issued, while the pipe is still busy, so outputs x 1,024 was past the run's own
+    cycles (sol_fraction 1.03 on both engines; found by the fuzzer's settings at their limits, issue 35)."""
+    w = suite("tiny", ["RM1_L0"])[0]
+    m = MACHINES["default"].with_overrides([f"execute.{group}_throughput=1024"])
+    s = run(w, "O3", m).stats
+    assert s["sol_fraction"] <= 1.0, (s["sol.execute_cycles"], s["cycles"])

@@ -38,9 +38,16 @@ def report_roofline(st: Stats, cycles: float, bounds: dict[str, tuple[float, str
 def sol_cycles(counts: WorkCounts, machine: Machine) -> dict[str, float]:
     """The speed-of-light bounds of `counts` on `machine` (one core)."""
     ex = machine.execute
-    execute = max(counts.vector_fp_ops * ex.throughput("fp"), counts.row_chunks * ex.throughput("load"),
-                  counts.output_chunks * ex.throughput("store"))
+    execute = max(_issue(counts.vector_fp_ops, ex.throughput("fp")), _issue(counts.row_chunks, ex.throughput("load")),
+                  _issue(counts.output_chunks, ex.throughput("store")))
     return {"dram": counts.compulsory_bytes / machine.dram_bytes_per_cycle, "execute": execute}
+
+
+def _issue(n: float, t: float) -> float:
+    """The fewest cycles `n` operations need on pipes that take one every `t` cycles: the last starts (n - 1) * t
+    after the first and holds its pipe a cycle, or t when that is less.  (n * t, which this is when t <= 1, is no
+    bound for a slower pipe: a run can end while the pipe is still busy with its last operation.)"""
+    return (n - 1) * t + min(t, 1.0) if n > 0 else 0.0
 
 
 def report_sol(st: Stats, cycles: float, sol: dict[str, float]) -> None:
