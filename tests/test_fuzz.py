@@ -202,3 +202,115 @@ def test_a_program_whose_inputs_are_too_large_to_make_is_not_run(tmp_path: Path)
     program = parse_dae(text.replace('.weights "../models/bag_mean.dynamo.onnx"\n', ""), "m.dae")
     with pytest.raises(TooLarge, match=f"{MAX_BYTES:,}"):
         synthesize(program, 0)
+
+
+# Hostile use (ember/fuzz/hostile.py): each family passes on the clean tools and reports a planted failure.
+LEVEL_DAE, LEVEL_EIR = "levels/bag_sum.ts.O1.dae", "levels/bag_sum.ts.emb.eir"
+
+
+def _hostile(family: str, base: str, plan: object, tmp_path: Path) -> object:
+    from ember.fuzz.hostile import Hostile, run_hostile
+
+    return run_hostile(Hostile(family, base, plan, 0), 1e5, lambda _stage: None, tmp_path)
+
+
+def _plant_script(monkeypatch: pytest.MonkeyPatch, prog: str, setup: str) -> None:
+    """Start `prog` as Python code that first runs `setup` (the planted bug), then the real command."""
+    from ember.fuzz import scripts
+
+    real = scripts.argv
+    code = f"{setup}\nfrom ember.cli.{prog.split('-')[1]} import main\nmain(prog_name={prog!r})\n"
+    monkeypatch.setattr(scripts, "argv", lambda p: [sys.executable, "-c", code] if p == prog else real(p))
+
+
+def test_hostile_cases_pass_on_the_clean_tools(tmp_path: Path) -> None:
+    from ember.fuzz.material import SPIN
+    from ember.fuzz.pipes import Pipe
+    from ember.fuzz.ranges import Settings
+    from ember.fuzz.signals import Interrupt
+    from ember.fuzz.special import Special
+
+    cases = [("special files", LEVEL_EIR, Special("opt", "fifo", True, "1")),
+             ("special files", LEVEL_DAE, Special("sim", "zero-in", True, "4096")),
+             ("settings", LEVEL_DAE, Settings(("execute.rob_entries=1048577",), 50.0)),
+             ("settings", LEVEL_DAE, Settings(("execute.fp_throughput=0.015625", "dram.channels=1024"), 1000.0)),
+             ("interrupts", SPIN, Interrupt("reference", "SIGINT", 2000, True, False, 3, True)),
+             ("pipes", LEVEL_DAE, Pipe("disasm", "short", "half", False))]
+    verdicts = [_hostile(f, b, p, tmp_path) for f, b, p in cases]
+    assert [v.status for v in verdicts] == ["ok", "rejected", "rejected", "ok", "ok", "ok"], verdicts
+    assert "'execute.rob_entries'" in verdicts[2].detail and "stopped with status 1" in verdicts[4].detail
+
+
+def _naive_write_outputs(files: list[tuple[str, str | bytes]]) -> None:
+    for path, data in files:  # a temporary renamed over the path, whatever the path is
+        Path(path + ".tmp").write_bytes(data.encode() if isinstance(data, str) else data)
+        os.replace(path + ".tmp", path)
+
+
+def test_a_tool_that_replaces_a_fifo_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import ember.cli.common as common
+    from ember.fuzz.special import Special
+
+    monkeypatch.setattr(common, "write_outputs", _naive_write_outputs)  # ember-asm's write_output calls it
+    plan = Special("asm", "fifo", False, "1")
+    v = _hostile("special files", LEVEL_DAE, plan, tmp_path)
+    assert v.status == "crash" and "the fifo was replaced" in v.detail, v
+    assert "mkfifo out.x" in v.command and "bag_sum.ts.O1.dae" in v.files
+    monkeypatch.undo()
+    assert _hostile("special files", LEVEL_DAE, plan, tmp_path).status == "ok"
+
+
+def test_a_setting_refused_in_two_lines_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import ember.machine as machine
+    from ember.fuzz.ranges import Settings
+
+    validate = machine._validate
+
+    def wordy(m: object) -> None:
+        try:
+            validate(m)
+        except EmberError as e:
+            raise EmberError(f"{e}\n(see docs/architecture.md for the ranges)") from None
+
+    monkeypatch.setattr(machine, "_validate", wordy)
+    v = _hostile("settings", LEVEL_DAE, Settings(("cores=0",), 50.0), tmp_path)
+    assert v.status == "crash" and "2 lines" in v.detail, v
+    assert "--set cores=0" in v.command
+    monkeypatch.undo()
+    assert _hostile("settings", LEVEL_DAE, Settings(("cores=0",), 50.0), tmp_path).status == "rejected"
+
+
+def test_a_run_that_ignores_sigint_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import ember.fuzz.signals as signals_
+    from ember.fuzz.material import SPIN
+
+    _plant_script(monkeypatch, "ember-sim", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
+    monkeypatch.setattr(signals_, "PROMPT", 1.5)
+    plan = signals_.Interrupt("fast", "SIGINT", 1000, True, False, 0, True)
+    v = _hostile("interrupts", SPIN, plan, tmp_path)
+    assert v.status == "hang" and "did not stop within 1.5 s of SIGINT" in v.detail, v
+    assert "kill -INT" in v.command and "spin.bin" in v.files
+
+
+def test_a_write_that_loses_data_but_exits_0_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from ember.fuzz.pipes import Pipe
+
+    _plant_script(monkeypatch, "ember-disasm", "import ember.cli.common as c, os\n"
+                  "c._write_stdout = lambda raw: os.write(1, raw[:len(raw) // 2])")  # half, and no error
+    v = _hostile("pipes", LEVEL_DAE, Pipe("disasm", "short", "all", False), tmp_path)
+    assert v.status == "crash" and "to a reader that took all, with status 0" in v.detail, v
+    monkeypatch.undo()
+    assert _hostile("pipes", LEVEL_DAE, Pipe("disasm", "short", "all", False), tmp_path).status == "ok"
+
+
+def test_the_summary_counts_hostile_cases_by_family(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the in-process families, so that it is quick."""
+    import ember.fuzz.campaign as c
+    from ember.fuzz.hostile import FAMILIES
+
+    monkeypatch.setattr(c, "MIX", ("hostile",))
+    for name in ("interrupts", "pipes"):
+        monkeypatch.delitem(FAMILIES, name)
+    s = campaign(12, seed=4, jobs=1, shrink_seconds=0)
+    assert s.failed == 0 and sum(s.hostile.values()) == 12 and min(s.hostile.values()) >= 2, s.line()
+    assert f"12 hostile uses: {s.hostile['special files']} special files, {s.hostile['settings']} settings" in s.line()

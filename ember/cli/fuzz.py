@@ -32,10 +32,12 @@ def main(runs: int, seed: int, max_cycles: float, timeout: float, jobs: int | No
     """Generate `.dae` programs with hypothesis and mutate the sample `.eir`/`.dae`/`.bin` files; feed each
     to the tool that reads it (ember-opt, ember-asm, ember-sim), which must finish or refuse it with a
     one-line error, and run every program that assembles on both engines, which must agree exactly
-    (outputs bit for bit, cycles and every statistic, or the same error).
+    (outputs bit for bit, cycles and every statistic, or the same error).  Some cases are hostile use of
+    the tools (docs/fuzzing.md): special files as inputs and outputs, machine settings at their limits,
+    SIGINT or SIGTERM at a random time, and a closed stdout or a pipe whose reader stops early.
 
-    Prints one line per distinct failure as it is found, then a summary: programs run, crashes, hangs,
-    disagreements, internal errors.  Exit status 1 when there is any failure.
+    Prints one line per distinct failure as it is found, then a summary: programs run (hostile uses by
+    family among them), crashes, hangs, disagreements, internal errors.  Exit status 1 when there is any failure.
     """
     try:
         from ..fuzz.campaign import campaign, save

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,13 +30,17 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 
 from .cases import BIN_OPTIONS, EIR_OPTIONS, case_files
+from .draws import evenly
+from .hostile import FAMILIES, Hostile, hostile, hostile_files
 from .mutate import Mutated, mutated, samples
 from .oracle import FAILURES, Verdict
 from .programs import Generated, programs
 from .worker import Worker
 
-# of every 20 cases: 13 generated programs, 3 mutated .dae, 2 mutated .eir, 2 mutated .bin
-MIX = ("gen",) * 13 + ("dae",) * 3 + ("eir",) * 2 + ("bin",) * 2
+# of every 20 cases: 11 generated programs, 3 mutated .dae, 2 mutated .eir, 2 mutated .bin, 2 hostile uses
+# (hostile.py; interrupts and pipes start real processes, an interpreter each).  Hypothesis keeps these shares only
+# roughly: in 1,000 draws, 65-70% were generated programs and about 8% hostile use.
+MIX = ("gen",) * 11 + ("dae",) * 3 + ("eir",) * 2 + ("bin",) * 2 + ("hostile",) * 2
 Log = Callable[[str], None]
 
 
@@ -56,6 +61,7 @@ class Summary:
     compiled: int = 0  # of those, run compiled by the fast engine (not handed to the reference engine)
     refused: int = 0  # cases a tool or the assembler refused cleanly
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURES, 0))
+    hostile: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAMILIES, 0))  # hostile cases by family
     failures: dict[str, Failure] = field(default_factory=dict)  # by signature
     seconds: float = 0.0
 
@@ -70,6 +76,8 @@ class Summary:
         self.refused += other.refused
         for k, v in other.counts.items():
             self.counts[k] = self.counts.get(k, 0) + v
+        for k, v in other.hostile.items():
+            self.hostile[k] = self.hostile.get(k, 0) + v
         for sig, f in other.failures.items():
             mine = self.failures.get(sig)
             if mine is None:
@@ -80,13 +88,15 @@ class Summary:
     def line(self) -> str:
         c = self.counts
         extra = f", {c['fuzzer-error']} fuzzer errors" if c.get("fuzzer-error") else ""
+        h = sum(self.hostile.values())
+        hostile = f"; {h} hostile uses: " + ", ".join(f"{n} {k}" for k, n in self.hostile.items()) if h else ""
         return (f"{self.runs} programs run ({self.both} on both engines, {self.compiled} of them compiled by the "
-                f"fast engine; {self.refused} refused cleanly) in {self.seconds:.0f} s: {c['crash']} crashes, "
+                f"fast engine; {self.refused} refused cleanly{hostile}) in {self.seconds:.0f} s: {c['crash']} crashes, "
                 f"{c['hang']} hangs, {c['disagreement']} disagreements, {c['internal']} internal errors, "
                 f"{c['bound']} runs past a bound{extra}")
 
 
-def cases(names: list[str]) -> st.SearchStrategy[Generated | Mutated]:
+def cases(names: list[str]) -> st.SearchStrategy[Generated | Mutated | Hostile]:
     """Every kind of case in the proportions of MIX (a kind with no sample file falls back to a program)."""
     eir = [n for n in names if n.endswith(".eir")]
     dae = [n for n in names if n.endswith(".dae")]
@@ -96,7 +106,8 @@ def cases(names: list[str]) -> st.SearchStrategy[Generated | Mutated]:
     if dae:
         kinds["dae"] = mutated("dae", dae, ("",))
         kinds["bin"] = mutated("bin", dae, BIN_OPTIONS)
-    pick = st.integers(0, 2**16 - 1).map(lambda i: MIX[i % len(MIX)])  # sampled_from would favour the first
+        kinds["hostile"] = hostile(names)
+    pick = evenly(len(MIX)).map(lambda i: MIX[i])  # sampled_from, or i % len(MIX), would favour some kinds
     return pick.flatmap(lambda k: kinds.get(k, kinds["gen"]))
 
 
@@ -176,7 +187,11 @@ class Lane:
     def verdict(self, case: Any) -> Verdict:
         v = self.worker.run(case)
         if v.failed and not v.files:  # the worker hung or died: the files come from the case itself
-            v.files, v.command = case_files(case, self.worker.max_cycles)
+            if isinstance(case, Hostile):
+                with tempfile.TemporaryDirectory(prefix="ember-fuzz-") as tmp:
+                    v.files, v.command = hostile_files(case, self.worker.max_cycles, Path(tmp))
+            else:
+                v.files, v.command = case_files(case, self.worker.max_cycles)
         return v
 
     def step(self, case: Any) -> None:
@@ -188,6 +203,8 @@ class Lane:
         s.both += v.ran
         s.compiled += v.ran and v.compiled
         s.refused += v.status == "rejected"
+        if isinstance(case, Hostile):
+            s.hostile[case.family] += 1
         if not v.failed:
             return
         s.counts[v.status] = s.counts.get(v.status, 0) + 1

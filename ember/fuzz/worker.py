@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .cases import run_case
+from .hostile import Hostile, run_hostile
 from .oracle import Verdict
 
 MEMORY_CAP = 8 << 30  # address space of a worker: a runaway allocation fails instead of exhausting the machine
@@ -59,7 +60,8 @@ def _serve(conn: Connection, max_cycles: float) -> None:
             if case is None:
                 return
             try:
-                verdict = run_case(case, max_cycles, lambda what: conn.send(("stage", what)), Path(tmp))
+                run = run_hostile if isinstance(case, Hostile) else run_case
+                verdict = run(case, max_cycles, lambda what: conn.send(("stage", what)), Path(tmp))
             except MemoryError:
                 verdict = Verdict("crash", "MemoryError escaped (the worker's memory cap)")
             except Exception as e:  # a bug in the fuzzer itself must not look like a finding in Ember
