@@ -29,11 +29,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The optional groups too: tests that need torch (the scripted-TorchScript route, torch references),
-# transformers (the Hugging Face models built at test time) and matplotlib (plots). torch==2.13.0 from
-# PyPI is the CUDA build on Linux (several GB); for the CPU build run first:
+# transformers (the Hugging Face models built at test time), matplotlib (plots) and xdsl (a real MLIR
+# parser). torch==2.13.0 from PyPI is the CUDA build on Linux (several GB); for the CPU build run first:
 # $(BIN)/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 test-all: $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch,plot,corpus]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch,plot,corpus,mlir]'
 	$(BIN)/ruff check ember tests samples tools
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 

@@ -155,7 +155,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # Optional test groups: the module a skipped test could not import -> the extra that installs it.
 OPTIONAL_GROUPS = {"torch": "torch", "onnxscript": "torch", "transformers": "corpus", "matplotlib": "plot",
-                   "distributed": "dask", "dask": "dask", "onnxruntime": "test", "triton": "gpu"}
+                   "distributed": "dask", "dask": "dask", "onnxruntime": "test", "triton": "gpu",
+                   "xdsl": "mlir"}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -182,4 +183,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for reason, n in sorted(other.items()):
         write(f"skipped: {n}: {reason}")
     if missing:
-        write("to run the optional groups too: make test-all  (installs .[test,torch,plot,corpus] into .venv)")
+        write("to run the optional groups too: make test-all  (installs .[test,torch,plot,corpus,mlir] into .venv)")

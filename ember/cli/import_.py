@@ -1,4 +1,5 @@
-"""ember-import: a model (ONNX, TorchScript, torch.export) -> `.eir` at level `emb`."""
+"""ember-import: a model (ONNX, TorchScript, torch.export) -> `.eir` at level `emb`; an Ember level written as MLIR
+(`ember-opt --emit=mlir`) -> the same level as `.eir`."""
 
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ def main(model: str, output: str, example_inputs: str | None, export_to: str | N
     unless --no-raise.  Weights stay in the model: the
     .eir names the model file (relative to the .eir) and the tools that need the data read it there.
 
+    A .mlir file is an Ember module at any level in MLIR's generic operation syntax, as ember-opt
+    --emit=mlir writes it (docs/mlir.md): it is read back as that same level.
+
     Every host op is checked against the host runtime (--host-runtime): a model with an operator
     that no executor can run is refused here, naming the node, and nothing is written.
     """
@@ -63,11 +67,16 @@ def main(model: str, output: str, example_inputs: str | None, export_to: str | N
     set_runtime(host_runtime)
 
     ref = os.path.relpath(os.path.abspath(model), base_dir(output))
-    with kept_as_written() if no_raise else nullcontext():
-        try:
-            module = import_model(model, ref)
-        except NeedsTorch as need:
-            module = _import_scripted(model, output, need, example_inputs, export_to)
+    if Path(model).suffix.lower() == ".mlir":
+        from ..frontends.mlir import import_mlir
+
+        module = import_mlir(model, output)
+    else:
+        with kept_as_written() if no_raise else nullcontext():
+            try:
+                module = import_model(model, ref)
+            except NeedsTorch as need:
+                module = _import_scripted(model, output, need, example_inputs, export_to)
     check_module(module, model)
     for w in getattr(module, "warnings", []):
         click.echo(f"ember-import: {w}", err=True)

@@ -1,4 +1,5 @@
-"""ember-opt: run passes over `.eir`; a pipeline ending in `codegen` writes `.dae` assembly."""
+"""ember-opt: run passes over `.eir`; a pipeline ending in `codegen` writes `.dae` assembly, any other writes the
+level it reaches as `.eir` or, with --emit=mlir, as MLIR generic syntax."""
 
 from __future__ import annotations
 
@@ -82,6 +83,10 @@ OPTION_OF = {preset: "-O" + typed for typed, preset in TYPED_LEVELS.items()}  # 
                    "choose-plan estimates each plan's cycles on it")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="override a parameter of that machine, as ember-sim --set does")
+@click.option("--emit", type=click.Choice(["eir", "mlir"]), default="eir", show_default=True,
+              help="how to write the level the passes reach: eir, Ember's own text, or mlir, MLIR's generic "
+                   "operation syntax with Ember's dialects as unregistered dialects, which ember-import reads back "
+                   "(docs/mlir.md); not for a pipeline ending in codegen, which writes .dae")
 @click.option("--print-ir-after-all", is_flag=True, help="print the IR to stderr after every pass")
 @click.option("--time-passes", is_flag=True, help="print the time each pass took to stderr")
 @click.option("--remarks", is_flag=True, help="print why passes declined to transform something")
@@ -92,12 +97,14 @@ OPTION_OF = {preset: "-O" + typed for typed, preset in TYPED_LEVELS.items()}  # 
               help="list the passes and presets, then exit")
 @guarded("ember-opt")
 def main(input: str, output: str, pipeline: str | None, level: str | None, target: str, machine: str,
-         overrides: tuple[str, ...], print_ir_after_all: bool, time_passes: bool, remarks: bool,
+         overrides: tuple[str, ...], emit: str, print_ir_after_all: bool, time_passes: bool, remarks: bool,
          stats_path: str | None) -> None:
-    """Run passes over INPUT (.eir, '-' for stdin) and write .eir, or .dae when the last pass is codegen."""
+    """Run passes over INPUT (.eir, '-' for stdin) and write .eir (or MLIR with --emit=mlir), or .dae when the last
+    pass is codegen."""
     import ember.dialects  # noqa: F401
 
     from ..backend.dae_text import print_dae
+    from ..ir.mlir_print import print_mlir
     from ..ir.parser import parse_module
     from ..ir.printer import print_module
     from ..machine import load_machine
@@ -125,6 +132,9 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
     passes = parse_pipeline(pipeline or PRESETS[level or "O0"], m) if (pipeline or level) else []
     if any(isinstance(p, Codegen) for p in passes[:-1]):
         raise EmberError("codegen must be the last pass of a pipeline")
+    if emit == "mlir" and passes and isinstance(passes[-1], Codegen):
+        raise EmberError("--emit=mlir writes an Ember level, but this pipeline ends in codegen, which writes .dae: "
+                         "give a --pass pipeline without codegen (--list-passes shows each -O level's)")
     module = parse_module(read_text(input), display_name(input))
     weights = module.attrs.get("weights")
     for p in passes:  # passes that read the data (quantize-tables) get the weights file as seen from here
@@ -149,7 +159,7 @@ def main(input: str, output: str, pipeline: str | None, level: str | None, targe
         assert last.program is not None
         files = [(output, print_dae(last.program))]
     else:
-        files = [(output, print_module(module))]
+        files = [(output, print_mlir(module) if emit == "mlir" else print_module(module))]
     if stats_path:  # all or none, with the output
         files.append((stats_path, table_stats(passes)))
     write_outputs(files)

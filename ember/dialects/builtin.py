@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from ..ir.core import Op, check, define
-from ..ir.types import ShapedType
+from ..ir.types import ShapedType, Type
 from .emb import (
     DHE_LAYERS,
     DHE_MODES,
@@ -29,8 +30,16 @@ def _module(op: Op) -> None:
         check(f.name == "func", f, "may only appear inside a module's body as 'func'")
 
 
+SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*")  # what follows '@' in .eir (grammars/eir.lark)
+
+
 @define("func", regions=1, attrs=("sym_name", "results"))
 def _func(op: Op) -> None:
+    name, results = op.attrs["sym_name"], op.attrs["results"]
+    check(isinstance(name, str) and bool(SYMBOL.fullmatch(name)), op,
+          "sym_name must be a name: a letter or _, then letters, digits, _, . or $")
+    check(isinstance(results, list) and all(isinstance(t, Type) for t in results), op,
+          "results must be a list of types")
     check(bool(op.body.ops) and op.body.ops[-1].name == "return", op, "must end with 'return'")
 
 
