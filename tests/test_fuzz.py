@@ -27,11 +27,11 @@ from ember.fuzz.oracle import same_array, simulate_both  # noqa: E402
 from ember.ir.diagnostics import EmberError  # noqa: E402
 from ember.isa import OPS  # noqa: E402
 
-BOUNDED_RUNS = 100
+BOUNDED_RUNS = 60  # docs/testing.md: from 200 to 100, then (with the hostile cases) to 60
 
 
 def test_bounded_run_finds_no_failure(tmp_path: Path) -> None:
-    """The `make test` share of `make fuzz`: a fixed seed, a few hundred programs, both engines, no failure."""
+    """The `make test` share of `make fuzz`: a fixed seed, BOUNDED_RUNS programs, both engines, no failure."""
     found: list[str] = []
     s = campaign(BOUNDED_RUNS, seed=0, max_cycles=1e5, timeout=60, jobs=2, shrink_seconds=30, log=found.append)
     saved = save(s, tmp_path)

@@ -75,6 +75,7 @@ def test_measure_reports_medians_power_and_useful_bandwidth() -> None:
     assert backend.ran >= 2
 
 
+@pytest.mark.slow  # docs/testing.md: what moved to make bench
 def test_the_output_feeds_vs_gpu_with_measured_power(tmp_path: Path) -> None:
     """A measured row with power: the comparison uses power x time for the GPU's energy, not the 700 W bound."""
     w = Workload("RM1_L0@gpu", "bag_sum", 1, 4_000_000, 32, 20, 4_096, 0.0)
