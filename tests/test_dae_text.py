@@ -180,6 +180,8 @@ MALFORMED = [
     (edit("[13]", "[-1]"), "x.dae:5:30: error: a dimension is an integer from 0 to 2^63 - 1, or '?'"),
     (edit("[13]", "[9223372036854775808]"), "x.dae:5:30: error: a dimension is an integer from 0 to 2^63 - 1"),
     (edit(".opset 17", ".opset 9223372036854775808"), "x.dae:3:8: error: the opset is out of the 64-bit range"),
+    (edit("add r2, r2, 1", "add r18446744073709551616, r2, 1"),  # accepted, then not encodable (fuzzer)
+     "x.dae:29:7: error: register number 18446744073709551616 is out of the 64-bit range"),
     (edit(".opset 17", ".opset 17\n.foo 3"), "x.dae:4:1: error: unknown directive '.foo'"),
     (edit(".dae 2", ".dae 3"), "x.dae:1:6: error: unsupported .dae version 3"),
     (edit(".opset 17", '.opset 17\n.weights "w"'), "x.dae:4:1: error: '.weights' is given twice"),

@@ -316,7 +316,7 @@ class _Builder:
         if d == "name":
             m = _REG_RE.fullmatch(str(tok))
             if m:
-                return Reg(m[1], int(m[2]))
+                return self.reg(m, tok)
         elif d == "string" and kind not in ("A", "E", "U", "L"):
             return self.string(tok)
         elif d == "int":
@@ -342,6 +342,12 @@ class _Builder:
         m = _REG_RE.fullmatch(str(tok)) if t.data == "name" else None
         if m is None:
             raise self.err(f"a memory index is a register or an integer, got {_describe(t)}", tok)
+        return self.reg(m, tok)
+
+    def reg(self, m: re.Match[str], tok: Token) -> Reg:
+        """A register; its number must fit the binary format (how many the machine has is checked when it runs)."""
+        if int(m[2]) > INT64_MAX:
+            raise self.err(f"register number {m[2]} is out of the 64-bit range", tok)
         return Reg(m[1], int(m[2]))
 
     def attrs(self, t: Tree) -> dict[str, Any]:
