@@ -26,6 +26,31 @@ MODELS = ROOT / "samples" / "models"
 TOOLS = ("import", "opt", "asm", "disasm", "sim")
 
 
+def children(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    kids = set()
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.add(int(stat_file.parent.name))
+    return kids
+
+
+def running(pids: set[int]) -> set[int]:
+    """Those of `pids` that still run (not gone, not a zombie)."""
+    alive = set()
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                alive.add(pid)
+        except OSError:
+            pass
+    return alive
+
+
 def tool(name: str) -> list[str]:
     """Run a command as `python -m ember.cli.<name>` so tests need no installed scripts on PATH."""
     module = {"import": "import_"}.get(name, name)

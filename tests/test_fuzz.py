@@ -314,3 +314,34 @@ def test_the_summary_counts_hostile_cases_by_family(monkeypatch: pytest.MonkeyPa
     s = campaign(12, seed=4, jobs=1, shrink_seconds=0)
     assert s.failed == 0 and sum(s.hostile.values()) == 12 and min(s.hostile.values()) >= 2, s.line()
     assert f"12 hostile uses: {s.hostile['special files']} special files, {s.hostile['settings']} settings" in s.line()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_ends_every_lane_and_worker(tmp_path: Path, sig: str) -> None:
+    """Ctrl-C or SIGTERM to `ember-fuzz -j 2` ends it with its lanes and their workers: the lanes had the
+    parent's handlers, so the parent printed 'interrupted' and then waited at exit for lanes that ran on."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import children, running
+
+    p = subprocess.Popen([sys.executable, "-c", "from ember.cli.fuzz import main; main()", "--runs", "400", "-j", "2",
+                          "--out", "out", "-q"], cwd=tmp_path, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    kids: set[int] = set()
+    while len(kids) < 4 and time.monotonic() < deadline:  # two lanes, each with its worker
+        time.sleep(0.1)
+        kids = children(p.pid)
+        kids |= {k for kid in kids for k in children(kid)}
+    assert p.poll() is None and len(kids) >= 4, kids
+    p.send_signal(getattr(signal, sig))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == (1 if sig == "SIGINT" else -signal.SIGTERM), err.decode()
+    assert err.decode() == ("ember-fuzz: interrupted\n" if sig == "SIGINT" else "")
+    deadline = time.monotonic() + 10
+    while running(kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(kids)

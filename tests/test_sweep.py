@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, run_tool
+from conftest import ROOT, children, run_tool, running
 
 from ember.bench import sweep as sw
 from ember.bench.run import STATS, is_stat, run
@@ -258,19 +258,6 @@ def test_a_dask_cluster_gives_the_rows_of_a_local_run(serial: Path, tmp_path: Pa
     assert len(json_rows(tmp_path / "points.jsonl")) == 4
 
 
-def _children(pid: int) -> set[int]:
-    """The processes whose parent is `pid` (from /proc)."""
-    kids = set()
-    for stat_file in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat_file.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids.add(int(stat_file.parent.name))
-    return kids
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
 def test_a_signalled_sweep_leaves_no_worker_behind(tmp_path: Path, sig: str) -> None:
@@ -284,19 +271,17 @@ def test_a_signalled_sweep_leaves_no_worker_behind(tmp_path: Path, sig: str) -> 
     p = subprocess.Popen([sys.executable, "-c", "from ember.cli.bench import main; main()", *args], cwd=tmp_path,
                          stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     deadline = time.monotonic() + 60
-    while len(kids := _children(p.pid)) < 2 and time.monotonic() < deadline:  # the pool's workers have started
+    while len(kids := children(p.pid)) < 2 and time.monotonic() < deadline:  # the pool's workers have started
         time.sleep(0.2)
     assert p.poll() is None and len(kids) >= 2, kids
-    kids |= {k for kid in kids for k in _children(kid)}
+    kids |= {k for kid in kids for k in children(kid)}
     p.send_signal(getattr(signal, sig))
     _, err = p.communicate(timeout=60)
     assert p.returncode == (-signal.SIGTERM if sig == "SIGTERM" else 1), err.decode()
     if sig == "SIGINT":
         assert err.decode() == "ember-bench: interrupted\n"
     deadline = time.monotonic() + 10
-    while (alive := {k for k in kids if Path(f"/proc/{k}").exists()
-                     and "Z" not in Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0]}) \
-            and time.monotonic() < deadline:
+    while (alive := running(kids)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not alive, f"processes left running: {alive}"
     assert {f.name for f in tmp_path.iterdir()} <= {"s.jsonl"}

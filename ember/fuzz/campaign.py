@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -238,8 +239,15 @@ class Lane:
 
 
 def _lane_process(conn: Any, args: tuple) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C is the parent's, which ends the lanes
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, _end_lane)
     summary = Lane(*args, log=lambda line: conn.send(("log", line))).run()
     conn.send(("done", summary))
+
+
+def _end_lane(signum: int, frame: Any) -> None:
+    raise SystemExit(1)  # through Lane.run's finally, which stops the lane's worker
 
 
 def campaign(runs: int, seed: int = 0, max_cycles: float = 1e5, timeout: float = 30.0, jobs: int = 1,
@@ -260,27 +268,40 @@ def campaign(runs: int, seed: int = 0, max_cycles: float = 1e5, timeout: float =
             p.start()
             child.close()
             lanes.append((p, parent))
-        total = Summary()
-        open_lanes = {conn: p for p, conn in lanes}
-        while open_lanes:  # every lane's log lines as they come, not one lane after the other
-            for conn in wait(list(open_lanes)):
-                p = open_lanes[conn]
-                try:
-                    kind, value = conn.recv()
-                except EOFError:
-                    p.join()
-                    total.counts["fuzzer-error"] += 1
-                    total.failures[f"fuzzer-error: lane {p.pid} died"] = Failure(
-                        Verdict("fuzzer-error", f"a lane process died (exit {p.exitcode})"), "a whole lane")
-                    del open_lanes[conn]
-                    continue
-                if kind == "log":
-                    log(value)
-                else:
-                    total.merge(value)
-                    p.join()
-                    del open_lanes[conn]
+        try:
+            total = _gather(lanes, log)
+        finally:  # interrupted (^C, SIGTERM): end the lanes, which stop their workers, before this process goes
+            for p, _ in lanes:
+                if p.is_alive():
+                    p.terminate()
+            for p, _ in lanes:
+                p.join()
     total.seconds = time.monotonic() - t0
+    return total
+
+
+def _gather(lanes: list[tuple[Any, Any]], log: Log) -> Summary:
+    """The lanes' log lines as they come and their summaries merged, until every lane is done."""
+    total = Summary()
+    open_lanes = {conn: p for p, conn in lanes}
+    while open_lanes:  # every lane's log lines as they come, not one lane after the other
+        for conn in wait(list(open_lanes)):
+            p = open_lanes[conn]
+            try:
+                kind, value = conn.recv()
+            except EOFError:
+                p.join()
+                total.counts["fuzzer-error"] += 1
+                total.failures[f"fuzzer-error: lane {p.pid} died"] = Failure(
+                    Verdict("fuzzer-error", f"a lane process died (exit {p.exitcode})"), "a whole lane")
+                del open_lanes[conn]
+                continue
+            if kind == "log":
+                log(value)
+            else:
+                total.merge(value)
+                p.join()
+                del open_lanes[conn]
     return total
 
 
