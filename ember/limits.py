@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .ir.diagnostics import EmberError
 
 __all__ = ["ARCHIVE_DEPTH", "ARCHIVE_MEMBER_BYTES", "ARCHIVE_OBJECTS", "ARCHIVE_RATIO", "HOST_MAX_BYTES", "INPUT_BYTES",
-           "TEXT_BYTES", "TEXT_LINE_CHARS", "TEXT_LIST_ITEMS", "Limit"]
+           "TEXT_BYTES", "TEXT_ITEMS", "TEXT_LINE_CHARS", "TEXT_LIST_ITEMS", "Limit"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,9 @@ characters, and the parsers take hundreds of bytes of memory per character of a 
 TEXT_LIST_ITEMS = Limit("EMBER_TEXT_LIST_ITEMS", 100_000)
 """Most items in one list, dict or parenthesis of a .eir or .dae text (an attribute, a shape, an op's operands): a
 list takes the parser about 10 microseconds and 1 kB an item, and real ones have a few."""
+TEXT_ITEMS = Limit("EMBER_TEXT_ITEMS", 1_000_000)
+"""Most list, dict and parenthesis items in all of one .eir or .dae text (about 10 s of parsing): many lists under
+TEXT_LIST_ITEMS each would otherwise add up to minutes and gigabytes."""
 TEXT_BYTES = Limit("EMBER_TEXT_BYTES", 1 << 26)
 """Largest text file (.eir, .dae) a tool reads: the parsers need many times a text's size in memory, and the
 levels name their weights in the model file, so real ones are kilobytes to megabytes."""

@@ -332,3 +332,34 @@ def test_dae_text_has_the_same_limits(monkeypatch: pytest.MonkeyPatch) -> None:
         parse_dae(program("{a = [1, 2, 3, 4]}"), "long.dae")
     with pytest.raises(EmberError, match="'halt' expects no operands"):  # within the limits: the usual check
         parse_dae(program("{a = [1, 2, 3]}"), "ok.dae")
+
+
+@pytest.mark.parametrize("opener", ["dense<", "stream<"])
+def test_nesting_through_angle_brackets_is_refused_too(opener: str) -> None:
+    """`dense<dense<...>>` and `stream<stream<...>>` recurse in the parser as brackets do: a RecursionError, an
+    internal error, until they were counted (a review of issue 35)."""
+    inner = "dense<" * 5000 + "1" + ">" * 5000 + " : tensor<1xi64>" if opener == "dense<" else "1"
+    text = _module_with(inner) if opener == "dense<" else (
+        "module {\n  func @main(%a: " + "stream<" * 5000 + "i64" + ">" * 5000 + ") -> () {\n    return\n  }\n}\n")
+    with pytest.raises(EmberError, match="nested more than 100 deep"):
+        parse_module(text, "deep.eir")
+
+
+def test_an_unclosed_string_ends_at_its_line() -> None:
+    """A line of unclosed strings made the scan retry at every quote to the end of the line: quadratic, an hour
+    for a 1 MiB line.  Now the scan is linear and the parser reports the string."""
+    with pytest.raises(EmberError):
+        parse_module("module attributes {s = " + '"\\' * 400_000 + "} {\n}\n", "q.eir")
+
+
+def test_a_region_counts_its_items_a_line_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ops of a region are one a line, so their operands' commas are not one long list; all the items of a text
+    together are capped by EMBER_TEXT_ITEMS."""
+    ops = "".join(f"    %q{i} = loop.addi %a, %a : index\n" for i in range(60))
+    text = "module {\n  func @main(%a: index) -> () {\n" + ops + "    return\n  }\n}\n"
+    monkeypatch.setenv("EMBER_TEXT_LIST_ITEMS", "10")
+    parse_module(text, "many.eir")
+    monkeypatch.setenv("EMBER_TEXT_ITEMS", "50")
+    with pytest.raises(EmberError) as e:
+        parse_module(text, "many.eir")
+    assert e.value.message == "more than 50 list items in all (EMBER_TEXT_ITEMS raises the limit)"

@@ -11,7 +11,7 @@ from typing import Any
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from ..limits import TEXT_LINE_CHARS, TEXT_LIST_ITEMS
+from ..limits import TEXT_ITEMS, TEXT_LINE_CHARS, TEXT_LIST_ITEMS
 from .core import Block, Op, Value
 from .diagnostics import EmberError, Loc
 from .printer import DenseAttr
@@ -189,18 +189,24 @@ class _Builder:
         return Op(str(name_tok), operands, results, self.attrs(attr_t), regions, self.loc(name_tok))
 
 
-MAX_NESTING = 100  # brackets and braces: real levels nest about ten deep; the parser recurses per level
-_STRING = r'"(?:[^"\\\n]|\\.)*"'
-_SCAN = {comment: re.compile(rf'{_STRING}|{comment}[^\n]*|[(\[{{,]|[)\]}}]|\n') for comment in ("//", ";")}
+MAX_NESTING = 100  # brackets, braces and `x<`: real levels nest about ten deep; the parser recurses per level
+# A string ends at its closing quote or, unclosed, at the end of its line: the scan stays linear either way.  A
+# word followed by `<` (tensor<, dense<, stream<) opens a level that `>` closes; the lookbehind keeps the scan from
+# retrying inside a long word.
+_SCAN = {comment: re.compile(rf'"(?:[^"\\\n]|\\.)*"?|{comment}[^\n]*|(?<![\w.])[A-Za-z_][\w.]*<|[(\[{{,>]|[)\]}}]|\n')
+         for comment in ("//", ";")}
+_CLOSES = {")": "(", "]": "[", "}": "{", ">": "<"}
 
 
 def check_text(text: str, filename: str, comment: str = "//") -> None:
     """Refuse, at its position, text that would make a parser recurse out of Python's stack or spend minutes and
-    gigabytes: brackets nested deeper than MAX_NESTING, a list or dict of more than TEXT_LIST_ITEMS items, a line
+    gigabytes: nesting deeper than MAX_NESTING, a list, dict or parenthesis of more than TEXT_LIST_ITEMS items
+    (a region's or a dict's on one line: their items are one a line), more than TEXT_ITEMS items in all, a line
     longer than TEXT_LINE_CHARS (which bounds a string too).  Strings and comments (from `comment`) are skipped."""
-    line_cap, items_cap = TEXT_LINE_CHARS.get(), TEXT_LIST_ITEMS.get()
-    items: list[int] = []  # per open bracket, the items begun in it
-    line, start = 1, 0
+    line_cap, items_cap, total_cap = TEXT_LINE_CHARS.get(), TEXT_LIST_ITEMS.get(), TEXT_ITEMS.get()
+    opened: list[str] = []  # the open brackets, innermost last
+    items: list[int] = []  # the items begun in each
+    total, line, start = 0, 1, 0
 
     def refuse(message: str, at: int) -> EmberError:
         end = text.find("\n", start)
@@ -211,19 +217,29 @@ def check_text(text: str, filename: str, comment: str = "//") -> None:
         if m.start() - start > line_cap:  # a token that starts past the limit, or the line's end
             raise refuse(f"line longer than {line_cap:,} characters ({TEXT_LINE_CHARS.env} raises the limit)",
                          start + line_cap)
+        if tok[0] == '"' or tok.startswith(comment):
+            continue
         if tok == "\n":
             line, start = line + 1, m.end()
-        elif tok in "([{":
+            if opened and opened[-1] == "{":
+                items[-1] = 1
+        elif tok[-1] in "([{<":
+            opened.append(tok[-1])
             items.append(1)
-            if len(items) > MAX_NESTING:
-                raise refuse(f"nested more than {MAX_NESTING} deep", m.start())
+            if len(opened) > MAX_NESTING:
+                raise refuse(f"nested more than {MAX_NESTING} deep", m.end() - 1)
         elif tok == ",":
             if items:
                 items[-1] += 1
+                total += 1
                 if items[-1] > items_cap:
                     raise refuse(f"a list of more than {items_cap:,} items ({TEXT_LIST_ITEMS.env} raises the limit)",
                                  m.start())
-        elif tok in ")]}" and items:
+                if total > total_cap:
+                    raise refuse(f"more than {total_cap:,} list items in all ({TEXT_ITEMS.env} raises the limit)",
+                                 m.start())
+        elif tok in _CLOSES and opened and opened[-1] == _CLOSES[tok]:
+            opened.pop()
             items.pop()
     if len(text) - start > line_cap:
         raise refuse(f"line longer than {line_cap:,} characters ({TEXT_LINE_CHARS.env} raises the limit)",
