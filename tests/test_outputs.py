@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -171,3 +172,54 @@ def test_an_unbuffered_stdout_loses_nothing_silently(tmp_path: Path) -> None:
     err = p.communicate(timeout=120)[1].decode()
     assert p.returncode == 1, err
     assert err.splitlines() == ["ember-sim: error: cannot write to standard output: its reader stopped before the end"]
+
+
+def test_dev_stdout_is_stdout(tmp_path: Path) -> None:
+    """`-o /dev/stdout` onto a pipe wrote nothing ('No such file or directory': the link resolved to a name that
+    is no file), and onto a file opened with >> replaced that file, losing what was there (a review of issue 35);
+    it is stdout, so it is also one file with `-`."""
+    log = tmp_path / "log"
+    log.write_text("before\n")
+    with open(log, "ab") as out:
+        r = subprocess.run(tool("opt") + [str(EIR), "-o", "/dev/stdout"], stdout=out, stderr=subprocess.PIPE,
+                           timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    assert log.read_text().startswith("before\nmodule attributes")
+    r = subprocess.run(tool("opt") + [str(EIR), "-o", "/dev/stdout"], capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith(b"module attributes"), r.stderr.decode()
+    r = subprocess.run(tool("opt") + [str(EIR), "-O0", "-o", "-", "--stats", "/dev/stdout"], capture_output=True,
+                       timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.decode() == "ember-opt: error: two outputs name the same file: '-' and '/dev/stdout'\n"
+
+
+def test_a_full_stdout_is_one_line() -> None:
+    """A write to stdout that fails otherwise than a broken pipe (a full disk, a file-size limit) printed the error
+    and then a traceback, exit 120."""
+    import resource
+    import signal as signals
+
+    def limited() -> None:
+        signals.signal(signals.SIGXFSZ, signals.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+    for args in ([str(EIR), "-O3"], ["--list-passes"]):
+        with tempfile.TemporaryFile() as out:
+            r = subprocess.run(tool("opt") + args, stdout=out, stderr=subprocess.PIPE, timeout=120,
+                               preexec_fn=limited)  # noqa: PLW1509 (no threads in the child yet)
+        assert r.returncode == 1
+        assert r.stderr.decode() == "ember-opt: error: cannot write to standard output: File too large\n"
+
+
+def test_a_replaced_file_keeps_its_mode_and_a_failed_write_through_replaces_nothing(tmp_path: Path) -> None:
+    """An output that replaces a 0600 file made it 0644; an output that is written through (here a directory, which
+    cannot be) failed after the other outputs had been renamed into place."""
+    private = tmp_path / "p.eir"
+    private.write_text("")
+    private.chmod(0o600)
+    assert run_tool("opt", str(EIR), "-o", str(private)).returncode == 0
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and private.read_text().startswith("module")
+    (tmp_path / "adir").mkdir()
+    r = run_tool("opt", str(EIR), "-O0", "-o", str(tmp_path / "out.dae"), "--stats", str(tmp_path / "adir"))
+    assert r.returncode == 1 and b"adir: error: cannot write: Is a directory" in r.stderr
+    assert not (tmp_path / "out.dae").exists()

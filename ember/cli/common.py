@@ -6,9 +6,10 @@ import contextlib
 import functools
 import io
 import os
+import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,8 +60,8 @@ class Command(click.Command):
         _buffered_stdout()
         try:
             rv = super().main(args, prog, complete_var, standalone_mode=False, **extra)
-            if not _flush_stdout():
-                raise EmberError(STDOUT_STOPPED)
+            if (lost := _flush_stdout()) is not None:
+                raise EmberError(lost)
         except click.UsageError as e:
             _fail(f"{prog}: error: {e.format_message().rstrip('.')} ({prog} --help lists the options)")
         except click.ClickException as e:
@@ -77,22 +78,15 @@ class Command(click.Command):
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)  # click returns the code of --help and ctx.exit() here
 
-    # --help and eager options print while the arguments are parsed; click would exit 1 without a word on EPIPE
+    # --help and eager options print while the arguments are parsed, outside guarded; click would exit 1 without a
+    # word on EPIPE, and show a traceback for a full disk
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        with _stdout_stopped_is_an_error():
+        try:
             return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with _stdout_stopped_is_an_error():
-            return super().invoke(ctx)
-
-
-@contextlib.contextmanager
-def _stdout_stopped_is_an_error() -> Iterator[None]:
-    try:
-        yield
-    except BrokenPipeError:
-        raise EmberError(STDOUT_STOPPED) from None
+        except BrokenPipeError:
+            raise EmberError(STDOUT_STOPPED) from None
+        except OSError as e:
+            raise EmberError(f"cannot write to standard output: {e.strerror or e}") from None
 
 
 def report_console(stderr: bool = False) -> Console:
@@ -123,18 +117,20 @@ def _fail(line: str) -> None:
     sys.exit(1)
 
 
-def _flush_stdout() -> bool:
-    """Deliver what is still buffered for stdout now, so that a reader that stopped early is this command's error
-    rather than Python's complaint at exit; False when it could not be delivered."""
+def _flush_stdout() -> str | None:
+    """Deliver what is still buffered for stdout now, so that a reader that stopped early (or a full disk) is this
+    command's error rather than Python's complaint at exit; the error, or None."""
     try:
         sys.stdout.flush()
-        return True
-    except (BrokenPipeError, ValueError):
+        return None
+    except (OSError, ValueError) as e:
         # Python flushes stdout again at exit: give what is left somewhere to go.  (This opens the null device
         # the system has; nothing is written to a path.)
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return False
+        if isinstance(e, BrokenPipeError | ValueError):
+            return STDOUT_STOPPED
+        return f"cannot write to standard output: {e.strerror or e}"
 
 
 def command(prog: str) -> dict[str, Any]:
@@ -181,29 +177,39 @@ def write_output(path: str, data: str | bytes) -> None:
 
 
 def write_outputs(files: list[tuple[str, str | bytes]]) -> None:
-    """Write several outputs all or none, respecting what each path is.  A regular file, or a path that does not
-    exist yet, gets a temporary file beside it first, renamed into place only when every output is staged; a
-    symlink is followed and its target written so (the link stays).  A path that exists and is not a regular
-    file (a device such as /dev/null, a FIFO, a socket) cannot be staged or replaced: it is written through,
-    after the renames, as stdout (`-`) is, last.  Two outputs naming one file, by any path, are an error."""
+    """Write every output, all or none.  A path that is a regular file, or does not exist yet, gets a temporary
+    file beside it first, renamed into place (with the mode the file had) only once everything else is written; a
+    symlink is followed and its target written so (the link stays).  A path that exists and is not a regular file
+    (a device such as /dev/null, a FIFO, /dev/stdout onto a pipe) cannot be staged or replaced: it is written
+    through, before the renames, so that a failure there leaves no file replaced.  A path that is this process's
+    stdout (/dev/stdout onto a file, say) is stdout, `-`.  Two outputs naming one file, by any path, are an
+    error."""
     seen: dict[object, str] = {}
     for path, _ in files:
-        key: object = "-" if path == "-" else _identity(path)
+        if path != "-" and _device(path):
+            continue  # /dev/null twice is fine
+        key: object = "-" if path == "-" or _is_stdout(path) else _identity(path)
         if key in seen:
             raise EmberError(f"two outputs name the same file: '{seen[key]}' and '{path}'")
         seen[key] = path
+    files = [("-" if path != "-" and _is_stdout(path) else path, data) for path, data in files]
     staged: list[tuple[str, Path, str]] = []
-    through: list[tuple[str, bytes]] = []
     try:
         for path, data in files:
             raw = data.encode() if isinstance(data, str) else data
-            if path == "-":
-                continue
-            real = Path(os.path.realpath(path))
-            if real.exists() and not real.is_file():
-                through.append((path, raw))
-            else:
+            if path != "-" and not _special(path):
+                real = Path(os.path.realpath(path))
                 staged.append((_stage(str(real), raw, path), real, path))
+        for path, data in files:
+            raw = data.encode() if isinstance(data, str) else data
+            if path == "-":
+                _write_stdout(raw)
+            elif _special(path):
+                try:
+                    with open(path, "wb") as f:  # os.stat and open follow /proc's links (/dev/stdout onto a pipe)
+                        f.write(raw)
+                except OSError as e:
+                    raise EmberError(f"cannot write: {e.strerror or e}", path) from None
         for tmp, real, path in staged:
             try:
                 os.replace(tmp, real)
@@ -213,15 +219,31 @@ def write_outputs(files: list[tuple[str, str | bytes]]) -> None:
     finally:
         for tmp, _, _ in staged:
             Path(tmp).unlink(missing_ok=True)
-    for path, raw in through:
-        try:
-            with open(path, "wb") as f:
-                f.write(raw)
-        except OSError as e:
-            raise EmberError(f"cannot write: {e.strerror or e}", path) from None
-    for path, data in files:
-        if path == "-":
-            _write_stdout(data.encode() if isinstance(data, str) else data)
+
+
+def _special(path: str) -> bool:
+    """The path exists and is not a regular file (a device, a FIFO, a socket, a directory: the write says which)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _device(path: str) -> bool:
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_stdout(path: str) -> bool:
+    """`path` is the file this process's stdout writes to (/dev/stdout, /proc/self/fd/1, or the file's own name)."""
+    try:
+        st, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino) and not stat.S_ISCHR(st.st_mode)  # a device: written
+    # through, the same
 
 
 def _identity(path: str) -> object:
@@ -235,7 +257,7 @@ def _identity(path: str) -> object:
 
 
 def _write_stdout(raw: bytes) -> None:
-    """All of `raw` to stdout, or an error (a reader that stopped early, a closed stdout) that says so."""
+    """All of `raw` to stdout, or an error (a reader that stopped early, a closed stdout, a full disk) that says so."""
     stream = getattr(sys.stdout, "buffer", None)
     if stream is None:
         raise EmberError(STDOUT_CLOSED)
@@ -244,6 +266,8 @@ def _write_stdout(raw: bytes) -> None:
         stream.flush()
     except (BrokenPipeError, ValueError):
         raise EmberError(STDOUT_STOPPED) from None
+    except OSError as e:
+        raise EmberError(f"cannot write to standard output: {e.strerror or e}") from None
 
 
 def _stage(path: str, raw: bytes, shown: str) -> str:
@@ -256,9 +280,13 @@ def _stage(path: str, raw: bytes, shown: str) -> str:
     except OSError as e:
         raise EmberError(f"cannot write: {e.strerror}", shown) from None
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
+        try:  # a file replaced keeps its mode (a private 0600 file stays private)
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except OSError:  # a new file gets the usual permissions (mkstemp makes 0600)
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
     except BaseException as e:

@@ -187,8 +187,10 @@ def build(cc: str, source: str, d: Path, key: str) -> bytes:
             _, err = proc.communicate(source.encode())
             if proc.returncode != 0:
                 text = err.decode(errors="replace")
-                if "No space left on device" in text or "Disk quota exceeded" in text:
-                    raise Unsupported(f"a compile cache that cannot be written ({d}: no space left on the device)")
+                full = next((w for w in ("No space left on device", "Disk quota exceeded", "File too large",
+                                         "File size limit exceeded") if w in text), None)
+                if full is not None:
+                    raise Unsupported(f"a compile cache that cannot be written ({d}: {full.lower()})")
                 lines = text.splitlines() or [f"exit status {proc.returncode}"]
                 first = next((s for s in lines if "error" in s), lines[0])
                 raise EmberError(f"internal error: the C compiler ({cc}) rejected a generated program: {first.strip()}")
@@ -208,7 +210,7 @@ def build(cc: str, source: str, d: Path, key: str) -> bytes:
                 path.unlink(missing_ok=True)
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
-    raise AssertionError("unreachable: _signals_unwind raises after an interruption")
+    raise AssertionError("unreachable: signals_unwind raises after an interruption")
 
 
 def _dlopen(d: Path, key: str, data: bytes) -> ctypes.CDLL:
@@ -231,7 +233,7 @@ def _dlopen(d: Path, key: str, data: bytes) -> ctypes.CDLL:
             raise OSError(str(e).replace(str(copy), str(entry(d, key)[0]))) from None
         finally:
             copy.unlink(missing_ok=True)
-    raise AssertionError("unreachable: _signals_unwind raises after an interruption")
+    raise AssertionError("unreachable: signals_unwind raises after an interruption")
 
 
 def _check_elf(data: bytes, name: Path) -> None:
