@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..ir.diagnostics import EmberError
+from ..signals import sigint_deferred
 from .published import published_hand_percent, published_speedup
 from .report import LEVELS, ResultIndex
 from .run import VARIANTS, Result
@@ -26,8 +27,9 @@ NAMES = ("speedup.png", "vs_handwritten.png", "energy_breakdown.png")
 def require_matplotlib() -> tuple[Any, Any]:
     """(Figure, FigureCanvasAgg), or a one-line error naming the extra that provides them."""
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        with sigint_deferred():  # matplotlib's C extensions load here
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
     except ImportError:
         raise EmberError("--plot needs matplotlib, which is not installed: pip install 'ember[plot]'") from None
     return Figure, FigureCanvasAgg

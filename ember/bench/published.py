@@ -17,6 +17,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from ..files import read_text
 from ..ir.diagnostics import EmberError
 from .workloads import Workload
 
@@ -155,8 +156,7 @@ def load_gpu_baseline(path: str | None = None) -> GpuBaseline:
         if path is None:
             text = resources.files("ember.bench").joinpath("data", "gpu_h100_torch.json").read_text(encoding="utf-8")
         else:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = read_text(path)  # bounded: EMBER_TEXT_BYTES
         data = json.loads(text)
         rows = tuple(_gpu_row(r) for r in data["rows"])
         return GpuBaseline(str(data["device"]), str(data["torch"]), float(data["copy_GBps"]), rows)

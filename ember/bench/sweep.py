@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from rich.table import Table
 
+from ..files import read_bytes
 from ..ir.diagnostics import EmberError
 from ..machine import Machine
 from ..sim.engines import ENGINES
@@ -185,12 +186,9 @@ def load_finished(path: str, sweep: Sweep) -> dict[str, dict[str, Any]]:
     """Rows already in `path` by point key. A partial last line (a run killed mid-write) is cut off, so the
     next append starts on a line of its own; a file of another sweep's context is refused, not mixed in."""
     file = Path(path)
-    try:
-        data = file.read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return {}
-    except OSError as e:
-        raise EmberError(f"cannot read: {e.strerror or e}", path) from None
+    data = read_bytes(path)  # bounded: EMBER_INPUT_BYTES
     end = data.rfind(b"\n") + 1
     if end < len(data):
         try:

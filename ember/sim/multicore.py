@@ -79,15 +79,22 @@ def simulate_cores(programs: Sequence[Program], slices: Sequence[dict[str, np.nd
             rounds.leave(k)
 
     threads = [threading.Thread(target=core, args=(k,), daemon=True, name=f"core{k}") for k in range(n)]
-    for th in threads:
-        th.start()
-    rounds.begin()
+    begun = False
     try:
         try:
+            for th in threads:  # inside: a Ctrl-C while the threads start stops those that have
+                th.start()
+            rounds.begin()
+            begun = True
             for th in threads:
                 th.join()
         except KeyboardInterrupt:  # Python gives Ctrl-C to this thread: stop the cores before their memory goes
             rounds.stop()
+            for k, th in enumerate(threads):
+                if th.ident is None:  # never started: out of the rotation, so the turns reach the others
+                    rounds.leave(k)
+            if not begun and rounds.live:
+                rounds.begin()
             for th in threads:
                 while th.is_alive():
                     with contextlib.suppress(KeyboardInterrupt):

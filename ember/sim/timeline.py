@@ -31,10 +31,11 @@ def timeline_png(runs: Sequence[tuple[Events, Program]], machine: Machine, title
     """PNG bytes: per core the access unit, the queue's bytes, the callbacks and host ops (mispredictions as
     ticks) and the front end's waits; then each DRAM channel."""
     require_matplotlib()
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
+    with sigint_deferred():  # the backend loads matplotlib's C extensions
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
     channels = runs[0][0].channels
     rows: list[tuple[int, int]] = [(k, t) for k in range(len(runs)) for t in (ACCESS, QUEUE, CORE, WAITS)]
     rows += [(-1, DRAM + c) for c in range(channels)]

@@ -401,8 +401,8 @@ class _State:
                 return int(call())
             done: list[int] = []
             worker = threading.Thread(target=lambda: done.append(call()), name="fast-engine", daemon=True)
-            worker.start()
             try:
+                worker.start()  # (a Ctrl-C can come while start waits for the thread to run)
                 worker.join()
             except KeyboardInterrupt:
                 self.args.stop = 1
