@@ -88,13 +88,17 @@ def test_a_failed_check_leaves_no_outputs(tmp_path: Path) -> None:
 
 
 def test_bench_json_and_csv_are_all_or_none(tmp_path: Path) -> None:
-    """--json that can be written and --csv that cannot: neither is left behind (the JSON used to be)."""
-    ok = tmp_path / "ok.json"
-    r = run_tool("bench", "--suite", "tiny", "--only", "RM1_L0", "--variants", "O0", "--json", str(ok),
-                 "--csv", str(tmp_path / "missing" / "x.csv"), "-q")
+    """--json and --trace that can be written and --csv that cannot: none is left behind (the JSON used to be, and
+    the trace after a review of issue 35); --trace and --json may not name one file (the trace was overwritten)."""
+    ok, trace = tmp_path / "ok.json", tmp_path / "t.json"
+    run = ("bench", "--suite", "tiny", "--only", "RM1_L0", "--variants", "O0", "-q")
+    r = run_tool(*run, "--json", str(ok), "--trace", str(trace), "--csv", str(tmp_path / "missing" / "x.csv"))
     assert r.returncode == 1
     assert "cannot write" in r.stderr.decode()
-    assert not ok.exists()
+    assert not ok.exists() and not trace.exists()
+    r = run_tool(*run, "--json", str(ok), "--trace", str(ok))
+    assert r.returncode == 1
+    assert r.stderr.decode().endswith(f"two outputs name the same file: '{ok}' and '{ok}'\n"), r.stderr.decode()
 
 
 def _with_stdout(fd_setup: str, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -21,7 +21,6 @@ from .common import (
     trace_files,
     trace_options,
     trace_request,
-    write_output,
     write_outputs,
 )
 
@@ -242,19 +241,22 @@ def main(ctx: click.Context, scale: str, only: str | None, variants: str, hands:
         _make_dir(plot_dir)
     results = _run_all(workloads, chosen, m, quiet, [engine], timing_only, hand_kernels, request)
     _print_notes(results)
+    files: list[tuple[str, str | bytes]] = []  # every output, written all or none
     if request:
         runs = results[0].trace or []
         title = f"{workloads[0].name} {chosen[0]}, table 0, on machine '{m.name}'"
-        write_outputs(trace_files(runs, m, trace_path, timeline_path, title, "ember-bench"))
+        files += trace_files(runs, m, trace_path, timeline_path, title, "ember-bench")
 
     from ..bench import report
 
     if json_path or csv_path:
         table = report.rows(results, workloads, m, overrides)
-        _write_rows(json_path, lambda: _json_doc(scale, chosen, m, overrides, table, engine=engine,
-                                                 timing_only=timing_only), csv_path, table)
+        files += _rows_files(json_path, lambda: _json_doc(scale, chosen, m, overrides, table, engine=engine,
+                                                          timing_only=timing_only), csv_path, table)
     if plot_dir:
-        _plot(results, f"{report.caption(m, overrides, scale)} {report.published_note('Markers')}", plot_dir)
+        files += _plot(results, f"{report.caption(m, overrides, scale)} {report.published_note('Markers')}",
+                       plot_dir)
+    write_outputs(files)
     if not quiet:
         console = _console(json_path, csv_path, trace_path, timeline_path)
         forms = scale.startswith("representations")
@@ -307,15 +309,15 @@ def _machine_doc(m: Machine, overrides: tuple[str, ...]) -> dict[str, Any]:
     return {"name": m.name, "overrides": list(overrides), "parameters": {k: v for k, v, _ in m.describe()}}
 
 
-def _write_rows(json_path: str | None, json_text: Callable[[], str], csv_path: str | None,
-               rows: list[dict[str, Any]]) -> None:
-    """--json and --csv, all or none: a CSV that cannot be written leaves no JSON behind."""
+def _rows_files(json_path: str | None, json_text: Callable[[], str], csv_path: str | None,
+                rows: list[dict[str, Any]]) -> list[tuple[str, str | bytes]]:
+    """The --json and --csv outputs (written with the others, all or none)."""
     files: list[tuple[str, str | bytes]] = []
     if json_path:
         files.append((json_path, json_text()))
     if csv_path:
         files.append((csv_path, to_csv(rows)))
-    write_outputs(files)
+    return files
 
 
 def _console(*paths: str | None) -> Console:
@@ -346,8 +348,9 @@ def _compare(scale: str, workloads: list[Workload], variants: list[str], m: Mach
         if diff is not None:
             raise EmberError(f"{ref.workload} {ref.variant}: the engines disagree on {diff}")
     table = report.compare_rows(pairs, m, overrides)
-    _write_rows(json_path, lambda: _json_doc(scale, variants, m, overrides, table, engine="reference,fast",
-                                             timing_only=False), csv_path, table)
+    write_outputs(_rows_files(json_path, lambda: _json_doc(scale, variants, m, overrides, table,
+                                                           engine="reference,fast", timing_only=False),
+                              csv_path, table))
     if not quiet:
         console = _console(json_path, csv_path)
         console.print(report.compare_table(pairs))
@@ -397,12 +400,13 @@ def _vs_gpu(ctx: click.Context, scale: str, workloads: list[Workload], overrides
     table = [p.row() for p in points]
     doc = {"suite": scale, "vs_gpu": True, "gpu": {"device": gpu.device, "torch": gpu.torch},
            "machines": {basis: _machine_doc(m, overrides) for basis, m in vs_gpu.machines(overrides)}, "rows": table}
-    _write_rows(json_path, lambda: json.dumps(doc, indent=1) + "\n", csv_path, table)
+    files = _rows_files(json_path, lambda: json.dumps(doc, indent=1) + "\n", csv_path, table)
     if plot_dir:
         from ..bench.plot import render_vs_gpu
 
         _make_dir(plot_dir)
-        write_output(str(Path(plot_dir) / "vs_gpu.png"), render_vs_gpu(points))
+        files.append((str(Path(plot_dir) / "vs_gpu.png"), render_vs_gpu(points)))
+    write_outputs(files)
     if not quiet:
         console = _console(json_path, csv_path)
         for t in vs_gpu.tables(points, gpu):
@@ -521,13 +525,14 @@ def _sweep(scale: str, workloads: list[Workload], variants: list[str], m: Machin
     rows = [done[p.key()] for p in plan.points]
     doc = {"suite": scale, "machine": _machine_doc(m, overrides),
            "sweep": {"variant": plan.variants, **{a.key: a.values for a in plan.axes}}, "rows": rows}
-    _write_rows(json_path, lambda: json.dumps(doc, indent=1) + "\n", csv_path, rows)
+    files = _rows_files(json_path, lambda: json.dumps(doc, indent=1) + "\n", csv_path, rows)
     if plot_dir:
         from ..bench.plot import render_sweep, sweep_file_name
 
         for metric, param in plots:
             image = render_sweep(rows, metric, param, plan.keys, sw.caption(plan))
-            write_output(str(Path(plot_dir) / sweep_file_name(metric, param)), image)
+            files.append((str(Path(plot_dir) / sweep_file_name(metric, param)), image))
+    write_outputs(files)
     if not quiet:
         console = _console(json_path, csv_path)
         console.print(sw.table(rows, plan))
@@ -541,13 +546,16 @@ def _make_dir(directory: str) -> None:
         raise EmberError(f"cannot create the plot directory: {e.strerror or e}", directory) from None
 
 
-def _plot(results: list[Result], caption: str, directory: str) -> None:
+def _plot(results: list[Result], caption: str, directory: str) -> list[tuple[str, str | bytes]]:
+    """The figures of a plain run, as outputs to write with the others."""
     from ..bench.plot import NAMES, needs, render
 
     images = render(results, caption)
     folder = Path(directory)
+    files: list[tuple[str, str | bytes]] = []
     for name in NAMES:
         if name in images:
-            write_output(str(folder / name), images[name])
+            files.append((str(folder / name), images[name]))
         else:
             click.echo(f"ember-bench: note: {name} not written (needs variants {needs(name)})", err=True)
+    return files
