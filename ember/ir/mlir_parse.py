@@ -23,7 +23,7 @@ from .core import Block, Op, Value
 from .diagnostics import EmberError, Loc
 from .mlir_print import mlir_type
 from .mlir_syntax import DIALECT, MODULE, SCALAR_FROM_MLIR, SCALAR_TO_MLIR, ember_op_name, ember_value_name
-from .parser import check_text, grammar, syntax_error
+from .parser import SourceReader, check_text, grammar, syntax_error
 from .printer import DenseAttr
 from .types import SCALARS, ScalarType, ShapedType, StreamType, Type
 
@@ -70,19 +70,7 @@ def unescape(tok: Token) -> str:
         raise ValueError("a string literal whose bytes are not UTF-8") from None
 
 
-class _Reader:
-    def __init__(self, text: str, filename: str):
-        self.lines = text.splitlines()
-        self.filename = filename
-        self.scopes: list[dict[str, Value]] = []
-
-    def loc(self, tok: Token) -> Loc:
-        return Loc(self.filename, tok.line or 1, tok.column or 1)
-
-    def err(self, msg: str, tok: Token) -> EmberError:
-        line = (tok.line or 1) - 1
-        return EmberError(msg, self.loc(tok), self.lines[line] if 0 <= line < len(self.lines) else None)
-
+class _Reader(SourceReader):
     def string(self, tok: Token) -> str:
         try:
             return unescape(tok)

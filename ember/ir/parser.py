@@ -58,9 +58,11 @@ def parse_type_tree(t: Tree) -> Type:
     return ShapedType(str(ch[0]), dims, ScalarType(str(ch[2])))
 
 
-class _Builder:
+class SourceReader:
+    """What a reader of a level's text keeps (the .eir parser's, the MLIR one's): the lines, for an error's source
+    line, and the scopes of value names."""
+
     def __init__(self, text: str, filename: str):
-        self.text = text
         self.lines = text.splitlines()
         self.filename = filename
         self.scopes: list[dict[str, Value]] = []
@@ -70,7 +72,10 @@ class _Builder:
 
     def err(self, msg: str, tok: Token) -> EmberError:
         line = (tok.line or 1) - 1
-        return EmberError(msg, self.loc(tok), self.lines[line] if line < len(self.lines) else None)
+        return EmberError(msg, self.loc(tok), self.lines[line] if 0 <= line < len(self.lines) else None)
+
+
+class _Builder(SourceReader):
 
     def define(self, tok: Token, type: Type) -> Value:
         name = str(tok)[1:]
