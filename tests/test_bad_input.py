@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import MODELS, run_tool, tools_in_process
+from conftest import MODELS, run_in_process, run_tool
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
@@ -592,7 +592,7 @@ Outcome = tuple[Bad, Path, subprocess.CompletedProcess[bytes]]
 
 def _prepare_and_run(tool: str, make: Make, tmp: Path, good: Good) -> Outcome:
     bad = make(tmp, good)
-    return bad, tmp, run_tool(tool, *bad.args)
+    return bad, tmp, run_in_process(tool, list(bad.args), None, None)
 
 
 @pytest.fixture(scope="module")
@@ -601,13 +601,13 @@ def runs(request: pytest.FixtureRequest, good: Good,
     """Every selected case, prepared in its own directory and run in the background, a few at a time."""
     selected = {item.callspec.id for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec")}
-    # In process (under mutmut) the tools swap the standard streams, which pytest's capture swaps too
-    # between tests: only a run on pytest's own thread, before any test, is safe.
-    with ThreadPoolExecutor(1 if tools_in_process() else WORKERS) as pool:
+    # The commands run in this process (an interpreter start each cost more than most cases; real processes are
+    # test_outputs.py's and test_usage_errors.py's).  They swap the standard streams, which pytest's capture swaps
+    # too between tests: only a run before any test, one at a time, is safe.
+    with ThreadPoolExecutor(1) as pool:
         futures = {case.id: pool.submit(_prepare_and_run, *case.values[:2], tmp_path_factory.mktemp(case.id), good)
                    for case in CASES if case.id in selected}
-        if tools_in_process():
-            wait(futures.values())
+        wait(futures.values())
         yield futures
 
 
