@@ -105,6 +105,12 @@ def run_in_process(name: str, args: list[str], stdin: bytes | None,
     return subprocess.CompletedProcess([*tool(name), *args], code, out.getvalue(), err.getvalue())
 
 
+def run_here(name: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    """A command in this process, as run_tool runs it under mutmut: no interpreter start each, for tests whose
+    subject is what the command computes (real processes are test_pipeline.py's and test_outputs.py's)."""
+    return run_in_process(name, list(args), None, cwd)
+
+
 IN_PROCESS = threading.Lock()  # the standard streams and the working directory belong to the process
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_tool, torch_unless_mutating
+from conftest import ROOT, run_here, torch_unless_mutating
 from test_fast_engine import assert_same, both
 from test_isa_identity import exact_fma32
 
@@ -190,7 +190,7 @@ def test_quantize_tables_runs_from_a_model_file_through_every_tool(tmp_path: Pat
     from the float weights, and ember-sim's output is FBGEMM's formula on those rows."""
     eir = (SAMPLES / "levels" / "bag_sum.ts.emb.eir").read_text()
     (tmp_path / "m.eir").write_text(eir.replace('"../models/', f'"{SAMPLES / "models"}/'))
-    r = run_tool("opt", "--remarks", "-p", "quantize-tables{bits=8}," + PRESETS["O3"], "m.eir", "-o", "q.dae",
+    r = run_here("opt", "--remarks", "-p", "quantize-tables{bits=8}," + PRESETS["O3"], "m.eir", "-o", "q.dae",
                  cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     float_table = load_weights_any(str(SAMPLES / "models" / "bag_sum.ts.onnx"))["bag.weight"]
@@ -199,19 +199,19 @@ def test_quantize_tables_runs_from_a_model_file_through_every_tool(tmp_path: Pat
             f"reconstruction error max {np.abs(diff).max():.3g}, RMS {np.sqrt(np.mean(diff ** 2)):.3g}"
             in r.stderr.decode())
     assert '.sym @8 param "bag.weight#int8" u8 [40, 16]' in (tmp_path / "q.dae").read_text()
-    assert run_tool("asm", "q.dae", "-o", "q.bin", cwd=tmp_path).returncode == 0
+    assert run_here("asm", "q.dae", "-o", "q.bin", cwd=tmp_path).returncode == 0
     feeds = dict(np.load(SAMPLES / "models" / "bag_sum.in.npz"))
-    r = run_tool("sim", "q.bin", "--inputs", str(SAMPLES / "models" / "bag_sum.in.npz"), "--outputs", "out.npz",
+    r = run_here("sim", "q.bin", "--inputs", str(SAMPLES / "models" / "bag_sum.in.npz"), "--outputs", "out.npz",
                  cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     offsets = np.concatenate([feeds["offsets"], [len(feeds["indices"])]])
     want = fbgemm_bag(prepack(float_table, 8), feeds["indices"], offsets, 8, "sum", None)
     np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["output"], want)
     # timing only: the derived rows are left out like the float table they come from, and cost the same cycles
-    assert run_tool("asm", "--no-tables", "q.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
+    assert run_here("asm", "--no-tables", "q.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
     assert (tmp_path / "t.bin").stat().st_size < (tmp_path / "q.bin").stat().st_size - 500
     for name, extra in (("q", []), ("t", ["--timing-only"])):
-        r = run_tool("sim", f"{name}.bin", "--inputs", str(SAMPLES / "models" / "bag_sum.in.npz"), "--stats",
+        r = run_here("sim", f"{name}.bin", "--inputs", str(SAMPLES / "models" / "bag_sum.in.npz"), "--stats",
                      f"{name}.json", *extra, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
     data, timing = (json.loads((tmp_path / f"{n}.json").read_text()) for n in "qt")
@@ -362,7 +362,7 @@ def test_ember_opt_keeps_the_weights_path_relative(tmp_path: Path) -> None:
     sub = tmp_path / "levels"
     sub.mkdir()
     (sub / "m.eir").write_text((tmp_path / "m.eir").read_text())
-    r = run_tool("opt", "--remarks", "-p", "quantize-tables{bits=4}," + PRESETS["O0"], "levels/m.eir", "-o", "q.dae",
+    r = run_here("opt", "--remarks", "-p", "quantize-tables{bits=4}," + PRESETS["O0"], "levels/m.eir", "-o", "q.dae",
                  cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "reconstruction error max" in r.stderr.decode()

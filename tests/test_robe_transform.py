@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_tool
+from conftest import run_here
 from test_tt_decompose import P as TABLE
 from test_tt_decompose import bag, weights_file
 
@@ -118,7 +118,7 @@ def test_remarks_and_stats_give_each_tables_bytes_and_error(tmp_path: Path) -> N
     noise = rng.standard_normal((30, 8)).astype(np.float32)
     weights_file(tmp_path / "w.onnx", made=made, noise=noise)
     (tmp_path / "m.eir").write_text(MODULE.format())
-    r = run_tool("opt", "--remarks", "--stats", "s.json", "-p", "robe{size=100x,block=4,seed=7}", "m.eir", "-o",
+    r = run_here("opt", "--remarks", "--stats", "s.json", "-p", "robe{size=100x,block=4,seed=7}", "m.eir", "-o",
                  "t.eir", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = (tmp_path / "t.eir").read_text()
@@ -145,7 +145,7 @@ def test_remarks_and_stats_give_each_tables_bytes_and_error(tmp_path: Path) -> N
 
 def test_without_weights_the_error_is_unmeasured(tmp_path: Path) -> None:
     (tmp_path / "m.eir").write_text(MODULE.format())
-    r = run_tool("opt", "--stats", "s.json", "-p", "robe", "m.eir", "-o", "t.eir", cwd=tmp_path)
+    r = run_here("opt", "--stats", "s.json", "-p", "robe", "m.eir", "-o", "t.eir", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     made, noise = json.loads((tmp_path / "s.json").read_text())["passes"][0]["tables"]
     assert made["representation"] == "ROBE size=4 block=16 seed=0"  # 3,200 / 1000 rounded up; D = 16 <= 32
@@ -214,7 +214,7 @@ def test_a_table_two_bags_share_is_fitted_once() -> None:
     ("prime=7", "pass 'robe' has no option 'prime'")])
 def test_bad_options_are_one_line_errors(tmp_path: Path, options: str, message: str) -> None:
     (tmp_path / "m.eir").write_text(MODULE.format())
-    r = run_tool("opt", "-p", f"robe{{{options}}}", "m.eir", cwd=tmp_path)
+    r = run_here("opt", "-p", f"robe{{{options}}}", "m.eir", cwd=tmp_path)
     err = r.stderr.decode()
     assert r.returncode == 1 and message in err and err.count("\n") == 1 and "Traceback" not in err, err
 
@@ -260,11 +260,11 @@ def test_a_fitted_table_runs_through_every_tool_on_both_engines(tmp_path: Path, 
     feeds = {"indices": indices, "offsets": offsets} | ({"w": rng.standard_normal(40).astype(np.float32)}
                                                         if weighted else {})
     np.savez(tmp_path / "in.npz", **feeds)
-    r = run_tool("opt", "-p", "robe{size=1600,block=4,seed=3}," + PRESETS[level], "m.eir", "-o", "t.dae",
+    r = run_here("opt", "-p", "robe{size=1600,block=4,seed=3}," + PRESETS[level], "m.eir", "-o", "t.dae",
                  cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert '"table#robe/1600/4/3" f32 [1600]' in (tmp_path / "t.dae").read_text()
-    assert run_tool("asm", "t.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
+    assert run_here("asm", "t.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
     array = link_param({"table": table}, "table#robe/1600/4/3")
     used = sorted(set(indices.tolist()))
     rows = np.zeros((1000, 16))
@@ -277,7 +277,7 @@ def test_a_fitted_table_runs_through_every_tool_on_both_engines(tmp_path: Path, 
         want[b] = picked.sum(0) / (max(len(picked), 1) if mode == "mean" else 1)
     assert math.sqrt(np.mean((rows[used] - table[used]) ** 2)) > 0.1  # 10x smaller: the rows did change
     for engine in ("fast", "reference"):
-        r = run_tool("sim", "t.bin", "--inputs", "in.npz", "--outputs", f"{engine}.npz", "--engine", engine,
+        r = run_here("sim", "t.bin", "--inputs", "in.npz", "--outputs", f"{engine}.npz", "--engine", engine,
                      cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         [got] = np.load(tmp_path / f"{engine}.npz").values()
@@ -328,7 +328,7 @@ def test_shared_puts_every_table_in_one_array_that_runs_on_both_engines(tmp_path
     big, small = rng.standard_normal((300, 16)).astype(np.float32), rng.standard_normal((100, 8)).astype(np.float32)
     weights_file(tmp_path / "w.onnx", big=big, small=small)
     (tmp_path / "m.eir").write_text(SHARED.format())
-    r = run_tool("opt", "--remarks", "--stats", "s.json", "-p", "robe{shared=true,size=10x,seed=5}", "m.eir", "-o",
+    r = run_here("opt", "--remarks", "--stats", "s.json", "-p", "robe{shared=true,size=10x,seed=5}", "m.eir", "-o",
                  "t.eir", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = (tmp_path / "t.eir").read_text()
@@ -347,9 +347,9 @@ def test_shared_puts_every_table_in_one_array_that_runs_on_both_engines(tmp_path
         assert entry["table"] == name and entry["representation"] == f"ROBE shared size=560 block=8 seed=5 slot={t}"
         assert entry["error_rms"] == pytest.approx(math.sqrt(np.mean(diff ** 2)), rel=1e-6)
     assert [e["bytes_after"] for e in stats["tables"]] == [1920, 320]  # 560 x 4 bytes in 4,800 : 800
-    r = run_tool("opt", "-O0", "t.eir", "-o", "t.dae", cwd=tmp_path)
+    r = run_here("opt", "-O0", "t.eir", "-o", "t.dae", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert run_tool("asm", "t.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
+    assert run_here("asm", "t.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
     i, j = rng.integers(0, 300, 30), rng.integers(0, 100, 25)
     o, k = np.array([0, 10, 10, 30]), np.array([0, 7, 25])
     np.savez(tmp_path / "in.npz", i=i, o=o, j=j, k=k)
@@ -359,7 +359,7 @@ def test_shared_puts_every_table_in_one_array_that_runs_on_both_engines(tmp_path
 
     wants = [pooled(rows[0], i, o, False), pooled(rows[1], j, k, True), pooled(rows[0], j, k, True)]
     for engine in ("fast", "reference"):
-        r = run_tool("sim", "t.bin", "--inputs", "in.npz", "--outputs", f"{engine}.npz", "--engine", engine,
+        r = run_here("sim", "t.bin", "--inputs", "in.npz", "--outputs", f"{engine}.npz", "--engine", engine,
                      cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         for got, want in zip(np.load(tmp_path / f"{engine}.npz").values(), wants):

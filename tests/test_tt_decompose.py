@@ -17,7 +17,7 @@ import onnx
 import onnx.helper
 import onnx.numpy_helper
 import pytest
-from conftest import run_tool
+from conftest import run_here
 
 import ember.dialects  # noqa: F401
 from ember.frontends import load_weights_any
@@ -148,7 +148,7 @@ def test_remarks_and_stats_give_each_tables_bytes_and_error(tmp_path: Path) -> N
     wide, narrow = rng.standard_normal((1000, 64)).astype(np.float32), rng.standard_normal((30, 8)).astype(np.float32)
     weights_file(tmp_path / "w.onnx", wide=wide, narrow=narrow)
     (tmp_path / "m.eir").write_text(MODULE.format(rows=1000))
-    r = run_tool("opt", "--remarks", "--stats", "s.json", "-p", "tt-decompose{ranks=8,q=4x4x4},quantize-tables",
+    r = run_here("opt", "--remarks", "--stats", "s.json", "-p", "tt-decompose{ranks=8,q=4x4x4},quantize-tables",
                  "m.eir", "-o", "t.eir", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = (tmp_path / "t.eir").read_text()
@@ -176,7 +176,7 @@ def test_remarks_and_stats_give_each_tables_bytes_and_error(tmp_path: Path) -> N
 
 def test_without_weights_the_error_is_unmeasured_and_stats_say_why(tmp_path: Path) -> None:
     (tmp_path / "m.eir").write_text(MODULE.format(rows=1000))
-    r = run_tool("opt", "--remarks", "--stats", "s.json", "-p", "tt-decompose{cores=2}", "m.eir", "-o", "t.eir",
+    r = run_here("opt", "--remarks", "--stats", "s.json", "-p", "tt-decompose{cores=2}", "m.eir", "-o", "t.eir",
                  cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "reconstruction error not measured (the module's weights file could not be read)" in r.stderr.decode()
@@ -233,7 +233,7 @@ def test_what_it_cannot_decompose_keeps_its_table_with_a_remark(text: str, optio
     ("rank=4", "pass 'tt-decompose' has no option 'rank'")])
 def test_bad_options_are_one_line_errors(tmp_path: Path, options: str, message: str) -> None:
     (tmp_path / "m.eir").write_text(MODULE.format(rows=1000))
-    r = run_tool("opt", "-p", f"tt-decompose{{{options}}}", "m.eir", cwd=tmp_path)
+    r = run_here("opt", "-p", f"tt-decompose{{{options}}}", "m.eir", cwd=tmp_path)
     err = r.stderr.decode()
     assert r.returncode == 1 and message in err and err.count("\n") == 1 and "Traceback" not in err, err
 
@@ -281,10 +281,10 @@ def test_a_decomposed_table_runs_through_every_tool_on_both_engines(tmp_path: Pa
     feeds = {"indices": indices, "offsets": offsets} | ({"w": rng.standard_normal(40).astype(np.float32)}
                                                         if weighted else {})
     np.savez(tmp_path / "in.npz", **feeds)
-    r = run_tool("opt", "-p", "tt-decompose{ranks=4}," + PRESETS[level], "m.eir", "-o", "t.dae", cwd=tmp_path)
+    r = run_here("opt", "-p", "tt-decompose{ranks=4}," + PRESETS[level], "m.eir", "-o", "t.dae", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert '"table#tt/10x10x10/4x2x2/4x4/2" f32 [10, 4, 2, 1]' in (tmp_path / "t.dae").read_text()
-    assert run_tool("asm", "t.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
+    assert run_here("asm", "t.dae", "-o", "t.bin", cwd=tmp_path).returncode == 0
     cores = [link_param({"table": np.asarray(load_weights_any(str(tmp_path / "w.onnx"))["table"])},
                         f"table#tt/10x10x10/4x2x2/4x4/{k}") for k in range(3)]
     rows = dense(cores)[:1000]  # type: ignore[arg-type]
@@ -295,7 +295,7 @@ def test_a_decomposed_table_runs_through_every_tool_on_both_engines(tmp_path: Pa
             picked = picked * feeds["w"][offsets[b]:offsets[b + 1], None]
         want[b] = picked.sum(0) / (max(len(picked), 1) if mode == "mean" else 1)
     for engine in ("fast", "reference"):
-        r = run_tool("sim", "t.bin", "--inputs", "in.npz", "--outputs", f"{engine}.npz", "--engine", engine,
+        r = run_here("sim", "t.bin", "--inputs", "in.npz", "--outputs", f"{engine}.npz", "--engine", engine,
                      cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         [got] = np.load(tmp_path / f"{engine}.npz").values()
@@ -307,7 +307,7 @@ def test_a_decomposed_table_runs_through_every_tool_on_both_engines(tmp_path: Pa
                                                 ("no/such/dir/s.json", "cannot write")])
 def test_stats_that_cannot_be_written_leave_no_output(tmp_path: Path, stats: str, message: str) -> None:
     (tmp_path / "m.eir").write_text(MODULE.format(rows=1000))
-    r = run_tool("opt", "--stats", stats, "-p", "tt-decompose", "m.eir", "-o", "t.eir", cwd=tmp_path)
+    r = run_here("opt", "--stats", stats, "-p", "tt-decompose", "m.eir", "-o", "t.eir", cwd=tmp_path)
     err = r.stderr.decode()
     assert r.returncode == 1 and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "t.eir").exists()
