@@ -322,7 +322,7 @@ def _rows_files(json_path: str | None, json_text: Callable[[], str], csv_path: s
 
 def _console(*paths: str | None) -> Console:
     """Tables go to stdout, or to stderr when stdout carries one of these outputs (--json -, --csv -, ...)."""
-    console = report_console("-" in paths)
+    console = report_console(*paths)
     if not console.is_terminal:
         console.width = 100  # piped or captured: the width the tables are laid out for
     return console

@@ -61,7 +61,7 @@ class Command(click.Command):
         try:
             rv = super().main(args, prog, complete_var, standalone_mode=False, **extra)
             if (lost := _flush_stdout()) is not None:
-                raise EmberError(lost)
+                raise lost
         except click.UsageError as e:
             _fail(f"{prog}: error: {e.format_message().rstrip('.')} ({prog} --help lists the options)")
         except click.ClickException as e:
@@ -83,15 +83,13 @@ class Command(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
             return super().parse_args(ctx, args)
-        except BrokenPipeError:
-            raise EmberError(STDOUT_STOPPED) from None
         except OSError as e:
-            raise EmberError(f"cannot write to standard output: {e.strerror or e}") from None
+            raise _stdout_error(e) from None
 
 
-def report_console(stderr: bool = False) -> Console:
-    """A rich console for a command's report, whose broken pipe is the command's one-line error: rich's own
-    answer is a silent exit 1."""
+def report_console(*outputs: str | None) -> Console:
+    """A rich console for a command's report: on stdout, or on stderr when stdout carries one of the command's
+    `outputs` (`-`).  Its broken pipe is the command's one-line error: rich's own answer is a silent exit 1."""
     from rich.console import Console
 
     class ReportConsole(Console):
@@ -99,7 +97,7 @@ def report_console(stderr: bool = False) -> Console:
             self.quiet = True
             raise BrokenPipeError
 
-    return ReportConsole(stderr=stderr)
+    return ReportConsole(stderr="-" in outputs)
 
 
 def _buffered_stdout() -> None:
@@ -117,7 +115,7 @@ def _fail(line: str) -> None:
     sys.exit(1)
 
 
-def _flush_stdout() -> str | None:
+def _flush_stdout() -> EmberError | None:
     """Deliver what is still buffered for stdout now, so that a reader that stopped early (or a full disk) is this
     command's error rather than Python's complaint at exit; the error, or None."""
     try:
@@ -127,10 +125,18 @@ def _flush_stdout() -> str | None:
         # Python flushes stdout again at exit: give what is left somewhere to go.  (This opens the null device
         # the system has; nothing is written to a path.)
         with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        if isinstance(e, BrokenPipeError | ValueError):
-            return STDOUT_STOPPED
-        return f"cannot write to standard output: {e.strerror or e}"
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
+        return _stdout_error(e)
+
+
+def _stdout_error(e: OSError | ValueError) -> EmberError:
+    """What a failed write to stdout tells the user: a reader that stopped (a broken pipe, or the stream already
+    closed for it), or the system's reason (a full disk, a file-size limit)."""
+    if isinstance(e, BrokenPipeError | ValueError):
+        return EmberError(STDOUT_STOPPED)
+    return EmberError(f"cannot write to standard output: {e.strerror or e}")
 
 
 def command(prog: str) -> dict[str, Any]:
@@ -154,8 +160,8 @@ def guarded(prog: str) -> Callable[[F], F]:
             except MemoryError:  # its text is empty
                 click.echo(f"{prog}: error: out of memory (the input, or the machine's settings, need more than this "
                            "process may have)", err=True)
-            except BrokenPipeError:  # printing a report: the output files' own errors name them
-                click.echo(f"{prog}: error: {STDOUT_STOPPED}", err=True)
+            except BrokenPipeError as e:  # printing a report: the output files' own errors name them
+                click.echo(f"{prog}: {_stdout_error(e).render()}", err=True)
             except OSError as e:
                 click.echo(f"{prog}: error: {e}", err=True)
             except KeyboardInterrupt:
@@ -184,29 +190,28 @@ def write_outputs(files: list[tuple[str, str | bytes]]) -> None:
     through, before the renames, so that a failure there leaves no file replaced.  A path that is this process's
     stdout (/dev/stdout onto a file, say) is stdout, `-`.  Two outputs naming one file, by any path, are an
     error."""
+    where = [_where(path) for path, _ in files]
     seen: dict[object, str] = {}
-    for path, _ in files:
-        if path != "-" and _device(path):
-            continue  # /dev/null twice is fine
-        key: object = "-" if path == "-" or _is_stdout(path) else _identity(path)
+    for (path, _), (_, key) in zip(files, where):
+        if key is None:
+            continue
         if key in seen:
             raise EmberError(f"two outputs name the same file: '{seen[key]}' and '{path}'")
         seen[key] = path
-    files = [("-" if path != "-" and _is_stdout(path) else path, data) for path, data in files]
+    outputs = [(path, how, data.encode() if isinstance(data, str) else data)
+               for (path, data), (how, _) in zip(files, where)]
     staged: list[tuple[str, Path, str]] = []
     try:
-        for path, data in files:
-            raw = data.encode() if isinstance(data, str) else data
-            if path != "-" and not _special(path):
+        for path, how, raw in outputs:
+            if how == "staged":
                 real = Path(os.path.realpath(path))
                 staged.append((_stage(str(real), raw, path), real, path))
-        for path, data in files:
-            raw = data.encode() if isinstance(data, str) else data
-            if path == "-":
+        for path, how, raw in outputs:
+            if how == "stdout":
                 _write_stdout(raw)
-            elif _special(path):
+            elif how == "through":
                 try:
-                    with open(path, "wb") as f:  # os.stat and open follow /proc's links (/dev/stdout onto a pipe)
+                    with open(path, "wb") as f:  # open follows /proc's links (/dev/stdout onto a pipe)
                         f.write(raw)
                 except OSError as e:
                     raise EmberError(f"cannot write: {e.strerror or e}", path) from None
@@ -221,39 +226,28 @@ def write_outputs(files: list[tuple[str, str | bytes]]) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
-def _special(path: str) -> bool:
-    """The path exists and is not a regular file (a device, a FIFO, a socket, a directory: the write says which)."""
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _device(path: str) -> bool:
-    try:
-        return stat.S_ISCHR(os.stat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _is_stdout(path: str) -> bool:
-    """`path` is the file this process's stdout writes to (/dev/stdout, /proc/self/fd/1, or the file's own name)."""
-    try:
-        st, out = os.stat(path), os.fstat(sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        return False
-    return (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino) and not stat.S_ISCHR(st.st_mode)  # a device: written
-    # through, the same
-
-
-def _identity(path: str) -> object:
-    """What makes two paths one file: the device and inode of what exists (links and aliases resolved), else the
-    resolved path."""
+def _where(path: str) -> tuple[str, object]:
+    """How an output is written ("stdout", "through" or "staged") and what makes two outputs one file (None: never
+    one with another).  os.stat follows links, /proc's too, so /dev/stdout is whatever stdout is: this process's
+    stdout is "-" (/dev/stdout onto a file opened with >>); a character device (/dev/null, a terminal) is written
+    through and may be named twice; anything else that exists and is not a regular file (a FIFO, a pipe, a
+    directory: the write says why not) is written through; a regular file, or a path with nothing there yet, is
+    staged, one file with any other name of it."""
+    if path == "-":
+        return "stdout", "-"
     try:
         st = os.stat(path)
-        return (st.st_dev, st.st_ino)
     except OSError:
-        return os.path.realpath(path)
+        return "staged", os.path.realpath(path)
+    if stat.S_ISCHR(st.st_mode):
+        return "through", None
+    try:
+        out = os.fstat(sys.stdout.fileno())
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            return "stdout", "-"
+    except (OSError, ValueError, AttributeError):  # stdout closed, or not a file (a test's capture)
+        pass
+    return "staged" if stat.S_ISREG(st.st_mode) else "through", (st.st_dev, st.st_ino)
 
 
 def _write_stdout(raw: bytes) -> None:
@@ -264,10 +258,8 @@ def _write_stdout(raw: bytes) -> None:
     try:
         stream.write(raw)
         stream.flush()
-    except (BrokenPipeError, ValueError):
-        raise EmberError(STDOUT_STOPPED) from None
-    except OSError as e:
-        raise EmberError(f"cannot write to standard output: {e.strerror or e}") from None
+    except (OSError, ValueError) as e:
+        raise _stdout_error(e) from None
 
 
 def _stage(path: str, raw: bytes, shown: str) -> str:

@@ -152,4 +152,4 @@ def main(program: str, inputs_path: str, outputs_path: str | None, stats_path: s
             s = stats.get(name)
             if s is not None:
                 table.add_row(name, _fmt(s.value), s.unit, s.description)
-        report_console("-" in (outputs_path, trace_path, timeline_path)).print(table)
+        report_console(outputs_path, trace_path, timeline_path).print(table)
