@@ -28,8 +28,7 @@ def read_bytes(path: str, limit: Limit = INPUT_BYTES) -> bytes:
     """The whole file, or an error once it passes `limit` bytes: a regular file by its size, anything else (stdin,
     a pipe, a device such as /dev/zero) as it is read, a megabyte at a time."""
     cap = limit.get()
-    too_big = EmberError(f"larger than {cap:,} bytes, the most Ember reads ({limit.env} raises it)",
-                         display_name(path))
+    too_big = too_large(path, limit)
     if path == "-" and sys.stdin is None:  # `<&-`: Python leaves sys.stdin None
         raise EmberError("cannot read standard input: it is closed")
     try:
@@ -48,6 +47,12 @@ def read_bytes(path: str, limit: Limit = INPUT_BYTES) -> bytes:
             return b"".join(chunks)
     except OSError as e:
         raise EmberError(f"cannot read: {e.strerror}", display_name(path)) from None
+
+
+def too_large(path: str, limit: Limit) -> EmberError:
+    """The error of a file past `limit`, naming the variable that raises it."""
+    return EmberError(f"larger than {limit.get():,} bytes, the most Ember reads ({limit.env} raises it)",
+                      display_name(path))
 
 
 def base_dir(path: str) -> Path:

@@ -186,7 +186,7 @@ def load_finished(path: str, sweep: Sweep) -> dict[str, dict[str, Any]]:
     """Rows already in `path` by point key. A partial last line (a run killed mid-write) is cut off, so the
     next append starts on a line of its own; a file of another sweep's context is refused, not mixed in."""
     file = Path(path)
-    if not os.path.lexists(path):
+    if not os.path.exists(path):  # nothing there yet (a dangling link included): nothing finished
         return {}
     data = read_bytes(path)  # bounded: EMBER_INPUT_BYTES
     end = data.rfind(b"\n") + 1

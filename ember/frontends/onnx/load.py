@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
+from ...files import too_large
 from ...ir.diagnostics import EmberError
 from ...limits import INPUT_BYTES
 
@@ -22,10 +23,9 @@ ELEM = {
 
 def load_model(path: str) -> ModelProto:
     """Read and check a model, so later stages can trust its structure."""
-    cap = INPUT_BYTES.get()
     with contextlib.suppress(OSError):  # a file that cannot be read is onnx.load's error below
-        if os.stat(path).st_size > cap:  # onnx.load reads it whole
-            raise EmberError(f"larger than {cap:,} bytes, the most Ember reads ({INPUT_BYTES.env} raises it)", path)
+        if os.stat(path).st_size > INPUT_BYTES.get():  # onnx.load reads it whole
+            raise too_large(path, INPUT_BYTES)
     try:
         model = onnx.load(path)
     except OSError as e:
