@@ -18,6 +18,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import IO
 
 import numpy as np
 
@@ -58,12 +59,14 @@ class Verdict:
 Stage = Callable[[str], None]  # told what is about to run, so a hang can be attributed
 
 
-def run_tool(main: object, prog: str, args: Sequence[str]) -> tuple[int, str, str | None]:
-    """Run a command in this process as its console script would: (exit status, stderr, escaped exception)."""
+def run_tool(main: object, prog: str, args: Sequence[str], stdout: IO[str] | None = None
+             ) -> tuple[int, str, str | None]:
+    """Run a command in this process as its console script would: (exit status, stderr, escaped exception).  What
+    it prints goes to `stdout`, or nowhere."""
     err = io.StringIO()
     status = 0
     escaped = None
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(stdout or io.StringIO()):
         try:
             main.main(args=list(args), prog_name=prog, standalone_mode=True)  # type: ignore[attr-defined]
         except SystemExit as e:

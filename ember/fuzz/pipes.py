@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from . import scripts
 from .cases import NEXT_PASS, installed_tool
 from .material import Material
-from .oracle import Stage, Verdict, judge_tool, same_output
+from .oracle import Stage, Verdict, judge_tool, run_tool, same_output
 
 COMMANDS = ("disasm", "asm", "opt", "sim-outputs", "sim-stats", "sim-table", "bench-json", "bench-csv",
             "bench-table")
@@ -85,19 +85,12 @@ def command(plan: Pipe, mat: Material, max_cycles: float) -> str:
 
 def capture(prog: str, args: list[str], cwd: str) -> tuple[int, bytes, str]:
     """Run a command in this process, as its console script would, with its stdout's bytes kept."""
-    out, err = io.BytesIO(), io.StringIO()
+    out = io.BytesIO()
     text = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
-    status = 0
-    with contextlib.chdir(cwd), scripts.environ(scripts.TERMINAL), contextlib.redirect_stdout(text), \
-            contextlib.redirect_stderr(err):
-        try:
-            installed_tool(prog).main(args=args, prog_name=prog, standalone_mode=True)  # type: ignore[attr-defined]
-        except SystemExit as e:
-            status = e.code if isinstance(e.code, int) else 1
-        except BaseException:  # the other kinds of case report escapes; here it only means no reference
-            status = -1
+    with contextlib.chdir(cwd), scripts.environ(scripts.TERMINAL):
+        status, err, _ = run_tool(installed_tool(prog), prog, args, text)  # an escape (-1): no reference here
     text.flush()
-    return status, out.getvalue(), err.getvalue()
+    return status, out.getvalue(), err
 
 
 def _share(read: str, total: int) -> int:
