@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import MODELS, run_in_process, run_tool
+from conftest import MODELS, run_here, run_tool
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
@@ -592,7 +592,7 @@ Outcome = tuple[Bad, Path, subprocess.CompletedProcess[bytes]]
 
 def _prepare_and_run(tool: str, make: Make, tmp: Path, good: Good) -> Outcome:
     bad = make(tmp, good)
-    return bad, tmp, run_in_process(tool, list(bad.args), None, None)
+    return bad, tmp, run_here(tool, *bad.args)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MODELS, compile_model, run_in_process, run_tool
+from conftest import MODELS, compile_model, run_here, run_tool
 from test_fast_engine import assert_same, both
 
 from ember.backend.binary import assemble, disassemble
@@ -388,7 +388,7 @@ def test_align_queues_in_user_pipelines_matches_numpy(imported: dict[str, Path],
     for tool, args in (("opt", [f"--pass={pipeline}", str(imported[model]), "-o", str(dae)]),
                        ("asm", [str(dae), "-o", str(binary)]),
                        ("sim", [str(binary), "--inputs", str(tmp_path / "in.npz"), "--outputs", str(outs)])):
-        r = run_in_process(tool, args, None, None)  # the commands themselves, without three interpreter starts
+        r = run_here(tool, *args)  # the commands themselves, without three interpreter starts
         assert r.returncode == 0, r.stderr.decode()
     np.testing.assert_allclose(np.load(outs)["output"], want, rtol=1e-6, atol=1e-6)
 
