@@ -76,7 +76,6 @@ class SourceReader:
 
 
 class _Builder(SourceReader):
-
     def define(self, tok: Token, type: Type) -> Value:
         name = str(tok)[1:]
         for scope in self.scopes:
@@ -217,11 +216,14 @@ def check_text(text: str, filename: str, comment: str = "//") -> None:
         end = text.find("\n", start)
         return EmberError(message, Loc(filename, line, at - start + 1), text[start:end if end >= 0 else len(text)])
 
+    def too_long() -> EmberError:
+        return refuse(f"line longer than {line_cap:,} characters ({TEXT_LINE_CHARS.env} raises the limit)",
+                      start + line_cap)
+
     for m in _SCAN[comment].finditer(text):
         tok = m.group()
         if m.start() - start > line_cap:  # a token that starts past the limit, or the line's end
-            raise refuse(f"line longer than {line_cap:,} characters ({TEXT_LINE_CHARS.env} raises the limit)",
-                         start + line_cap)
+            raise too_long()
         if tok[0] == '"' or tok.startswith(comment):
             continue
         if tok == "\n":
@@ -247,8 +249,7 @@ def check_text(text: str, filename: str, comment: str = "//") -> None:
             opened.pop()
             items.pop()
     if len(text) - start > line_cap:
-        raise refuse(f"line longer than {line_cap:,} characters ({TEXT_LINE_CHARS.env} raises the limit)",
-                     start + line_cap)
+        raise too_long()
 
 
 def parse_module(text: str, filename: str = "<input>") -> Op:
